@@ -1,0 +1,313 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tallydb/tally/bench/workload"
+)
+
+// RunConfig is what every target of one comparison shares.
+type RunConfig struct {
+	// Workload is the data set and operation mix.
+	Workload *workload.Workload
+	// Clients is the number of client goroutines. The default is 8.
+	Clients int
+	// Duration is how long the mixed workload runs per target. The default
+	// is 10s.
+	Duration time.Duration
+	// OpsPerClient, when positive, ends the run after that many operations
+	// per client instead of after Duration (for tests).
+	OpsPerClient int
+	// Dir is the parent of the targets' temporary directories. The default
+	// is os.TempDir().
+	Dir string
+	// Verify is the number of items whose counts are checked after the load
+	// and across the reopen. The default is 2000.
+	Verify int
+	// Log, if not nil, receives progress lines.
+	Log io.Writer
+}
+
+// Result is one target's figures.
+type Result struct {
+	Spec Spec
+	// Err is the first error the target returned; the figures are then
+	// partial.
+	Err error
+	// Counters is the number of counter values (items × columns).
+	Counters uint64
+	// Load is the time Load took.
+	Load time.Duration
+	// Elapsed is how long the mixed workload ran.
+	Elapsed time.Duration
+	// Reads and Writes count operations; ReadIDs counts the ids read.
+	Reads, ReadIDs, Writes uint64
+	// ReadLat and WriteLat are per-operation latencies: a whole read batch,
+	// one write.
+	ReadLat, WriteLat Histogram
+	// MemBytes and DiskBytes are measured after the run; -1 if unknown.
+	MemBytes, DiskBytes int64
+	// Recovery is the time Reopen took; -1 if unknown.
+	Recovery time.Duration
+}
+
+// ReadIDsPerSec returns ids read per second.
+func (r *Result) ReadIDsPerSec() float64 { return perSec(r.ReadIDs, r.Elapsed) }
+
+// WritesPerSec returns writes per second.
+func (r *Result) WritesPerSec() float64 { return perSec(r.Writes, r.Elapsed) }
+
+func perSec(n uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+func (c *RunConfig) fill() {
+	if c.Clients <= 0 {
+		c.Clients = 8
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Dir == "" {
+		c.Dir = os.TempDir()
+	}
+	if c.Verify <= 0 {
+		c.Verify = 2000
+	}
+}
+
+func (c *RunConfig) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, format+"\n", args...)
+	}
+}
+
+// Run loads the workload into a fresh instance of spec's target, checks a
+// sample of counts, runs the mixed workload on Clients goroutines, measures
+// memory and disk, reopens the target and checks the same sample survived.
+func Run(cfg RunConfig, spec Spec) Result {
+	cfg.fill()
+	w := cfg.Workload
+	res := Result{Spec: spec, Counters: w.Counters(), MemBytes: -1, DiskBytes: -1, Recovery: -1}
+	if spec.Skip != "" {
+		return res
+	}
+	dir, err := os.MkdirTemp(cfg.Dir, "tallybench-")
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer os.RemoveAll(dir)
+	t, err := spec.Open(dir, w)
+	if err != nil {
+		res.Err = fmt.Errorf("open: %w", err)
+		return res
+	}
+	defer func() {
+		if err := t.Close(); err != nil && res.Err == nil {
+			res.Err = fmt.Errorf("close: %w", err)
+		}
+	}()
+	res.Err = run(&cfg, t, &res)
+	return res
+}
+
+func run(cfg *RunConfig, t Target, res *Result) error {
+	w := cfg.Workload
+	cfg.logf("%s: loading %d items", res.Spec.Label(), w.Len())
+	start := time.Now()
+	if err := t.Load(w); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	res.Load = time.Since(start)
+
+	sample := verifySample(w, cfg.Verify)
+	c, err := t.NewClient()
+	if err != nil {
+		return err
+	}
+	if err := checkLoaded(w, c, sample); err != nil {
+		c.Close()
+		return err
+	}
+	if err := c.Close(); err != nil {
+		return err
+	}
+
+	cfg.logf("%s: running %d clients", res.Spec.Label(), cfg.Clients)
+	if err := runMix(cfg, t, res); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+
+	// Read the sample as the run left it; the reopened target must agree.
+	c, err = t.NewClient()
+	if err != nil {
+		return err
+	}
+	before, err := readAll(c, sample, w.Columns())
+	c.Close()
+	if err != nil {
+		return err
+	}
+	if res.MemBytes, err = t.MemBytes(); err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	if res.DiskBytes, err = t.DiskBytes(); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	cfg.logf("%s: reopening", res.Spec.Label())
+	if res.Recovery, err = t.Reopen(); err != nil {
+		return fmt.Errorf("reopen: %w", err)
+	}
+	c, err = t.NewClient()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	after, err := readAll(c, sample, w.Columns())
+	if err != nil {
+		return err
+	}
+	for i := range before {
+		if before[i] != after[i] {
+			id := sample[i/w.Columns()]
+			return fmt.Errorf("after reopen id %d column %d reads %d, before %d", id, i%w.Columns(), after[i], before[i])
+		}
+	}
+	return nil
+}
+
+// verifySample returns n ids spread over all items (zero ones included).
+func verifySample(w *workload.Workload, n int) []uint64 {
+	if uint64(n) > w.Len() {
+		n = int(w.Len())
+	}
+	ids := make([]uint64, n)
+	for k := range ids {
+		ids[k] = w.ID(uint64(k) * w.Len() / uint64(n))
+	}
+	return ids
+}
+
+func checkLoaded(w *workload.Workload, c Client, ids []uint64) error {
+	got, err := readAll(c, ids, w.Columns())
+	if err != nil {
+		return err
+	}
+	var want []uint64
+	for k := range ids {
+		want = w.Values(uint64(k)*w.Len()/uint64(len(ids)), want)
+		for j, v := range want {
+			if g := got[k*w.Columns()+j]; g != v {
+				return fmt.Errorf("after load id %d column %d reads %d, want %d", ids[k], j, g, v)
+			}
+		}
+	}
+	return nil
+}
+
+// readAll reads ids in batches of 10.
+func readAll(c Client, ids []uint64, cols int) ([]uint64, error) {
+	out := make([]uint64, 0, len(ids)*cols)
+	var buf []uint64
+	for i := 0; i < len(ids); i += 10 {
+		j := min(i+10, len(ids))
+		var err error
+		if buf, err = c.MultiGet(ids[i:j], buf); err != nil {
+			return nil, err
+		}
+		if len(buf) != (j-i)*cols {
+			return nil, fmt.Errorf("MultiGet of %d ids returned %d values, want %d", j-i, len(buf), (j-i)*cols)
+		}
+		out = append(out, buf...)
+	}
+	return out, nil
+}
+
+type clientStats struct {
+	reads, readIDs, writes uint64
+	readLat, writeLat      Histogram
+	err                    error
+}
+
+func runMix(cfg *RunConfig, t Target, res *Result) error {
+	clients := make([]Client, cfg.Clients)
+	for i := range clients {
+		c, err := t.NewClient()
+		if err != nil {
+			for _, c := range clients[:i] {
+				c.Close()
+			}
+			return err
+		}
+		clients[i] = c
+	}
+	stats := make([]clientStats, cfg.Clients)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range clients {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			st := &stats[i]
+			st.err = clientLoop(cfg, clients[i], cfg.Workload.Ops(i), st, &stop)
+			if st.err != nil {
+				stop.Store(true)
+			}
+		}(i)
+	}
+	if cfg.OpsPerClient <= 0 {
+		timer := time.AfterFunc(cfg.Duration, func() { stop.Store(true) })
+		defer timer.Stop()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	var errs []error
+	for i := range stats {
+		st := &stats[i]
+		res.Reads += st.reads
+		res.ReadIDs += st.readIDs
+		res.Writes += st.writes
+		res.ReadLat.Merge(&st.readLat)
+		res.WriteLat.Merge(&st.writeLat)
+		errs = append(errs, st.err, clients[i].Close())
+	}
+	return errors.Join(errs...)
+}
+
+func clientLoop(cfg *RunConfig, c Client, s *workload.OpStream, st *clientStats, stop *atomic.Bool) error {
+	var op workload.Op
+	dst := make([]uint64, 0, cfg.Workload.Config().BatchSize*cfg.Workload.Columns())
+	for n := 0; cfg.OpsPerClient <= 0 || n < cfg.OpsPerClient; n++ {
+		if stop.Load() {
+			return nil
+		}
+		s.Next(&op)
+		t0 := time.Now()
+		var err error
+		if op.Kind == workload.OpRead {
+			dst, err = c.MultiGet(op.IDs, dst)
+			st.readLat.Record(time.Since(t0))
+			st.reads++
+			st.readIDs += uint64(len(op.IDs))
+		} else {
+			err = c.Incr(op.ID, op.Col, op.Delta)
+			st.writeLat.Record(time.Since(t0))
+			st.writes++
+		}
+		if err != nil {
+			return fmt.Errorf("%v: %w", op.Kind, err)
+		}
+	}
+	return nil
+}
