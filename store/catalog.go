@@ -1,0 +1,147 @@
+package store
+
+import (
+	"sync/atomic"
+
+	"github.com/tallydb/tally/hot"
+)
+
+// catalog is an immutable snapshot of the counters. Writers (holding
+// DB.commit) build a new one and publish it; readers load it without locks.
+type catalog struct {
+	byName map[string]*counterState
+	byID   map[uint32]*counterState
+	nextID uint32
+}
+
+func (c *catalog) with(cs *counterState) *catalog {
+	n := &catalog{
+		byName: make(map[string]*counterState, len(c.byName)+1),
+		byID:   make(map[uint32]*counterState, len(c.byID)+1),
+		nextID: c.nextID,
+	}
+	for k, v := range c.byName {
+		n.byName[k] = v
+	}
+	for k, v := range c.byID {
+		n.byID[k] = v
+	}
+	n.byName[cs.name] = cs
+	n.byID[cs.id] = cs
+	if cs.id >= n.nextID {
+		n.nextID = cs.id + 1
+	}
+	return n
+}
+
+// counterState is the in-memory state of one counter. Its immutable fields
+// are set at creation; cols and ranges are copy-on-write snapshots replaced
+// only by writers holding DB.commit, so readers never lock.
+type counterState struct {
+	id        uint32
+	name      string
+	rangeBits uint
+	keyMask   uint64
+	age       AgePolicy
+
+	cols   atomic.Pointer[colSet]
+	ranges atomic.Pointer[rangeSet]
+}
+
+func newCounterState(ci *CounterInfo) *counterState {
+	cs := &counterState{
+		id:        ci.ID,
+		name:      ci.Name,
+		rangeBits: uint(ci.RangeBits),
+		keyMask:   1<<ci.RangeBits - 1,
+		age:       ci.Age,
+	}
+	cs.cols.Store(newColSet(ci.Columns))
+	cs.ranges.Store(&rangeSet{m: map[uint64]*rangeState{}})
+	return cs
+}
+
+func (cs *counterState) info() CounterInfo {
+	cols := cs.cols.Load()
+	return CounterInfo{
+		ID:        cs.id,
+		Name:      cs.name,
+		RangeBits: uint8(cs.rangeBits),
+		Age:       cs.age,
+		Columns:   append([]Column(nil), cols.cols...),
+	}
+}
+
+// colSet is an immutable snapshot of a counter's columns.
+type colSet struct {
+	cols   []Column
+	byName map[string]int
+	widths []int // bytes per column in a hot row
+	max    []uint64
+}
+
+func newColSet(cols []Column) *colSet {
+	s := &colSet{cols: cols, byName: make(map[string]int, len(cols))}
+	for i, c := range cols {
+		s.byName[c.Name] = i
+		s.widths = append(s.widths, int(c.HintBits/8))
+		s.max = append(s.max, c.Max())
+	}
+	return s
+}
+
+// rangeSet is an immutable snapshot of a counter's ranges, replaced when a
+// range is created.
+type rangeSet struct {
+	m map[uint64]*rangeState
+}
+
+// rangeState is one id range of a counter.
+type rangeState struct {
+	id  uint64
+	hot *hot.Table
+}
+
+// lookupRange returns the range holding id, or nil if none exists yet.
+func (cs *counterState) lookupRange(id uint64) *rangeState {
+	return cs.ranges.Load().m[id>>cs.rangeBits]
+}
+
+// ensureRangeLocked returns the range of id, creating an empty hot range if
+// needed. The caller holds DB.commit.
+func (cs *counterState) ensureRangeLocked(id uint64, sizeHint int) (*rangeState, error) {
+	rid := id >> cs.rangeBits
+	old := cs.ranges.Load()
+	if rs := old.m[rid]; rs != nil {
+		return rs, nil
+	}
+	t, err := hot.New(cs.rangeBits, cs.cols.Load().widths, sizeHint)
+	if err != nil {
+		return nil, err
+	}
+	rs := &rangeState{id: rid, hot: t}
+	n := &rangeSet{m: make(map[uint64]*rangeState, len(old.m)+1)}
+	for k, v := range old.m {
+		n.m[k] = v
+	}
+	n.m[rid] = rs
+	cs.ranges.Store(n)
+	return rs, nil
+}
+
+// readRow fills out (len = number of columns) with the row of id.
+func (cs *counterState) readRow(id uint64, out []uint64) {
+	rs := cs.lookupRange(id)
+	if rs == nil {
+		clear(out)
+		return
+	}
+	rs.readRow(id&cs.keyMask, out)
+}
+
+func (rs *rangeState) readRow(key uint64, out []uint64) {
+	var tmp [MaxColumns]uint64
+	row, _ := rs.hot.Get(key, tmp[:0])
+	n := copy(out, row)
+	clear(out[n:])
+}

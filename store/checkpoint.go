@@ -1,0 +1,282 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Checkpoints.
+//
+// A checkpoint is fuzzy: it notes S, the sequence of the last committed
+// record, then copies each hot table segment by segment while writers go on.
+// A chunk may therefore hold effects of records after S. That is harmless
+// because log records are after-images: recovery replays every record after S
+// over the chunks, and each row ends at its last after-image.
+//
+// The chunks of checkpoint S are written with unsynced batches; the final
+// batch points meta "ckpt" at S, range-deletes the log up to S and older
+// checkpoints' chunks, and is synced. Pebble's WAL is sequential, so the
+// synced final batch makes every earlier chunk (and every record applied to
+// memory before it) durable too. A crash before the final batch leaves "ckpt"
+// at the previous checkpoint, whose chunks and log are intact; Open deletes
+// the orphan chunks.
+
+// chunkVersion is the version byte of a checkpoint chunk.
+const chunkVersion = 1
+
+// ckptPointerVersion is the version byte of the meta "ckpt" value.
+const ckptPointerVersion = 1
+
+// chunkHeader is the decoded header of a checkpoint chunk.
+type chunkHeader struct {
+	counterID uint32
+	rangeID   uint64
+	ncols     int
+	rangeRows int // rows in the whole range when the chunk was cut (a size hint)
+	nrows     int
+}
+
+// appendChunk encodes a checkpoint chunk: some rows of one hot range.
+//
+//	field        width      meaning
+//	-----------  ---------  -----------------------------------------------
+//	version      1          chunkVersion
+//	counter      4          counter id, big-endian
+//	range        8          range id, big-endian
+//	ncols        uvarint    values per row
+//	range rows   uvarint    rows in the whole range (size hint for loading)
+//	nrows        uvarint    rows in this chunk
+//	per row:     uvarint    key (low id bits)
+//	             uvarint×n  values
+//	checksum     4          CRC-32C of everything before, big-endian
+//
+// rows holds nrows × (1 + ncols) words: key, then values.
+func appendChunk(dst []byte, h chunkHeader, rows []uint64) []byte {
+	start := len(dst)
+	dst = append(dst, chunkVersion)
+	dst = binary.BigEndian.AppendUint32(dst, h.counterID)
+	dst = binary.BigEndian.AppendUint64(dst, h.rangeID)
+	dst = binary.AppendUvarint(dst, uint64(h.ncols))
+	dst = binary.AppendUvarint(dst, uint64(h.rangeRows))
+	dst = binary.AppendUvarint(dst, uint64(h.nrows))
+	for _, w := range rows {
+		dst = binary.AppendUvarint(dst, w)
+	}
+	return appendChecksum(dst, start)
+}
+
+// decodeChunk verifies and decodes a chunk, calling fn for each row (vals is
+// reused). Decode errors wrap ErrCorrupt; fn's errors are returned as is.
+func decodeChunk(b []byte, fn func(h *chunkHeader, key uint64, vals []uint64) error) (chunkHeader, error) {
+	var h chunkHeader
+	body, err := verifyChecksum(b, "checkpoint chunk")
+	if err != nil {
+		return h, err
+	}
+	d := decoder{b: body, what: "checkpoint chunk"}
+	if v := d.byte(); d.err == nil && v != chunkVersion {
+		return h, fmt.Errorf("%w: checkpoint chunk version %d", ErrCorrupt, v)
+	}
+	h.counterID = d.u32()
+	h.rangeID = d.u64()
+	ncols, rangeRows, nrows := d.uvarint(), d.uvarint(), d.uvarint()
+	if d.err != nil {
+		return h, d.err
+	}
+	if ncols > MaxColumns || nrows > uint64(len(body)) || rangeRows > 1<<48 {
+		return h, fmt.Errorf("%w: checkpoint chunk header (ncols %d, rows %d)", ErrCorrupt, ncols, nrows)
+	}
+	h.ncols, h.rangeRows, h.nrows = int(ncols), int(rangeRows), int(nrows)
+	var buf [MaxColumns]uint64
+	vals := buf[:h.ncols]
+	for i := 0; i < h.nrows; i++ {
+		key := d.uvarint()
+		for j := range vals {
+			vals[j] = d.uvarint()
+		}
+		if d.err != nil {
+			return h, d.err
+		}
+		if err := fn(&h, key, vals); err != nil {
+			return h, err
+		}
+	}
+	return h, d.finish()
+}
+
+func appendCkptPointer(dst []byte, seq uint64) []byte {
+	start := len(dst)
+	dst = append(dst, ckptPointerVersion)
+	dst = binary.BigEndian.AppendUint64(dst, seq)
+	return appendChecksum(dst, start)
+}
+
+func decodeCkptPointer(b []byte) (uint64, error) {
+	body, err := verifyChecksum(b, "checkpoint pointer")
+	if err != nil {
+		return 0, err
+	}
+	d := decoder{b: body, what: "checkpoint pointer"}
+	if v := d.byte(); d.err == nil && v != ckptPointerVersion {
+		return 0, fmt.Errorf("%w: checkpoint pointer version %d", ErrCorrupt, v)
+	}
+	seq := d.u64()
+	return seq, d.finish()
+}
+
+// checkpointBatchBytes is the size at which checkpoint chunk batches are
+// committed.
+const checkpointBatchBytes = 8 << 20
+
+type tableRef struct {
+	cs *counterState
+	rs *rangeState
+}
+
+// Checkpoint writes every hot table to Pebble so the log before it can be
+// dropped. It returns once the checkpoint is durable. It is a no-op when
+// nothing was written since the last one.
+func (db *DB) Checkpoint() error {
+	db.ckpt.Lock()
+	defer db.ckpt.Unlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	db.commit.Lock()
+	seq := db.commit.lastSeq
+	var tables []tableRef
+	cat := db.cat.Load()
+	for id := uint32(0); id < cat.nextID; id++ {
+		cs := cat.byID[id]
+		if cs == nil {
+			continue
+		}
+		for _, rs := range cs.ranges.Load().m {
+			tables = append(tables, tableRef{cs, rs})
+		}
+	}
+	db.commit.Unlock()
+	if seq == db.ckpt.seq {
+		db.ckpt.last = time.Now()
+		return nil
+	}
+	// Bytes written from here on count toward the next checkpoint.
+	logBytes, logRecords := db.logBytes.Load(), db.logRecords.Load()
+
+	w := chunkWriter{db: db, seq: seq, maxRows: db.opts.CheckpointChunkRows}
+	for _, t := range tables {
+		if err := w.writeTable(t); err != nil {
+			w.close()
+			return err
+		}
+	}
+	if err := w.flush(); err != nil {
+		w.close()
+		return err
+	}
+	w.close()
+
+	fin := db.pdb.NewBatch()
+	defer fin.Close()
+	if err := fin.Set(appendMetaKey(nil, metaCheckpoint), appendCkptPointer(nil, seq), nil); err != nil {
+		return err
+	}
+	if err := fin.DeleteRange(appendLogKey(nil, 0), appendLogKey(nil, seq+1), nil); err != nil {
+		return err
+	}
+	if err := fin.DeleteRange(appendCheckpointPrefix(nil, 0), appendCheckpointPrefix(nil, seq), nil); err != nil {
+		return err
+	}
+	if err := fin.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("tally: checkpoint: %w", err)
+	}
+	db.ckpt.seq = seq
+	db.ckpt.last = time.Now()
+	db.logBytes.Add(-logBytes)
+	db.logRecords.Add(-logRecords)
+	return nil
+}
+
+// chunkWriter cuts hot tables into chunks and writes them in batches.
+type chunkWriter struct {
+	db      *DB
+	seq     uint64
+	maxRows int
+	batch   *pebble.Batch
+	rows    []uint64
+	buf     []byte
+	key     []byte
+}
+
+func (w *chunkWriter) writeTable(t tableRef) error {
+	ncols := t.rs.hot.NumColumns()
+	h := chunkHeader{counterID: t.cs.id, rangeID: t.rs.id, ncols: ncols, rangeRows: t.rs.hot.Len()}
+	var chunk uint32
+	stride := 1 + ncols
+	for seg := 0; seg < t.rs.hot.NumSegments(); seg++ {
+		// Copy the segment out first: RangeSegment holds the segment's read
+		// lock, and writers (holding DB.commit) must not wait on Pebble.
+		w.rows = w.rows[:0]
+		t.rs.hot.RangeSegment(seg, func(key uint64, vals []uint64) bool {
+			w.rows = append(w.rows, key)
+			// Columns added after ncols was read only hold values written
+			// after seq; the log replays them.
+			for i := 0; i < ncols; i++ {
+				var v uint64
+				if i < len(vals) {
+					v = vals[i]
+				}
+				w.rows = append(w.rows, v)
+			}
+			return true
+		})
+		for off := 0; off < len(w.rows); {
+			n := min((len(w.rows)-off)/stride, w.maxRows)
+			h.nrows = n
+			if err := w.emit(&h, chunk, w.rows[off:off+n*stride]); err != nil {
+				return err
+			}
+			chunk++
+			off += n * stride
+		}
+	}
+	return nil
+}
+
+func (w *chunkWriter) emit(h *chunkHeader, chunk uint32, rows []uint64) error {
+	if w.batch == nil {
+		w.batch = w.db.pdb.NewBatch()
+	}
+	w.buf = appendChunk(w.buf[:0], *h, rows)
+	w.key = appendCheckpointKey(w.key[:0], w.seq, h.counterID, h.rangeID, chunk)
+	if err := w.batch.Set(w.key, w.buf, nil); err != nil {
+		return err
+	}
+	if w.batch.Len() >= checkpointBatchBytes {
+		return w.flush()
+	}
+	return nil
+}
+
+func (w *chunkWriter) flush() error {
+	if w.batch == nil {
+		return nil
+	}
+	err := w.batch.Commit(pebble.NoSync)
+	w.batch.Close()
+	w.batch = nil
+	if err != nil {
+		return fmt.Errorf("tally: checkpoint chunks: %w", err)
+	}
+	return nil
+}
+
+func (w *chunkWriter) close() {
+	if w.batch != nil {
+		w.batch.Close()
+		w.batch = nil
+	}
+}

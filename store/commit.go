@@ -1,0 +1,338 @@
+package store
+
+// The commit path.
+//
+// Ordering rules (what must stay true):
+//
+//  1. All writers go through DB.commit (a mutex). Under it a writer computes
+//     the after-image of every row its batch touches from the current
+//     in-memory state, assigns the next log sequence, encodes one mutation
+//     record and hands the Pebble batch (record + any family writes) to
+//     Pebble's commit pipeline without waiting for the fsync
+//     (ApplyNoSyncWait). Because this happens under the mutex, log sequence
+//     order, WAL order and in-memory apply order are the same order.
+//  2. Only after Pebble accepted the batch are the after-images applied to
+//     the hot tables (still under DB.commit). If Pebble refuses the batch,
+//     nothing in memory changed: a failed commit changes nothing.
+//  3. The writer then releases DB.commit and, under SyncAlways, waits for the
+//     WAL fsync (SyncWait) before acknowledging. Concurrent writers queue
+//     their batches while one fsync is in flight, so their fsyncs are shared
+//     (group commit) by Pebble's WAL writer.
+//  4. A write is therefore visible to readers slightly before it is durable
+//     (as in Pebble). If the fsync fails, the DB enters the failed state.
+//  5. Schema changes (CreateCounter, AddColumn) also hold DB.commit and are
+//     always written with a synced Pebble write before they are published,
+//     so no record can reference a column whose schema is not durable.
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+type opKind uint8
+
+const (
+	opIncr opKind = iota + 1
+	opSet
+	opDelete
+)
+
+type batchOp struct {
+	cs     *counterState
+	id     uint64
+	kind   opKind
+	col    int
+	delta  int64
+	valOff int // opSet: b.vals[valOff : valOff+valN]
+	valN   int
+}
+
+// image is the after-image of one row being built by a commit.
+type image struct {
+	cs   *counterState
+	id   uint64
+	n    int
+	vals [MaxColumns]uint64
+}
+
+// A Batch groups counter operations that commit atomically: all of them or
+// none. A Batch is not safe for concurrent use. Close it when done.
+type Batch struct {
+	db      *DB
+	ops     []batchOp
+	vals    []uint64
+	images  []image
+	results []uint64 // per op: the column value after commit (opIncr)
+	buf     []byte
+	key     []byte
+	err     error
+}
+
+var batchPool = sync.Pool{New: func() any { return new(Batch) }}
+
+// NewBatch returns an empty batch.
+func (db *DB) NewBatch() *Batch {
+	b := batchPool.Get().(*Batch)
+	b.db = db
+	return b
+}
+
+// Close releases the batch. It must not be used afterwards.
+func (b *Batch) Close() {
+	b.Reset()
+	b.db = nil
+	batchPool.Put(b)
+}
+
+// Reset empties the batch for reuse.
+func (b *Batch) Reset() {
+	b.ops = b.ops[:0]
+	b.vals = b.vals[:0]
+	b.images = b.images[:0]
+	b.results = b.results[:0]
+	b.err = nil
+}
+
+// Len returns the number of operations in the batch.
+func (b *Batch) Len() int { return len(b.ops) }
+
+// Result returns the value of the incremented column after the commit of
+// the i-th operation, which must be an Incr.
+func (b *Batch) Result(i int) uint64 { return b.results[i] }
+
+func (b *Batch) counter(name string) (*counterState, error) {
+	cs := b.db.cat.Load().byName[name]
+	if cs == nil {
+		return nil, fmt.Errorf("%w: %q", ErrCounterNotFound, name)
+	}
+	return cs, nil
+}
+
+// Incr adds delta (which may be negative) to column of row id of counter.
+// A negative delta larger than the current value leaves it at 0; a result
+// above the column's maximum fails the commit with ErrValueRange. An unknown
+// counter or column is reported here and by Commit.
+func (b *Batch) Incr(counter string, id uint64, column string, delta int64) error {
+	cs, err := b.counter(counter)
+	if err != nil {
+		return b.fail(err)
+	}
+	col, ok := cs.cols.Load().byName[column]
+	if !ok {
+		return b.fail(fmt.Errorf("%w: %s.%s", ErrColumnNotFound, counter, column))
+	}
+	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opIncr, col: col, delta: delta})
+	return nil
+}
+
+// Set sets every column of row id of counter, in column order; the number of
+// values must equal the number of columns.
+func (b *Batch) Set(counter string, id uint64, values ...uint64) error {
+	cs, err := b.counter(counter)
+	if err != nil {
+		return b.fail(err)
+	}
+	if n := len(cs.cols.Load().cols); len(values) != n {
+		return b.fail(fmt.Errorf("%w: %s has %d columns, got %d values", ErrValueRange, counter, n, len(values)))
+	}
+	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opSet, valOff: len(b.vals), valN: len(values)})
+	b.vals = append(b.vals, values...)
+	return nil
+}
+
+// Delete removes row id of counter (all its columns read 0 afterwards).
+func (b *Batch) Delete(counter string, id uint64) error {
+	cs, err := b.counter(counter)
+	if err != nil {
+		return b.fail(err)
+	}
+	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opDelete})
+	return nil
+}
+
+func (b *Batch) fail(err error) error {
+	if b.err == nil {
+		b.err = err
+	}
+	return err
+}
+
+// Commit applies the batch atomically under the DB's durability. It returns
+// only once the batch is durable as the durability mode promises. On error
+// nothing of the batch is applied.
+func (b *Batch) Commit() error {
+	if b.err != nil {
+		return b.err
+	}
+	if len(b.ops) == 0 {
+		return nil
+	}
+	return b.db.commitBatch(b)
+}
+
+// imageFor returns the after-image being built for (cs, id), loading the
+// current row on first use.
+func (b *Batch) imageFor(cs *counterState, id uint64, ncols int) *image {
+	for i := range b.images {
+		if im := &b.images[i]; im.cs == cs && im.id == id {
+			return im
+		}
+	}
+	b.images = append(b.images, image{cs: cs, id: id, n: ncols})
+	im := &b.images[len(b.images)-1]
+	cs.readRow(id, im.vals[:ncols])
+	return im
+}
+
+// buildImagesLocked computes the after-images of every op. The caller holds
+// DB.commit, so the current values cannot change underneath.
+func (b *Batch) buildImagesLocked() error {
+	b.images = b.images[:0]
+	b.results = b.results[:0]
+	for i := range b.ops {
+		op := &b.ops[i]
+		cols := op.cs.cols.Load()
+		im := b.imageFor(op.cs, op.id, len(cols.cols))
+		var res uint64
+		switch op.kind {
+		case opIncr:
+			v := im.vals[op.col]
+			switch {
+			case op.delta >= 0:
+				d := uint64(op.delta)
+				if max := cols.max[op.col]; d > max || v > max-d {
+					return fmt.Errorf("%w: %s %d.%s = %d + %d exceeds max %d", ErrValueRange,
+						op.cs.name, op.id, cols.cols[op.col].Name, v, op.delta, cols.max[op.col])
+				}
+				v += d
+			case op.delta == math.MinInt64 || uint64(-op.delta) >= v:
+				v = 0
+			default:
+				v -= uint64(-op.delta)
+			}
+			im.vals[op.col] = v
+			res = v
+		case opSet:
+			vals := b.vals[op.valOff : op.valOff+op.valN]
+			for c, v := range vals {
+				if v > cols.max[c] {
+					return fmt.Errorf("%w: %s %d.%s = %d exceeds max %d", ErrValueRange,
+						op.cs.name, op.id, cols.cols[c].Name, v, cols.max[c])
+				}
+			}
+			copy(im.vals[:im.n], vals)
+		case opDelete:
+			clear(im.vals[:im.n])
+		}
+		b.results = append(b.results, res)
+	}
+	return nil
+}
+
+// encodeRecord encodes the images as one mutation record into b.buf.
+func (b *Batch) encodeRecord() []byte {
+	b.buf = appendRecordHeader(b.buf[:0], len(b.images))
+	for i := range b.images {
+		im := &b.images[i]
+		b.buf = appendRowImage(b.buf, im.cs.id, im.id, im.vals[:im.n])
+	}
+	return appendChecksum(b.buf, 0)
+}
+
+func (db *DB) commitBatch(b *Batch) error {
+	if err := db.writable(); err != nil {
+		return err
+	}
+	pb := db.pdb.NewBatch()
+	sync := db.opts.Durability == SyncAlways
+
+	db.commit.Lock()
+	if err := db.writable(); err != nil {
+		db.commit.Unlock()
+		pb.Close()
+		return err
+	}
+	if err := b.buildImagesLocked(); err != nil {
+		db.commit.Unlock()
+		pb.Close()
+		return err
+	}
+	rec := b.encodeRecord()
+	seq := db.commit.lastSeq + 1
+	b.key = appendLogKey(b.key[:0], seq)
+	if err := pb.Set(b.key, rec, nil); err != nil {
+		db.commit.Unlock()
+		pb.Close()
+		return err
+	}
+	var err error
+	if sync {
+		err = db.pdb.ApplyNoSyncWait(pb, pebble.Sync)
+	} else {
+		err = db.pdb.Apply(pb, pebble.NoSync)
+	}
+	if err != nil {
+		db.commit.Unlock()
+		pb.Close()
+		return fmt.Errorf("tally: commit: %w", err)
+	}
+	db.commit.lastSeq = seq
+	applyErr := b.applyImagesLocked()
+	db.commit.Unlock()
+
+	db.noteLogWrite(len(rec) + len(b.key))
+	if sync {
+		if err := pb.SyncWait(); err != nil {
+			db.setFailed(err)
+			pb.Close()
+			return fmt.Errorf("%w: wal sync: %v", ErrFailed, err)
+		}
+	}
+	pb.Close()
+	if applyErr != nil {
+		// The record is durable but memory could not take it: memory now
+		// disagrees with the log, which only a reopen repairs.
+		db.setFailed(applyErr)
+		return fmt.Errorf("%w: apply: %v", ErrFailed, applyErr)
+	}
+	return nil
+}
+
+// applyImagesLocked writes the after-images into memory.
+func (b *Batch) applyImagesLocked() error {
+	for i := range b.images {
+		im := &b.images[i]
+		if err := im.cs.applyLocked(im.id, im.vals[:im.n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyLocked stores row id's values in its range. The caller holds
+// DB.commit (or is recovering, alone).
+func (cs *counterState) applyLocked(id uint64, vals []uint64) error {
+	rs := cs.lookupRange(id)
+	if rs == nil {
+		if allZero(vals) {
+			return nil
+		}
+		var err error
+		if rs, err = cs.ensureRangeLocked(id, 0); err != nil {
+			return err
+		}
+	}
+	return rs.hot.Put(id&cs.keyMask, vals)
+}
+
+func allZero(vals []uint64) bool {
+	for _, v := range vals {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,127 @@
+package store
+
+import "fmt"
+
+// Counter is a handle on one counter. It is safe for concurrent use.
+type Counter struct {
+	db *DB
+	cs *counterState
+}
+
+// Name returns the counter's name.
+func (c *Counter) Name() string { return c.cs.name }
+
+// Info returns the counter's current schema.
+func (c *Counter) Info() CounterInfo { return c.cs.info() }
+
+// NumColumns returns the current number of columns.
+func (c *Counter) NumColumns() int { return len(c.cs.cols.Load().cols) }
+
+// Columns returns the current column names in order.
+func (c *Counter) Columns() []string {
+	cols := c.cs.cols.Load().cols
+	names := make([]string, len(cols))
+	for i, col := range cols {
+		names[i] = col.Name
+	}
+	return names
+}
+
+func grow(dst []uint64, n int) []uint64 {
+	if cap(dst) < n {
+		return make([]uint64, n)
+	}
+	return dst[:n]
+}
+
+// Get returns every column of row id, in column order, in dst[:0] (grown if
+// needed). An id never written reads as zeros. It does not allocate when dst
+// has room for NumColumns values.
+func (c *Counter) Get(id uint64, dst []uint64) ([]uint64, error) {
+	if c.db.closed.Load() {
+		return dst[:0], ErrClosed
+	}
+	dst = grow(dst, len(c.cs.cols.Load().cols))
+	c.cs.readRow(id, dst)
+	return dst, nil
+}
+
+// GetColumn returns one column of row id.
+func (c *Counter) GetColumn(id uint64, column string) (uint64, error) {
+	if c.db.closed.Load() {
+		return 0, ErrClosed
+	}
+	cols := c.cs.cols.Load()
+	col, ok := cols.byName[column]
+	if !ok {
+		return 0, fmt.Errorf("%w: %s.%s", ErrColumnNotFound, c.cs.name, column)
+	}
+	var tmp [MaxColumns]uint64
+	row := tmp[:len(cols.cols)]
+	c.cs.readRow(id, row)
+	return row[col], nil
+}
+
+// MultiGet returns every column of every id, row-major (len(ids) ×
+// NumColumns values, the row of ids[i] at i*NumColumns), in dst[:0] (grown if
+// needed). This is the hot path of a feed page.
+func (c *Counter) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
+	if c.db.closed.Load() {
+		return dst[:0], ErrClosed
+	}
+	cs := c.cs
+	n := len(cs.cols.Load().cols)
+	dst = grow(dst, len(ids)*n)
+	ranges := cs.ranges.Load()
+	var rs *rangeState
+	prev := ^uint64(0)
+	for i, id := range ids {
+		out := dst[i*n : i*n+n]
+		// Feed pages cluster in recent ranges: reuse the last lookup.
+		if rid := id >> cs.rangeBits; rid != prev || rs == nil {
+			rs, prev = ranges.m[rid], rid
+		}
+		if rs == nil {
+			clear(out)
+			continue
+		}
+		rs.readRow(id&cs.keyMask, out)
+	}
+	return dst, nil
+}
+
+// Incr adds delta (which may be negative) to one column of row id and returns
+// the new value. A count never goes below 0: a negative delta larger than the
+// value leaves it at 0. A result above the column's maximum is refused with
+// ErrValueRange and changes nothing.
+func (c *Counter) Incr(id uint64, column string, delta int64) (uint64, error) {
+	b := c.db.NewBatch()
+	defer b.Close()
+	if err := b.Incr(c.cs.name, id, column, delta); err != nil {
+		return 0, err
+	}
+	if err := b.Commit(); err != nil {
+		return 0, err
+	}
+	return b.Result(0), nil
+}
+
+// Set sets every column of row id; len(values) must equal NumColumns.
+func (c *Counter) Set(id uint64, values ...uint64) error {
+	b := c.db.NewBatch()
+	defer b.Close()
+	if err := b.Set(c.cs.name, id, values...); err != nil {
+		return err
+	}
+	return b.Commit()
+}
+
+// Delete removes row id; all its columns read 0 afterwards.
+func (c *Counter) Delete(id uint64) error {
+	b := c.db.NewBatch()
+	defer b.Close()
+	if err := b.Delete(c.cs.name, id); err != nil {
+		return err
+	}
+	return b.Commit()
+}

@@ -1,0 +1,212 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// DB is an open tally store. All methods are safe for concurrent use.
+//
+// Lock order: DB.ckpt before DB.commit. Readers take no locks.
+type DB struct {
+	dir  string
+	opts *Options
+	pdb  *pebble.DB
+	lock io.Closer
+
+	cat atomic.Pointer[catalog]
+
+	// commit serializes writers; see commit.go for the ordering rules.
+	commit struct {
+		sync.Mutex
+		lastSeq uint64 // sequence of the last committed record
+	}
+	// ckpt serializes checkpoints.
+	ckpt struct {
+		sync.Mutex
+		seq  uint64 // sequence included by the newest complete checkpoint
+		last time.Time
+	}
+
+	logBytes   atomic.Int64 // log bytes written since the last checkpoint
+	logRecords atomic.Int64 // log records written since the last checkpoint
+	unsynced   atomic.Bool  // NoSync commits since the last interval sync
+	closed     atomic.Bool
+	failed     atomic.Pointer[error]
+
+	recovery RecoveryStats
+
+	bg struct {
+		stop   chan struct{}
+		kick   chan struct{} // nudges the checkpointer when the log grew
+		wg     sync.WaitGroup
+		errMu  sync.Mutex
+		errors []error // background errors, reported by Stats and Close
+	}
+}
+
+// writable reports why the DB cannot take writes, or nil.
+func (db *DB) writable() error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	if p := db.failed.Load(); p != nil {
+		return fmt.Errorf("%w: %v", ErrFailed, *p)
+	}
+	return nil
+}
+
+func (db *DB) setFailed(err error) {
+	db.failed.CompareAndSwap(nil, &err)
+}
+
+func (db *DB) noteLogWrite(n int) {
+	db.logRecords.Add(1)
+	if db.opts.Durability != SyncAlways {
+		db.unsynced.Store(true)
+	}
+	if lim := db.opts.CheckpointLogBytes; lim > 0 && db.logBytes.Add(int64(n)) >= lim {
+		select {
+		case db.bg.kick <- struct{}{}:
+		default:
+		}
+	} else if lim <= 0 {
+		db.logBytes.Add(int64(n))
+	}
+}
+
+// Dir returns the directory the DB was opened on.
+func (db *DB) Dir() string { return db.dir }
+
+// Close checkpoints the hot tables, stops background work and closes the
+// store. Close is safe to call more than once; later calls return nil.
+func (db *DB) Close() error {
+	if db.closed.Load() {
+		return nil
+	}
+	db.stopBackground()
+	var errs []error
+	if db.failed.Load() == nil {
+		if err := db.Checkpoint(); err != nil {
+			errs = append(errs, fmt.Errorf("tally: checkpoint on close: %w", err))
+		}
+	}
+	// Taking both locks waits for in-flight writers and checkpoints.
+	db.ckpt.Lock()
+	db.commit.Lock()
+	db.closed.Store(true)
+	db.commit.Unlock()
+	db.ckpt.Unlock()
+	if err := db.pdb.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := db.lock.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// CreateCounter creates an empty counter without columns.
+func (db *DB) CreateCounter(name string, opts CounterOptions) error {
+	if err := validName(name); err != nil {
+		return err
+	}
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return err
+	}
+	db.commit.Lock()
+	defer db.commit.Unlock()
+	if err := db.writable(); err != nil {
+		return err
+	}
+	cat := db.cat.Load()
+	if cat.byName[name] != nil {
+		return fmt.Errorf("%w: counter %q", ErrExists, name)
+	}
+	ci := &CounterInfo{ID: cat.nextID, Name: name, RangeBits: o.RangeBits, Age: o.Age}
+	if err := db.writeSchemaLocked(ci); err != nil {
+		return err
+	}
+	db.cat.Store(cat.with(newCounterState(ci)))
+	return nil
+}
+
+// AddColumn adds a column to a live counter. Existing rows are not rewritten:
+// each hot table migrates its rows lazily, and the new column reads 0 until
+// written.
+func (db *DB) AddColumn(counter, column string, opts ColumnOptions) error {
+	if err := validName(column); err != nil {
+		return err
+	}
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return err
+	}
+	db.commit.Lock()
+	defer db.commit.Unlock()
+	if err := db.writable(); err != nil {
+		return err
+	}
+	cs := db.cat.Load().byName[counter]
+	if cs == nil {
+		return fmt.Errorf("%w: %q", ErrCounterNotFound, counter)
+	}
+	old := cs.cols.Load()
+	if _, ok := old.byName[column]; ok {
+		return fmt.Errorf("%w: column %s.%s", ErrExists, counter, column)
+	}
+	if len(old.cols) >= MaxColumns {
+		return fmt.Errorf("%w: %s has %d", ErrTooManyColumns, counter, len(old.cols))
+	}
+	ci := cs.info()
+	ci.Columns = append(ci.Columns, Column{Name: column, HintBits: o.HintBits, MaxBits: o.MaxBits})
+	if err := db.writeSchemaLocked(&ci); err != nil {
+		return err
+	}
+	for _, rs := range cs.ranges.Load().m {
+		if err := rs.hot.AddColumn(int(o.HintBits / 8)); err != nil {
+			// Only a broken invariant gets here (the layout was validated).
+			db.setFailed(err)
+			return fmt.Errorf("%w: add column to range %d: %v", ErrFailed, rs.id, err)
+		}
+	}
+	cs.cols.Store(newColSet(ci.Columns))
+	return nil
+}
+
+func (db *DB) writeSchemaLocked(ci *CounterInfo) error {
+	key := appendCounterMetaKey(nil, ci.ID)
+	if err := db.pdb.Set(key, appendSchema(nil, ci), pebble.Sync); err != nil {
+		return fmt.Errorf("tally: write schema: %w", err)
+	}
+	return nil
+}
+
+// Counters returns the schema of every counter, sorted by id.
+func (db *DB) Counters() []CounterInfo {
+	cat := db.cat.Load()
+	out := make([]CounterInfo, 0, len(cat.byID))
+	for id := uint32(0); id < cat.nextID; id++ {
+		if cs := cat.byID[id]; cs != nil {
+			out = append(out, cs.info())
+		}
+	}
+	return out
+}
+
+// Counter returns a handle on the named counter. The handle stays valid
+// while the DB is open and sees columns added later.
+func (db *DB) Counter(name string) (*Counter, error) {
+	cs := db.cat.Load().byName[name]
+	if cs == nil {
+		return nil, fmt.Errorf("%w: %q", ErrCounterNotFound, name)
+	}
+	return &Counter{db: db, cs: cs}, nil
+}

@@ -1,0 +1,60 @@
+package store
+
+import "encoding/binary"
+
+// Family prefixes; the layouts are declared in the package doc.
+const (
+	famMeta       byte = 0x01
+	famLog        byte = 0x02
+	famCheckpoint byte = 0x03
+	famColdBlock  byte = 0x04
+	famColdRange  byte = 0x05
+)
+
+// Meta key names.
+const (
+	metaFormat     = "format"
+	metaCheckpoint = "ckpt"
+	metaCounter    = "counter/"
+)
+
+// formatVersion is the store-wide format version kept under meta "format".
+const formatVersion = 1
+
+func appendMetaKey(dst []byte, name string) []byte {
+	dst = append(dst, famMeta)
+	return append(dst, name...)
+}
+
+func appendCounterMetaKey(dst []byte, counterID uint32) []byte {
+	dst = appendMetaKey(dst, metaCounter)
+	return binary.BigEndian.AppendUint32(dst, counterID)
+}
+
+func appendLogKey(dst []byte, seq uint64) []byte {
+	dst = append(dst, famLog)
+	return binary.BigEndian.AppendUint64(dst, seq)
+}
+
+// decodeLogKey returns the sequence of a log key.
+func decodeLogKey(k []byte) (uint64, bool) {
+	if len(k) != 9 || k[0] != famLog {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[1:]), true
+}
+
+func appendCheckpointPrefix(dst []byte, ckptSeq uint64) []byte {
+	dst = append(dst, famCheckpoint)
+	return binary.BigEndian.AppendUint64(dst, ckptSeq)
+}
+
+func appendCheckpointKey(dst []byte, ckptSeq uint64, counterID uint32, rangeID uint64, chunk uint32) []byte {
+	dst = appendCheckpointPrefix(dst, ckptSeq)
+	dst = binary.BigEndian.AppendUint32(dst, counterID)
+	dst = binary.BigEndian.AppendUint64(dst, rangeID)
+	return binary.BigEndian.AppendUint32(dst, chunk)
+}
+
+// familyEnd returns the smallest key greater than every key of the family.
+func familyEnd(fam byte) []byte { return []byte{fam + 1} }

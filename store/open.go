@@ -1,0 +1,324 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Files tally keeps beside Pebble's in the store directory.
+const (
+	markerFile = "TALLY"      // "tally store format N\n": says the directory is a store
+	lockFile   = "TALLY.LOCK" // held while the store is open
+	pebbleDir  = "db"         // Pebble's own directory
+)
+
+func markerText(v int) string { return fmt.Sprintf("tally store format %d\n", v) }
+
+// RecoveryStats describes what Open did to rebuild memory.
+type RecoveryStats struct {
+	CheckpointSeq   uint64        // sequence included by the loaded checkpoint
+	ChunksLoaded    int           // checkpoint chunks read
+	RowsLoaded      int           // rows loaded from the checkpoint
+	RecordsReplayed int           // log records replayed after it
+	LastSeq         uint64        // sequence of the last record in the log
+	Duration        time.Duration // wall time of Open
+}
+
+// Open opens the tally store in dir, creating it if dir does not exist or is
+// empty. opts may be nil for defaults. Open loads the newest complete
+// checkpoint and replays the log after it.
+//
+// Errors: ErrInvalidOption for bad options, ErrLocked when the directory is
+// open elsewhere, ErrNotStore for a non-empty directory that is not a store,
+// ErrIncompatible for another format version, ErrCorrupt for damaged data (in
+// which case nothing on disk was changed).
+func Open(dir string, opts *Options) (*DB, error) {
+	start := time.Now()
+	o := opts.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	fs := o.FS
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("tally: create %s: %w", dir, err)
+	}
+	lock, err := fs.Lock(fs.PathJoin(dir, lockFile))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+	}
+	db, err := open(dir, o, lock)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	db.recovery.Duration = time.Since(start)
+	db.startBackground()
+	return db, nil
+}
+
+func open(dir string, o *Options, lock io.Closer) (*DB, error) {
+	fs := o.FS
+	if err := checkMarker(fs, dir); err != nil {
+		return nil, err
+	}
+	cache := pebble.NewCache(o.CacheSize)
+	defer cache.Unref()
+	popts := &pebble.Options{
+		FS:           fs,
+		Cache:        cache,
+		MemTableSize: o.MemTableSize,
+		Logger:       quietLogger{},
+	}
+	pdb, err := pebble.Open(fs.PathJoin(dir, pebbleDir), popts)
+	if err != nil {
+		if errors.Is(err, pebble.ErrCorruption) {
+			return nil, fmt.Errorf("%w: pebble: %v", ErrCorrupt, err)
+		}
+		return nil, fmt.Errorf("tally: open pebble: %w", err)
+	}
+	db := &DB{dir: dir, opts: o, pdb: pdb, lock: lock}
+	db.cat.Store(&catalog{byName: map[string]*counterState{}, byID: map[uint32]*counterState{}})
+	db.bg.stop = make(chan struct{})
+	db.bg.kick = make(chan struct{}, 1)
+	if err := db.recover(); err != nil {
+		pdb.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// checkMarker makes sure dir is a tally store, or turns an empty directory
+// into one.
+func checkMarker(fs vfs.FS, dir string) error {
+	path := fs.PathJoin(dir, markerFile)
+	f, err := fs.Open(path)
+	if err == nil {
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, 256))
+		if err != nil {
+			return fmt.Errorf("tally: read %s: %w", path, err)
+		}
+		var v int
+		if _, err := fmt.Sscanf(string(b), "tally store format %d\n", &v); err != nil {
+			return fmt.Errorf("%w: %s: bad marker %q", ErrNotStore, dir, strings.TrimSpace(string(b)))
+		}
+		if v != formatVersion {
+			return fmt.Errorf("%w: %s has format %d, this build reads %d", ErrIncompatible, dir, v, formatVersion)
+		}
+		return nil
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return fmt.Errorf("tally: list %s: %w", dir, err)
+	}
+	for _, n := range names {
+		if n != lockFile {
+			return fmt.Errorf("%w: %s holds %q and no %s file", ErrNotStore, dir, n, markerFile)
+		}
+	}
+	// A new store: the marker is written (and synced) before Pebble creates
+	// anything, so a directory with Pebble files always has a marker.
+	mf, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("tally: create %s: %w", path, err)
+	}
+	if _, err := mf.Write([]byte(markerText(formatVersion))); err != nil {
+		mf.Close()
+		return fmt.Errorf("tally: write %s: %w", path, err)
+	}
+	if err := mf.Sync(); err != nil {
+		mf.Close()
+		return fmt.Errorf("tally: sync %s: %w", path, err)
+	}
+	if err := mf.Close(); err != nil {
+		return err
+	}
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// recover rebuilds memory from the newest checkpoint and the log. It writes
+// nothing to Pebble until everything was read and verified.
+func (db *DB) recover() error {
+	r := &db.recovery
+	if v, err := db.getMeta(metaFormat); err != nil {
+		return err
+	} else if v == nil {
+		if err := db.pdb.Set(appendMetaKey(nil, metaFormat), []byte{formatVersion}, pebble.Sync); err != nil {
+			return fmt.Errorf("tally: write format: %w", err)
+		}
+	} else if len(v) != 1 || v[0] != formatVersion {
+		return fmt.Errorf("%w: meta format %v", ErrIncompatible, v)
+	}
+
+	// Schema.
+	cat := db.cat.Load()
+	prefix := appendMetaKey(nil, metaCounter)
+	if err := db.scan(prefix, prefixEnd(prefix), func(k, v []byte) error {
+		ci, err := decodeSchema(v)
+		if err != nil {
+			return fmt.Errorf("meta key %q: %w", k, err)
+		}
+		if cat.byName[ci.Name] != nil || cat.byID[ci.ID] != nil {
+			return fmt.Errorf("%w: duplicate counter %q (id %d) in schema", ErrCorrupt, ci.Name, ci.ID)
+		}
+		cat = cat.with(newCounterState(ci))
+		return nil
+	}); err != nil {
+		return err
+	}
+	db.cat.Store(cat)
+
+	// Checkpoint.
+	if v, err := db.getMeta(metaCheckpoint); err != nil {
+		return err
+	} else if v != nil {
+		if r.CheckpointSeq, err = decodeCkptPointer(v); err != nil {
+			return err
+		}
+	}
+	cprefix := appendCheckpointPrefix(nil, r.CheckpointSeq)
+	var ref tableRef
+	if r.CheckpointSeq > 0 {
+		if err := db.scan(cprefix, prefixEnd(cprefix), func(k, v []byte) error {
+			r.ChunksLoaded++
+			_, err := decodeChunk(v, func(h *chunkHeader, key uint64, vals []uint64) error {
+				if ref.cs == nil || ref.cs.id != h.counterID || ref.rs.id != h.rangeID {
+					cs := cat.byID[h.counterID]
+					if cs == nil {
+						return fmt.Errorf("%w: checkpoint chunk of unknown counter %d", ErrCorrupt, h.counterID)
+					}
+					if h.ncols > len(cs.cols.Load().cols) || h.rangeID > ^uint64(0)>>cs.rangeBits {
+						return fmt.Errorf("%w: checkpoint chunk of %s range %d has %d columns", ErrCorrupt, cs.name, h.rangeID, h.ncols)
+					}
+					rs, err := cs.ensureRangeLocked(h.rangeID<<cs.rangeBits, h.rangeRows)
+					if err != nil {
+						return err
+					}
+					ref = tableRef{cs, rs}
+				}
+				if key > ref.cs.keyMask {
+					return fmt.Errorf("%w: checkpoint chunk key %d out of range", ErrCorrupt, key)
+				}
+				r.RowsLoaded++
+				return ref.rs.hot.Put(key, vals)
+			})
+			if err != nil {
+				return fmt.Errorf("checkpoint chunk %x: %w", k, err)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+
+	// Log replay.
+	r.LastSeq = r.CheckpointSeq
+	if err := db.scan(appendLogKey(nil, r.CheckpointSeq+1), familyEnd(famLog), func(k, v []byte) error {
+		seq, ok := decodeLogKey(k)
+		if !ok {
+			return fmt.Errorf("%w: log key %x", ErrCorrupt, k)
+		}
+		err := decodeRecord(v, func(op rowImage) error {
+			cs := cat.byID[op.counterID]
+			if cs == nil {
+				return fmt.Errorf("%w: record for unknown counter %d", ErrCorrupt, op.counterID)
+			}
+			if len(op.vals) > len(cs.cols.Load().cols) {
+				return fmt.Errorf("%w: record for %s has %d values", ErrCorrupt, cs.name, len(op.vals))
+			}
+			return cs.applyLocked(op.id, op.vals)
+		})
+		if err != nil {
+			return fmt.Errorf("log record %d: %w", seq, err)
+		}
+		r.RecordsReplayed++
+		db.logBytes.Add(int64(len(k) + len(v)))
+		r.LastSeq = seq
+		return nil
+	}); err != nil {
+		return err
+	}
+	db.commit.lastSeq = r.LastSeq
+	db.ckpt.seq = r.CheckpointSeq
+	db.ckpt.last = time.Now()
+	db.logRecords.Store(int64(r.RecordsReplayed))
+
+	// Everything verified: drop chunks of interrupted checkpoints.
+	b := db.pdb.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(appendCheckpointPrefix(nil, 0), cprefix, nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange(prefixEnd(cprefix), familyEnd(famCheckpoint), nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
+}
+
+func (db *DB) getMeta(name string) ([]byte, error) {
+	v, closer, err := db.pdb.Get(appendMetaKey(nil, name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tally: read meta %q: %w", name, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
+
+// scan calls fn for every key in [lo, hi).
+func (db *DB) scan(lo, hi []byte, fn func(k, v []byte) error) error {
+	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return err
+		}
+		if err := fn(it.Key(), v); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return err
+	}
+	return it.Close()
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i]++; end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// quietLogger keeps Pebble's informational logging off the host's stderr.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: fatal: "+format, args...))
+}

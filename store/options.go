@@ -1,0 +1,144 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Durability says when an acknowledged write has reached stable storage. It
+// follows Redis's appendfsync settings.
+type Durability int
+
+const (
+	// SyncAlways acknowledges a write only after the WAL holding it is
+	// fsynced. Concurrent writers share fsyncs (group commit). Nothing
+	// acknowledged is lost on a process kill or a power cut.
+	SyncAlways Durability = iota
+	// SyncInterval acknowledges a write once it is in Pebble's WAL buffer and
+	// fsyncs the WAL every Options.SyncInterval. A process kill loses at most
+	// the writes of the last few milliseconds still in the WAL buffer (not yet
+	// handed to the OS); a power cut loses at most the writes of the last
+	// SyncInterval (plus that buffer). Like Redis "appendfsync everysec".
+	SyncInterval
+	// NoSync never fsyncs explicitly; the OS writes the WAL back when it
+	// chooses (and Pebble syncs at memtable flushes and checkpoints). A
+	// process kill loses what was still in the WAL buffer; a power cut can
+	// lose everything since the last checkpoint or flush. Like Redis
+	// "appendfsync no".
+	NoSync
+)
+
+// String returns the name used by the CLI and reports.
+func (d Durability) String() string {
+	switch d {
+	case SyncAlways:
+		return "sync"
+	case SyncInterval:
+		return "interval"
+	case NoSync:
+		return "nosync"
+	}
+	return fmt.Sprintf("Durability(%d)", int(d))
+}
+
+// ParseDurability parses "sync", "interval" or "nosync".
+func ParseDurability(s string) (Durability, error) {
+	switch s {
+	case "sync", "always":
+		return SyncAlways, nil
+	case "interval", "everysec":
+		return SyncInterval, nil
+	case "nosync", "no":
+		return NoSync, nil
+	}
+	return 0, fmt.Errorf("%w: durability %q (want sync, interval or nosync)", ErrInvalidOption, s)
+}
+
+// Options configure a DB. A nil *Options means all defaults; Open copies the
+// options and fills the zero fields with defaults.
+type Options struct {
+	// Durability of acknowledged writes. The default is SyncAlways.
+	Durability Durability
+	// SyncInterval is the fsync period under SyncInterval durability. The
+	// default is 1s.
+	SyncInterval time.Duration
+	// CheckpointInterval is the longest time between two checkpoints while
+	// there are new log records. Negative disables time-based checkpoints.
+	// The default is 5m.
+	CheckpointInterval time.Duration
+	// CheckpointLogBytes starts a checkpoint once this many bytes of log
+	// records were written since the last one. Negative disables size-based
+	// checkpoints. The default is 256 MiB.
+	CheckpointLogBytes int64
+	// CheckpointChunkRows is the largest number of rows in one checkpoint
+	// chunk. The default is 65536.
+	CheckpointChunkRows int
+	// CacheSize is the size in bytes of Pebble's block cache. The default is
+	// 64 MiB.
+	CacheSize int64
+	// MemTableSize is Pebble's memtable size in bytes. The default is 32 MiB.
+	MemTableSize uint64
+	// FS is the filesystem; tests pass a vfs.NewCrashableMem. The default is
+	// vfs.Default (the OS filesystem).
+	FS vfs.FS
+	// DisableBackground turns off the background goroutines (interval sync,
+	// scheduled checkpoints); tests use it to control every step. The
+	// default is false.
+	DisableBackground bool
+}
+
+// EnsureDefaults returns a copy of o (which may be nil) with every zero field
+// set to its default.
+func (o *Options) EnsureDefaults() *Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = time.Second
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = 5 * time.Minute
+	}
+	if c.CheckpointLogBytes == 0 {
+		c.CheckpointLogBytes = 256 << 20
+	}
+	if c.CheckpointChunkRows == 0 {
+		c.CheckpointChunkRows = 65536
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = 64 << 20
+	}
+	if c.MemTableSize == 0 {
+		c.MemTableSize = 32 << 20
+	}
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	return &c
+}
+
+// Validate reports every problem with the options in one error wrapping
+// ErrInvalidOption.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+	}
+	if o.Durability < SyncAlways || o.Durability > NoSync {
+		bad("durability %d", int(o.Durability))
+	}
+	if o.SyncInterval < 0 {
+		bad("negative SyncInterval %v", o.SyncInterval)
+	}
+	if o.CheckpointChunkRows < 0 {
+		bad("negative CheckpointChunkRows %d", o.CheckpointChunkRows)
+	}
+	if o.CacheSize < 0 {
+		bad("negative CacheSize %d", o.CacheSize)
+	}
+	return errors.Join(errs...)
+}
