@@ -1,0 +1,253 @@
+package cold
+
+import (
+	"math/bits"
+	"sort"
+)
+
+// presence is the in-memory set of keys of a sealed range, answering
+// Contains and Rank (the key's row number) without touching a block.
+//
+// It is a two-level structure like a roaring bitmap: keys are split into
+// chunks by key>>16, and each chunk holds its low 16 bits either as a sorted
+// []uint16 (at most arrayMax keys, 2 bytes a key) or as a 65536-bit bitmap
+// (8 KiB, for denser chunks). Unlike roaring it keeps the rank of the first
+// key of every chunk, so Rank is two binary searches and at most 16
+// popcounts; roaring's Rank walks every container before the key, which is
+// 65536 containers for a sparse 32-bit range.
+//
+// Memory: about 2 bytes per key for sparse ranges, 1 bit per possible key
+// for dense chunks, plus 20 bytes per non-empty chunk.
+type presence struct {
+	hi   []uint64 // chunk number (key>>16) of each chunk, increasing
+	base []uint64 // rank of the chunk's first key; len(hi)+1 entries
+	off  []uint32 // array chunk: index into lows; bitmap chunk: bitmapFlag | index into words/1024
+	lows []uint16
+	// words holds 1024 words per bitmap chunk; cum holds, per bitmap chunk,
+	// 64 counts of the keys in the chunk before each run of 16 words.
+	words []uint64
+	cum   []uint16
+}
+
+const (
+	arrayMax   = 4096
+	bitmapFlag = 1 << 31
+)
+
+// presenceBuilder accumulates keys in increasing order.
+type presenceBuilder struct {
+	p       presence
+	n       uint64
+	cur     uint64   // current chunk
+	curLows []uint16 // its lows while it is open
+	open    bool
+}
+
+func (b *presenceBuilder) add(key uint64) {
+	h := key >> 16
+	if !b.open || h != b.cur {
+		b.closeChunk()
+		b.cur, b.open = h, true
+	}
+	b.curLows = append(b.curLows, uint16(key))
+	b.n++
+}
+
+func (b *presenceBuilder) closeChunk() {
+	if !b.open {
+		return
+	}
+	p := &b.p
+	p.hi = append(p.hi, b.cur)
+	p.base = append(p.base, b.n-uint64(len(b.curLows)))
+	if len(b.curLows) <= arrayMax {
+		p.off = append(p.off, uint32(len(p.lows)))
+		p.lows = append(p.lows, b.curLows...)
+	} else {
+		idx := uint32(len(p.words) / 1024)
+		p.off = append(p.off, bitmapFlag|idx)
+		start := len(p.words)
+		p.words = append(p.words, make([]uint64, 1024)...)
+		w := p.words[start:]
+		for _, l := range b.curLows {
+			w[l>>6] |= 1 << (l & 63)
+		}
+		c := 0
+		for i := 0; i < 1024; i++ {
+			if i%16 == 0 {
+				p.cum = append(p.cum, uint16(c))
+			}
+			c += bits.OnesCount64(w[i])
+		}
+	}
+	b.curLows = b.curLows[:0]
+	b.open = false
+}
+
+func (b *presenceBuilder) finish() presence {
+	b.closeChunk()
+	b.p.base = append(b.p.base, b.n)
+	b.curLows = nil
+	return b.p
+}
+
+// len returns the number of keys.
+func (p *presence) len() uint64 {
+	if len(p.base) == 0 {
+		return 0
+	}
+	return p.base[len(p.base)-1]
+}
+
+// chunk returns the index of the chunk holding key>>16, or -1.
+func (p *presence) chunk(h uint64) int {
+	hi := p.hi
+	lo, n := 0, len(hi)
+	for n > 0 {
+		half := n / 2
+		if hi[lo+half] < h {
+			lo += half + 1
+			n -= half + 1
+		} else {
+			n = half
+		}
+	}
+	if lo < len(hi) && hi[lo] == h {
+		return lo
+	}
+	return -1
+}
+
+// rank returns the number of keys less than key and whether key is present;
+// for a present key that is its row number.
+func (p *presence) rank(key uint64) (uint64, bool) {
+	c := p.chunk(key >> 16)
+	if c < 0 {
+		return 0, false
+	}
+	l := uint16(key)
+	off := p.off[c]
+	if off&bitmapFlag == 0 {
+		card := int(p.base[c+1] - p.base[c])
+		a := p.lows[off : int(off)+card]
+		lo, n := 0, len(a)
+		for n > 0 {
+			half := n / 2
+			if a[lo+half] < l {
+				lo += half + 1
+				n -= half + 1
+			} else {
+				n = half
+			}
+		}
+		return p.base[c] + uint64(lo), lo < len(a) && a[lo] == l
+	}
+	idx := int(off &^ bitmapFlag)
+	w := p.words[idx*1024 : idx*1024+1024]
+	wi := int(l >> 6)
+	r := int(p.cum[idx*64+wi/16])
+	for i := wi &^ 15; i < wi; i++ {
+		r += bits.OnesCount64(w[i])
+	}
+	bit := uint64(1) << (l & 63)
+	r += bits.OnesCount64(w[wi] & (bit - 1))
+	return p.base[c] + uint64(r), w[wi]&bit != 0
+}
+
+func (p *presence) contains(key uint64) bool {
+	c := p.chunk(key >> 16)
+	if c < 0 {
+		return false
+	}
+	l := uint16(key)
+	off := p.off[c]
+	if off&bitmapFlag == 0 {
+		card := int(p.base[c+1] - p.base[c])
+		a := p.lows[off : int(off)+card]
+		lo, n := 0, len(a)
+		for n > 0 {
+			half := n / 2
+			if a[lo+half] < l {
+				lo += half + 1
+				n -= half + 1
+			} else {
+				n = half
+			}
+		}
+		return lo < len(a) && a[lo] == l
+	}
+	idx := int(off &^ bitmapFlag)
+	return p.words[idx*1024+int(l>>6)]&(1<<(l&63)) != 0
+}
+
+// cursor iterates keys in increasing order from a given rank.
+type cursor struct {
+	p    *presence
+	c    int    // chunk
+	i    int    // array: index in chunk; bitmap: word index
+	word uint64 // bitmap: remaining bits of word i
+}
+
+// seek positions the cursor at the key of rank r (r < p.len()).
+func (p *presence) seek(r uint64) cursor {
+	c := sort.Search(len(p.hi), func(i int) bool { return p.base[i+1] > r })
+	cur := cursor{p: p, c: c}
+	if c >= len(p.hi) {
+		return cur
+	}
+	within := int(r - p.base[c])
+	off := p.off[c]
+	if off&bitmapFlag == 0 {
+		cur.i = within
+		return cur
+	}
+	idx := int(off &^ bitmapFlag)
+	w := p.words[idx*1024 : idx*1024+1024]
+	for i := 0; i < 1024; i++ {
+		n := bits.OnesCount64(w[i])
+		if within < n {
+			word := w[i]
+			for ; within > 0; within-- {
+				word &= word - 1
+			}
+			cur.i, cur.word = i, word
+			return cur
+		}
+		within -= n
+	}
+	return cur // unreachable for a consistent presence
+}
+
+// next returns the next key; ok is false at the end.
+func (cur *cursor) next() (key uint64, ok bool) {
+	p := cur.p
+	for cur.c < len(p.hi) {
+		off := p.off[cur.c]
+		if off&bitmapFlag == 0 {
+			card := int(p.base[cur.c+1] - p.base[cur.c])
+			if cur.i < card {
+				k := p.hi[cur.c]<<16 | uint64(p.lows[int(off)+cur.i])
+				cur.i++
+				return k, true
+			}
+		} else {
+			idx := int(off &^ bitmapFlag)
+			for cur.word == 0 && cur.i < 1023 {
+				cur.i++
+				cur.word = p.words[idx*1024+cur.i]
+			}
+			if cur.word != 0 {
+				t := bits.TrailingZeros64(cur.word)
+				cur.word &= cur.word - 1
+				return p.hi[cur.c]<<16 | uint64(cur.i*64+t), true
+			}
+		}
+		cur.c++
+		cur.i = 0
+		if cur.c < len(p.hi) && p.off[cur.c]&bitmapFlag != 0 {
+			idx := int(p.off[cur.c] &^ bitmapFlag)
+			cur.word = p.words[idx*1024]
+		}
+	}
+	return 0, false
+}
