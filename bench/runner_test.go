@@ -85,3 +85,13 @@ func TestRunCountsWrites(t *testing.T) {
 		t.Fatalf("counts grew by %d after %d writes", got, res.Writes)
 	}
 }
+
+func TestRunRedis(t *testing.T) {
+	if why := RedisSkip(); why != "" {
+		t.Skip(why)
+	}
+	cfg := smokeConfig(t)
+	for _, spec := range RedisSpecs() {
+		checkResult(t, cfg, Run(cfg, spec))
+	}
+}
