@@ -22,8 +22,8 @@ type BuildOptions struct {
 
 // Defaults chosen by BenchmarkBytesPerRow (see bench_test.go).
 const (
-	DefaultTargetBlockSize = 32 << 10
-	DefaultZstdLevel       = 3
+	DefaultTargetBlockSize = 16 << 10
+	DefaultZstdLevel       = 1
 )
 
 func (o BuildOptions) withDefaults() (BuildOptions, error) {
