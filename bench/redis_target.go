@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/bits"
 	"net"
@@ -65,7 +66,7 @@ func RedisSpecs() []Spec {
 // then takes an RDB snapshot (SAVE), and Reopen restarts from it. AOF on
 // runs with appendfsync everysec; after the load the AOF is rewritten
 // (BGREWRITEAOF, as auto-aof-rewrite would) so it does not hold the load's
-// commands twice. Reopen kills the server with SIGKILL and times the restart
+// commands twice. Reopen shuts the server down cleanly and times the restart
 // until PING answers and INFO says loading:0. MemBytes is INFO used_memory
 // less the empty server's.
 type redisTarget struct {
@@ -406,25 +407,41 @@ func (t *redisTarget) DiskBytes() (int64, error) {
 	return total, err
 }
 
-// Reopen kills the server (after a SAVE when it has no AOF, as a clean
-// shutdown would) and times a restart on the same directory.
+// Reopen shuts the server down cleanly, as tally and Pebble are closed
+// (SHUTDOWN SAVE without AOF writes the RDB snapshot; with AOF, SHUTDOWN
+// flushes and fsyncs it), and times a restart on the same directory until
+// PING answers with the data loaded.
 func (t *redisTarget) Reopen() (time.Duration, error) {
-	if !t.aof {
-		c, err := t.conn()
-		if err != nil {
-			return 0, err
-		}
-		_, err = c.do("SAVE")
-		c.Close()
-		if err != nil {
-			return 0, err
-		}
-	}
-	if err := t.kill(); err != nil {
+	c, err := t.conn()
+	if err != nil {
 		return 0, err
 	}
+	if t.aof {
+		c.cmd("SHUTDOWN", "NOSAVE")
+	} else {
+		c.cmd("SHUTDOWN", "SAVE")
+	}
+	err = c.flush()
+	if err == nil {
+		// A successful SHUTDOWN closes the connection without a reply.
+		if _, _, _, rerr := c.reply(); rerr != nil && !errors.Is(rerr, io.EOF) {
+			err = rerr
+		} else if rerr == nil {
+			err = errors.New("redis: SHUTDOWN refused")
+		}
+	}
+	c.Close()
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case <-t.exited:
+		t.cmd = nil
+	case <-time.After(redisTimeout):
+		return 0, errors.New("redis-server did not shut down")
+	}
 	start := time.Now()
-	err := t.start()
+	err = t.start()
 	return time.Since(start), err
 }
 

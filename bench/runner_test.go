@@ -95,3 +95,10 @@ func TestRunRedis(t *testing.T) {
 		checkResult(t, cfg, Run(cfg, spec))
 	}
 }
+
+func TestRunTally(t *testing.T) {
+	cfg := smokeConfig(t)
+	for _, spec := range TallySpecs() {
+		checkResult(t, cfg, Run(cfg, spec))
+	}
+}
