@@ -210,33 +210,43 @@ func BenchmarkGetAbsent(b *testing.B) {
 }
 
 // BenchmarkMultiGet10Uncached uses a cache of 1/64 of the decoded data, so
-// most batches miss; it reports per-call p50 and p99.
+// most batches miss; it reports per-call p50 and p99. The sub-benchmarks
+// vary the block size and level to show the miss cost each implies.
 func BenchmarkMultiGet10Uncached(b *testing.B) {
 	rows := realisticRows()
-	rd := realisticReader(b, nil)
-	decoded := int64(len(rows)) * 4 // ~2 bytes per column decoded
-	cache := NewCache(decoded / 64)
-	rd = NewReader(2, rd.desc, rd.src, cache)
-	bs := batches(rows, 4096)
-	dst := make([]uint64, 0, 20)
-	found := make([]bool, 10)
-	durs := make([]time.Duration, 0, b.N)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		t0 := time.Now()
-		var err error
-		if dst, err = rd.MultiGet(bs[i%len(bs)], dst, found); err != nil {
+	for _, o := range []BuildOptions{{}, {TargetBlockSize: 16 << 10}} {
+		src, descBytes := build(b, rows, 2, o)
+		d, err := DecodeDesc(descBytes)
+		if err != nil {
 			b.Fatal(err)
 		}
-		durs = append(durs, time.Since(t0))
+		o, _ = o.withDefaults()
+		b.Run(fmt.Sprintf("block=%dK/level=%d", o.TargetBlockSize>>10, o.ZstdLevel), func(b *testing.B) {
+			decoded := int64(len(rows)) * 4 // ~2 bytes per column decoded
+			cache := NewCache(decoded / 64)
+			rd := NewReader(2, d, src, cache)
+			bs := batches(rows, 4096)
+			dst := make([]uint64, 0, 20)
+			found := make([]bool, 10)
+			durs := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				t0 := time.Now()
+				var err error
+				if dst, err = rd.MultiGet(bs[i%len(bs)], dst, found); err != nil {
+					b.Fatal(err)
+				}
+				durs = append(durs, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(durs)
+			b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1000, "p50-µs")
+			b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1000, "p99-µs")
+			st := cache.Stats()
+			b.ReportMetric(float64(st.Hits)/float64(st.Hits+st.Misses), "hit-ratio")
+		})
 	}
-	b.StopTimer()
-	slices.Sort(durs)
-	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1000, "p50-µs")
-	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1000, "p99-µs")
-	st := cache.Stats()
-	b.ReportMetric(float64(st.Hits)/float64(st.Hits+st.Misses), "hit-ratio")
 }
 
 // BenchmarkDecodeDesc measures opening a sealed range.

@@ -22,7 +22,7 @@ type BuildOptions struct {
 
 // Defaults chosen by BenchmarkBytesPerRow (see bench_test.go).
 const (
-	DefaultTargetBlockSize = 16 << 10
+	DefaultTargetBlockSize = 4 << 10
 	DefaultZstdLevel       = 1
 )
 

@@ -6,10 +6,13 @@ import (
 )
 
 // Cache holds decoded blocks of all ranges, bounded in bytes. It is split
-// into shards, each with its own mutex and LRU list, so concurrent readers
-// rarely contend. Entries are keyed by (range id, block number); the range
-// id is chosen by the store and must not be reused for different contents
-// (give a re-sealed range a new id, or call Evict).
+// into shards, each with its own lock, so concurrent readers rarely contend.
+// Eviction is CLOCK (second chance): a hit only sets the entry's referenced
+// bit under a read lock, where LRU would relink list nodes under a write
+// lock, touching two more random cache lines on every hit. Entries are keyed
+// by (range id, block number); the range id is chosen by the store and must
+// not be reused for different contents (give a re-sealed range a new id, or
+// call Evict).
 //
 // A nil *Cache is valid and caches nothing.
 type Cache struct {
@@ -27,20 +30,22 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	key        cacheKey
-	blk        *Block
-	size       int64
-	prev, next *cacheEntry
+	key  cacheKey
+	blk  *Block
+	size int64
+	ref  atomic.Bool // referenced since the clock hand last passed
 }
 
 type cacheShard struct {
 	max int64
 	mu  struct {
-		sync.Mutex
+		sync.RWMutex
 		m     map[cacheKey]*cacheEntry
-		lru   cacheEntry // sentinel: lru.next is most recent
+		ring  []*cacheEntry // clock order
+		hand  int
 		bytes int64
 	}
+	_ [64]byte // keep shards' locks on separate cache lines
 }
 
 // CacheStats is a snapshot of a Cache's counters.
@@ -59,7 +64,6 @@ func NewCache(maxBytes int64) *Cache {
 		s := &c.shards[i]
 		s.max = maxBytes / cacheShards
 		s.mu.m = make(map[cacheKey]*cacheEntry)
-		s.mu.lru.next, s.mu.lru.prev = &s.mu.lru, &s.mu.lru
 	}
 	return c
 }
@@ -75,29 +79,29 @@ func (c *Cache) get(id uint64, block uint32) *Block {
 	}
 	k := cacheKey{id, block}
 	s := c.shard(k)
-	s.mu.Lock()
+	s.mu.RLock()
 	e := s.mu.m[k]
+	s.mu.RUnlock()
 	if e == nil {
-		s.mu.Unlock()
 		c.misses.Add(1)
 		return nil
 	}
-	s.unlinkLocked(e)
-	s.pushFrontLocked(e)
-	s.mu.Unlock()
+	if !e.ref.Load() {
+		e.ref.Store(true)
+	}
 	c.hits.Add(1)
 	return e.blk
 }
 
-// peek returns a cached block without counting or reordering.
+// peek returns a cached block without counting or marking it.
 func (c *Cache) peek(id uint64, block uint32) *Block {
 	if c == nil {
 		return nil
 	}
 	k := cacheKey{id, block}
 	s := c.shard(k)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if e := s.mu.m[k]; e != nil {
 		return e.blk
 	}
@@ -116,21 +120,37 @@ func (c *Cache) put(id uint64, block uint32, blk *Block) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.mu.m[k]; e != nil {
-		// A concurrent miss loaded it first; keep theirs.
-		return
+	if s.mu.m[k] != nil {
+		return // a concurrent miss loaded it first; keep theirs
 	}
 	for s.mu.bytes+size > s.max {
-		victim := s.mu.lru.prev
-		s.unlinkLocked(victim)
-		delete(s.mu.m, victim.key)
-		s.mu.bytes -= victim.size
+		if s.mu.hand >= len(s.mu.ring) {
+			s.mu.hand = 0
+		}
+		e := s.mu.ring[s.mu.hand]
+		if e.ref.Load() {
+			e.ref.Store(false)
+			s.mu.hand++
+			continue
+		}
+		s.removeLocked(s.mu.hand)
 		c.evictions.Add(1)
 	}
 	e := &cacheEntry{key: k, blk: blk, size: size}
 	s.mu.m[k] = e
-	s.pushFrontLocked(e)
+	s.mu.ring = append(s.mu.ring, e)
 	s.mu.bytes += size
+}
+
+// removeLocked drops ring[i], moving the last entry into its slot.
+func (s *cacheShard) removeLocked(i int) {
+	e := s.mu.ring[i]
+	last := len(s.mu.ring) - 1
+	s.mu.ring[i] = s.mu.ring[last]
+	s.mu.ring[last] = nil
+	s.mu.ring = s.mu.ring[:last]
+	delete(s.mu.m, e.key)
+	s.mu.bytes -= e.size
 }
 
 // Evict drops every cached block of range id (after the range is dropped
@@ -142,11 +162,11 @@ func (c *Cache) Evict(id uint64) {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		for k, e := range s.mu.m {
-			if k.id == id {
-				s.unlinkLocked(e)
-				delete(s.mu.m, k)
-				s.mu.bytes -= e.size
+		for j := 0; j < len(s.mu.ring); {
+			if s.mu.ring[j].key.id == id {
+				s.removeLocked(j)
+			} else {
+				j++
 			}
 		}
 		s.mu.Unlock()
@@ -161,23 +181,10 @@ func (c *Cache) Stats() CacheStats {
 	st := CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load()}
 	for i := range c.shards {
 		s := &c.shards[i]
-		s.mu.Lock()
+		s.mu.RLock()
 		st.Bytes += s.mu.bytes
 		st.Entries += len(s.mu.m)
-		s.mu.Unlock()
+		s.mu.RUnlock()
 	}
 	return st
-}
-
-func (s *cacheShard) unlinkLocked(e *cacheEntry) {
-	e.prev.next = e.next
-	e.next.prev = e.prev
-	e.prev, e.next = nil, nil
-}
-
-func (s *cacheShard) pushFrontLocked(e *cacheEntry) {
-	e.next = s.mu.lru.next
-	e.prev = &s.mu.lru
-	e.next.prev = e
-	s.mu.lru.next = e
 }

@@ -19,14 +19,25 @@ import (
 // Memory: about 2 bytes per key for sparse ranges, 1 bit per possible key
 // for dense chunks, plus 20 bytes per non-empty chunk.
 type presence struct {
-	hi   []uint64 // chunk number (key>>16) of each chunk, increasing
-	base []uint64 // rank of the chunk's first key; len(hi)+1 entries
-	off  []uint32 // array chunk: index into lows; bitmap chunk: bitmapFlag | index into words/1024
-	lows []uint16
+	hi []uint64 // chunk number (key>>16) of each chunk, increasing
+	// dense is true when hi is contiguous (every chunk between the first and
+	// last is non-empty, as in any sparse-but-large range): the chunk of h is
+	// then h-hi[0], one memory access instead of a binary search.
+	dense bool
+	ch    []chunkInfo // per chunk, parallel to hi
+	n     uint64      // number of keys
+	lows  []uint16
 	// words holds 1024 words per bitmap chunk; cum holds, per bitmap chunk,
 	// 64 counts of the keys in the chunk before each run of 16 words.
 	words []uint64
 	cum   []uint16
+}
+
+// chunkInfo is what a lookup needs about one chunk, in one cache line.
+type chunkInfo struct {
+	base uint64 // rank of the chunk's first key
+	off  uint32 // array chunk: index into lows; bitmap chunk: bitmapFlag | index into words/1024
+	card uint32 // number of keys in the chunk
 }
 
 const (
@@ -59,13 +70,15 @@ func (b *presenceBuilder) closeChunk() {
 	}
 	p := &b.p
 	p.hi = append(p.hi, b.cur)
-	p.base = append(p.base, b.n-uint64(len(b.curLows)))
+	ci := chunkInfo{base: b.n - uint64(len(b.curLows)), card: uint32(len(b.curLows))}
 	if len(b.curLows) <= arrayMax {
-		p.off = append(p.off, uint32(len(p.lows)))
+		ci.off = uint32(len(p.lows))
+		p.ch = append(p.ch, ci)
 		p.lows = append(p.lows, b.curLows...)
 	} else {
 		idx := uint32(len(p.words) / 1024)
-		p.off = append(p.off, bitmapFlag|idx)
+		ci.off = bitmapFlag | idx
+		p.ch = append(p.ch, ci)
 		start := len(p.words)
 		p.words = append(p.words, make([]uint64, 1024)...)
 		w := p.words[start:]
@@ -86,22 +99,26 @@ func (b *presenceBuilder) closeChunk() {
 
 func (b *presenceBuilder) finish() presence {
 	b.closeChunk()
-	b.p.base = append(b.p.base, b.n)
+	b.p.n = b.n
 	b.curLows = nil
+	if h := b.p.hi; len(h) > 0 {
+		b.p.dense = h[len(h)-1]-h[0] == uint64(len(h)-1)
+	}
 	return b.p
 }
 
 // len returns the number of keys.
-func (p *presence) len() uint64 {
-	if len(p.base) == 0 {
-		return 0
-	}
-	return p.base[len(p.base)-1]
-}
+func (p *presence) len() uint64 { return p.n }
 
 // chunk returns the index of the chunk holding key>>16, or -1.
 func (p *presence) chunk(h uint64) int {
 	hi := p.hi
+	if p.dense {
+		if i := h - hi[0]; i < uint64(len(hi)) {
+			return int(i)
+		}
+		return -1
+	}
 	lo, n := 0, len(hi)
 	for n > 0 {
 		half := n / 2
@@ -126,10 +143,10 @@ func (p *presence) rank(key uint64) (uint64, bool) {
 		return 0, false
 	}
 	l := uint16(key)
-	off := p.off[c]
+	ci := p.ch[c]
+	off := ci.off
 	if off&bitmapFlag == 0 {
-		card := int(p.base[c+1] - p.base[c])
-		a := p.lows[off : int(off)+card]
+		a := p.lows[off : off+ci.card]
 		lo, n := 0, len(a)
 		for n > 0 {
 			half := n / 2
@@ -140,7 +157,7 @@ func (p *presence) rank(key uint64) (uint64, bool) {
 				n = half
 			}
 		}
-		return p.base[c] + uint64(lo), lo < len(a) && a[lo] == l
+		return ci.base + uint64(lo), lo < len(a) && a[lo] == l
 	}
 	idx := int(off &^ bitmapFlag)
 	w := p.words[idx*1024 : idx*1024+1024]
@@ -151,7 +168,7 @@ func (p *presence) rank(key uint64) (uint64, bool) {
 	}
 	bit := uint64(1) << (l & 63)
 	r += bits.OnesCount64(w[wi] & (bit - 1))
-	return p.base[c] + uint64(r), w[wi]&bit != 0
+	return ci.base + uint64(r), w[wi]&bit != 0
 }
 
 func (p *presence) contains(key uint64) bool {
@@ -160,10 +177,10 @@ func (p *presence) contains(key uint64) bool {
 		return false
 	}
 	l := uint16(key)
-	off := p.off[c]
+	ci := p.ch[c]
+	off := ci.off
 	if off&bitmapFlag == 0 {
-		card := int(p.base[c+1] - p.base[c])
-		a := p.lows[off : int(off)+card]
+		a := p.lows[off : off+ci.card]
 		lo, n := 0, len(a)
 		for n > 0 {
 			half := n / 2
@@ -190,13 +207,13 @@ type cursor struct {
 
 // seek positions the cursor at the key of rank r (r < p.len()).
 func (p *presence) seek(r uint64) cursor {
-	c := sort.Search(len(p.hi), func(i int) bool { return p.base[i+1] > r })
+	c := sort.Search(len(p.ch), func(i int) bool { return p.ch[i].base+uint64(p.ch[i].card) > r })
 	cur := cursor{p: p, c: c}
 	if c >= len(p.hi) {
 		return cur
 	}
-	within := int(r - p.base[c])
-	off := p.off[c]
+	within := int(r - p.ch[c].base)
+	off := p.ch[c].off
 	if off&bitmapFlag == 0 {
 		cur.i = within
 		return cur
@@ -222,9 +239,9 @@ func (p *presence) seek(r uint64) cursor {
 func (cur *cursor) next() (key uint64, ok bool) {
 	p := cur.p
 	for cur.c < len(p.hi) {
-		off := p.off[cur.c]
+		off := p.ch[cur.c].off
 		if off&bitmapFlag == 0 {
-			card := int(p.base[cur.c+1] - p.base[cur.c])
+			card := int(p.ch[cur.c].card)
 			if cur.i < card {
 				k := p.hi[cur.c]<<16 | uint64(p.lows[int(off)+cur.i])
 				cur.i++
@@ -244,8 +261,8 @@ func (cur *cursor) next() (key uint64, ok bool) {
 		}
 		cur.c++
 		cur.i = 0
-		if cur.c < len(p.hi) && p.off[cur.c]&bitmapFlag != 0 {
-			idx := int(p.off[cur.c] &^ bitmapFlag)
+		if cur.c < len(p.hi) && p.ch[cur.c].off&bitmapFlag != 0 {
+			idx := int(p.ch[cur.c].off &^ bitmapFlag)
 			cur.word = p.words[idx*1024]
 		}
 	}
