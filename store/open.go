@@ -124,7 +124,9 @@ func checkMarker(fs vfs.FS, dir string) error {
 		}
 	}
 	// A new store: the marker is written (and synced) before Pebble creates
-	// anything, so a directory with Pebble files always has a marker.
+	// anything, so a directory with Pebble files always has a marker. The
+	// directory's own entry in its parent is synced too, or a power cut
+	// right after creation could lose the whole store.
 	mf, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("tally: create %s: %w", path, err)
@@ -140,12 +142,22 @@ func checkMarker(fs vfs.FS, dir string) error {
 	if err := mf.Close(); err != nil {
 		return err
 	}
-	d, err := fs.OpenDir(dir)
-	if err != nil {
+	if err := syncDir(fs, dir); err != nil {
 		return err
 	}
+	return syncDir(fs, fs.PathDir(dir))
+}
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("tally: open dir %s: %w", dir, err)
+	}
 	defer d.Close()
-	return d.Sync()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("tally: sync dir %s: %w", dir, err)
+	}
+	return nil
 }
 
 // recover rebuilds memory from the newest checkpoint and the log. It writes
