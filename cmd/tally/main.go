@@ -1,0 +1,342 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/tallydb/tally/store"
+)
+
+// Exit codes, stable for scripts.
+const (
+	exitOK    = 0
+	exitError = 1 // the store refused or failed
+	exitUsage = 2 // the command line is malformed
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// command is one subcommand. Groups ("counter add") are named with a space.
+type command struct {
+	name     string
+	synopsis string // one line, shown by "tally help"
+	help     string // full help with flags and an example
+	run      func(e *env, args []string) error
+}
+
+// commands lists every subcommand in the order "tally help" shows them.
+// Later issues add load, compact, verify and bench here.
+var commands []*command
+
+func init() {
+	commands = []*command{
+		cmdCounterAdd, cmdCounterList, cmdColumnAdd,
+		cmdIncr, cmdSet, cmdGet, cmdDelete,
+		cmdReplay, cmdStats, cmdCheckpoint,
+		cmdDemo, cmdHelp,
+	}
+}
+
+// env is what every command runs with: the output streams and the global
+// flags, which commands may override with their own -d and --durability.
+type env struct {
+	stdout, stderr io.Writer
+	dir            string // -d, or TALLY_DIR
+	durability     string // --durability
+	durabilitySet  bool   // --durability was given before the command
+}
+
+// usageError marks a malformed command line: exit status 2.
+type usageError struct{ msg string }
+
+func (u *usageError) Error() string { return u.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// errHelp asks for the command's help on stdout and exit status 0.
+var errHelp = errors.New("help requested")
+
+const globalHelp = `tally is the command line of tally, an embedded counter store.
+
+Usage:
+  tally [-d DIR] [--durability MODE] COMMAND [ARGS]
+
+Global flags (every store command also accepts them after its name):
+  -d DIR               the store directory; the default is $TALLY_DIR
+  --durability MODE    sync, interval or nosync; the default is sync
+
+Commands:
+`
+
+const globalFooter = `
+Output is plain lines on stdout; errors go to stderr prefixed "tally: ".
+Exit status: 0 ok, 1 error, 2 usage error.
+Run "tally help COMMAND" or "tally COMMAND -h" for a command's help.
+`
+
+func printGlobalHelp(w io.Writer) {
+	fmt.Fprint(w, globalHelp)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.synopsis)
+	}
+	fmt.Fprint(w, globalFooter)
+}
+
+// run is the whole program; tests call it in-process.
+func run(args []string, stdout, stderr io.Writer) int {
+	e := &env{stdout: stdout, stderr: stderr, dir: os.Getenv("TALLY_DIR"), durability: "sync"}
+	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&e.dir, "d", e.dir, "")
+	fs.StringVar(&e.durability, "durability", e.durability, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printGlobalHelp(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		fmt.Fprintln(stderr, `Run "tally help" for usage.`)
+		return exitUsage
+	}
+	fs.Visit(func(f *flag.Flag) { e.durabilitySet = e.durabilitySet || f.Name == "durability" })
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fmt.Fprintln(stderr, "tally: no command given")
+		printGlobalHelp(stderr)
+		return exitUsage
+	}
+	c, cargs, err := lookup(rest)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		fmt.Fprintln(stderr, `Run "tally help" for the list of commands.`)
+		return exitUsage
+	}
+	err = c.run(e, cargs)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errHelp):
+		fmt.Fprint(stdout, c.help)
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "tally: %s: %v\n", c.name, err)
+		fmt.Fprintf(stderr, "Run \"tally help %s\" for usage.\n", c.name)
+		return exitUsage
+	default:
+		fmt.Fprintln(stderr, errorLine(err))
+		return exitError
+	}
+}
+
+// errorLine prefixes err with "tally: " unless it already is (the store's
+// sentinel errors are).
+func errorLine(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "tally: ") {
+		return msg
+	}
+	return "tally: " + msg
+}
+
+// lookup finds the command named by the first one or two words of args.
+func lookup(args []string) (*command, []string, error) {
+	if len(args) >= 2 {
+		for _, c := range commands {
+			if c.name == args[0]+" "+args[1] {
+				return c, args[2:], nil
+			}
+		}
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c, args[1:], nil
+		}
+	}
+	if group := groupOf(args[0]); len(group) > 0 {
+		names := make([]string, len(group))
+		for i, c := range group {
+			names[i] = strings.TrimPrefix(c.name, args[0]+" ")
+		}
+		if len(args) == 1 {
+			return nil, nil, fmt.Errorf("%s: missing subcommand (%s)", args[0], strings.Join(names, ", "))
+		}
+		return nil, nil, fmt.Errorf("%s: unknown subcommand %q (%s)", args[0], args[1], strings.Join(names, ", "))
+	}
+	return nil, nil, fmt.Errorf("unknown command %q", args[0])
+}
+
+// groupOf returns the commands named "word ...".
+func groupOf(word string) []*command {
+	var g []*command
+	for _, c := range commands {
+		if strings.HasPrefix(c.name, word+" ") {
+			g = append(g, c)
+		}
+	}
+	return g
+}
+
+// flags returns a FlagSet for command c that also accepts -d and
+// --durability, defaulting to the global values.
+func (e *env) flags(c *command) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&e.dir, "d", e.dir, "")
+	fs.StringVar(&e.durability, "durability", e.durability, "")
+	return fs
+}
+
+// parse parses the command's flags and returns its positional arguments.
+// With interspersed, flags may also follow positional arguments (as in
+// "counter add posts --range-bits 40"); commands whose arguments may be
+// negative numbers parse without it, so "-3" stays an argument.
+func parse(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errHelp
+			}
+			return nil, &usageError{err.Error()}
+		}
+		args = fs.Args()
+		if !interspersed || len(args) == 0 {
+			return append(pos, args...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// open opens the store named by -d. Only commands that define schema pass
+// create; the others refuse a missing or empty directory rather than turn a
+// mistyped path into a new store.
+func (e *env) open(create bool) (*store.DB, error) {
+	opts, err := e.options()
+	if err != nil {
+		return nil, err
+	}
+	if !create {
+		if err := mustBeStoreDir(e.dir); err != nil {
+			return nil, err
+		}
+	}
+	return store.Open(e.dir, opts)
+}
+
+// options checks the global flags before anything is opened.
+func (e *env) options() (*store.Options, error) {
+	if e.dir == "" {
+		return nil, usagef("no store directory: give -d DIR or set TALLY_DIR")
+	}
+	d, err := store.ParseDurability(e.durability)
+	if err != nil {
+		return nil, usagef("bad --durability %q: want sync, interval or nosync", e.durability)
+	}
+	return &store.Options{Durability: d}, nil
+}
+
+func mustBeStoreDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s: no such directory (create a store with: tally -d %s counter add NAME)", dir, dir)
+		}
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", store.ErrNotStore, dir)
+	}
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("%w: %s is empty (create a store with: tally -d %s counter add NAME)", store.ErrNotStore, dir, dir)
+	}
+	return nil
+}
+
+// closeDB closes db and returns the first of err and Close's error.
+func closeDB(db *store.DB, err error) error {
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// parseUint parses an unsigned decimal argument named what.
+func parseUint(what, s string) (uint64, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, usagef("bad %s %q: want an unsigned decimal integer below 2^64", what, s)
+	}
+	return v, nil
+}
+
+// parseInt parses a signed decimal argument named what.
+func parseInt(what, s string) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, usagef("bad %s %q: want a decimal integer (may be negative)", what, s)
+	}
+	return v, nil
+}
+
+// uint8Flag checks that a flag value fits the store's uint8 fields. Zero
+// is refused where the store would read it as "the default".
+func uint8Flag(name string, v uint, zeroOK bool) (uint8, error) {
+	if v > 255 || v == 0 && !zeroOK {
+		return 0, usagef("bad --%s %d", name, v)
+	}
+	return uint8(v), nil
+}
+
+var cmdHelp = &command{
+	name:     "help",
+	synopsis: "show help for tally or for one command",
+	help: `Usage: tally help [COMMAND]
+
+Shows the list of commands, or the help of one command.
+
+Example:
+  tally help counter add
+`,
+}
+
+func init() {
+	cmdHelp.run = func(e *env, args []string) error {
+		if len(args) == 0 {
+			printGlobalHelp(e.stdout)
+			return nil
+		}
+		if len(args) == 1 && args[0] == "help" {
+			return errHelp
+		}
+		c, rest, err := lookup(args)
+		if err != nil {
+			if g := groupOf(args[0]); len(g) > 0 && len(args) == 1 {
+				for _, c := range g {
+					fmt.Fprint(e.stdout, c.help, "\n")
+				}
+				return nil
+			}
+			return usagef("%v", err)
+		}
+		if len(rest) > 0 {
+			return usagef("help takes one command, got extra %q", strings.Join(rest, " "))
+		}
+		fmt.Fprint(e.stdout, c.help)
+		return nil
+	}
+}
