@@ -1,0 +1,5 @@
+//go:build !race
+
+package hot
+
+const raceEnabled = false
