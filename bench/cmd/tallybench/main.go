@@ -1,0 +1,121 @@
+// Command tallybench runs the same counter workload against tally and the
+// systems users would pick instead (Pebble with a Merge operator, Redis
+// strings and small hashes) and prints one comparison table.
+//
+// Usage:
+//
+//	go run ./bench/cmd/tallybench [--quick] [--items N] [--duration D] [--clients C] [--targets LIST] [--out FILE]
+//
+// --quick runs 200,000 items for 2s per target (under a minute with Redis
+// installed); the full mode runs 20,000,000 items × 3 columns (60M counter
+// values) for 30s per target, about 15 minutes on 2 cores. The Redis targets
+// run only when redis-server is on PATH. --out appends the table, the
+// workload and the machine description as a markdown section to FILE (for
+// bench/RESULTS.md).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tallydb/tally/bench"
+	"github.com/tallydb/tally/bench/workload"
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "small data set and short runs (under a minute)")
+	items := flag.Uint64("items", 0, "number of items, zero ones included (default 20,000,000; 200,000 with --quick)")
+	columns := flag.Int("columns", 3, "count columns per item")
+	duration := flag.Duration("duration", 0, "mixed-workload time per target (default 30s; 2s with --quick)")
+	clients := flag.Int("clients", 8, "client goroutines, the same for every target")
+	seed := flag.Uint64("seed", 1, "workload seed")
+	targets := flag.String("targets", "", "comma-separated target names to run (default all): tally, pebble-merge, redis-strings, redis-hash")
+	out := flag.String("out", "", "append a markdown section with the results to this file")
+	dir := flag.String("dir", "", "parent directory for the targets' data (default the system temp dir)")
+	flag.Parse()
+
+	if *items == 0 {
+		*items = 20_000_000
+		if *quick {
+			*items = 200_000
+		}
+	}
+	if *duration == 0 {
+		*duration = 30 * time.Second
+		if *quick {
+			*duration = 2 * time.Second
+		}
+	}
+	w, err := workload.New(workload.Config{Seed: *seed, Items: *items, Columns: *columns})
+	if err != nil {
+		fatal(err)
+	}
+	want := map[string]bool{}
+	for _, name := range strings.Split(*targets, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			want[name] = true
+		}
+	}
+	var specs []bench.Spec
+	for _, s := range append(append(bench.TallySpecs(), bench.PebbleSpecs()...), bench.RedisSpecs()...) {
+		if len(want) == 0 || want[s.Name] {
+			specs = append(specs, s)
+		}
+	}
+	if len(specs) == 0 {
+		fatal(fmt.Errorf("no target matches --targets %q", *targets))
+	}
+
+	cfg := bench.RunConfig{Workload: w, Clients: *clients, Duration: *duration, Dir: *dir, Log: os.Stderr}
+	start := time.Now()
+	var results []bench.Result
+	for _, s := range specs {
+		if s.Skip != "" {
+			fmt.Fprintf(os.Stderr, "%s: %s\n", s.Label(), s.Skip)
+		}
+		r := bench.Run(cfg, s)
+		if r.Err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", s.Label(), r.Err)
+		}
+		results = append(results, r)
+	}
+	c := w.Config()
+	desc := fmt.Sprintf("%d items × %d columns = %d counter values (%.0f%% of items all-zero), seed %d; "+
+		"reads of %d ids, %.2f writes per id read, %d clients, %v per target; total run %v.",
+		c.Items, c.Columns, w.Counters(), c.ZeroFraction*100, c.Seed, c.BatchSize, c.WritesPerRead,
+		*clients, *duration, time.Since(start).Round(time.Second))
+	table := bench.Table(results)
+	fmt.Println(desc)
+	fmt.Println()
+	fmt.Print(table)
+	if *out != "" {
+		mode := "full"
+		if *quick {
+			mode = "quick"
+		}
+		section := fmt.Sprintf("\n## Run %s (%s)\n\n%s\n\n%s\n%s", time.Now().UTC().Format("2006-01-02 15:04"), mode, desc, table, "\nMachine:\n\n"+bench.Machine())
+		f, err := os.OpenFile(*out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			_, err = f.WriteString(section)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fatal(err)
+		}
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			os.Exit(1)
+		}
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "tallybench:", err)
+	os.Exit(2)
+}

@@ -1,0 +1,66 @@
+// Package bench compares tally with the systems users would run instead, on
+// one workload, in one run, on one machine (issue 4).
+//
+// # What it owns
+//
+// Package bench/workload generates the data set and operation mix from a
+// seed; it is shared by tests, these benchmarks and `tally demo`. This
+// package defines the Target interface every system is driven through, the
+// targets themselves, the runner that drives them (Run), the latency
+// Histogram, and the markdown report (Table, Machine). The command
+// bench/cmd/tallybench puts them together.
+//
+// # Targets
+//
+//   - tally: one counter "posts" with the workload's columns (16-bit width
+//     hint, 32-bit maximum), 48 range bits, every range hot; SyncAlways,
+//     SyncInterval (1s) and NoSync.
+//   - pebble-merge: Pebble v2 with one key per (item, column), big-endian
+//     id then column byte, a signed-varint value, increments through an
+//     int64-add Merger, reads by point Get, a 128 MiB block cache and
+//     10-bit bloom filters on every level; writes with pebble.Sync or
+//     pebble.NoSync. Loaded through batches, then flushed and compacted
+//     (the settled LSM an sstable ingestion gives).
+//   - redis-strings and redis-hash: a redis-server the runner starts on a
+//     free loopback port and a temporary directory, with AOF off (RDB
+//     snapshot for the disk figure and the restart) and with appendfsync
+//     everysec; strings with MGET/INCRBY, small listpack hashes with
+//     HMGET/HINCRBY as Redis's memory-optimization guide recommends. They
+//     are skipped with a message when redis-server is not on PATH.
+//
+// Each peer is compared with the tally mode that makes the same promise
+// (Durability): Sync per write and SyncAlways; appendfsync everysec and
+// SyncInterval; NoSync, Redis without AOF, and NoSync.
+//
+// # What a run measures
+//
+// Run loads every non-zero item (zero items are stored by no target but are
+// read), checks a sample of counts against the workload, runs the mix on
+// RunConfig.Clients goroutines for RunConfig.Duration, then measures memory
+// and disk, reopens the target (a clean shutdown and a timed start until it
+// answers with all data loaded) and checks that the sample reads the same.
+// Clients are closed-loop: each waits for its operation before the next, so
+// under a per-write fsync the reads of the same client wait too and the
+// reads/s figure falls with the write latency. That is the same for every
+// target.
+//
+// Bytes per counter divide by every (item, column) value, zero ones
+// included. Memory is what each system holds for the data: tally's hot
+// tables; Pebble's block cache in use, memtables and table cache (the cache
+// is capped, so Pebble's figure stops growing while tally's and Redis's do
+// not); Redis's used_memory less the empty server's. Disk is every file of
+// the target.
+//
+// # Caveats
+//
+//   - The clients and the Redis server share the machine's cores; tally and
+//     Pebble run in the client process. On 2 cores this favours the embedded
+//     targets, which is the deployment they are built for, but it is not
+//     Redis's best case (a dedicated server with pipelining across users).
+//   - Recovery is measured after a clean shutdown for every target (tally's
+//     Close checkpoints; Pebble's Close leaves its WAL; Redis's SHUTDOWN
+//     saves the RDB or fsyncs the AOF). Crash recovery with a long log to
+//     replay is not measured here.
+//   - The quick mode's data set is small: per-range fixed costs dominate
+//     tally's memory figure there; use the full mode for bytes per counter.
+package bench

@@ -1,0 +1,170 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Table renders results as one markdown table. Each peer's figures carry
+// tally's ratio to them in parentheses, "(×r)" with r = tally ÷ peer,
+// taken against the tally result of the same Durability: for bytes and
+// latencies below 1 means tally is better, for throughput above 1 does.
+func Table(results []Result) string {
+	tally := map[Durability]*Result{}
+	for i := range results {
+		r := &results[i]
+		if r.Spec.Tally && r.Err == nil && r.Spec.Skip == "" {
+			tally[r.Spec.Durability] = r
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| target | mode | durability | load | mem B/ctr | disk B/ctr | reads ids/s | writes/s | read p50 | read p99 | read p999 | write p50 | write p99 | write p999 | recovery |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for i := range results {
+		r := &results[i]
+		fmt.Fprintf(&b, "| %s | %s | %s | ", r.Spec.Name, r.Spec.Mode, r.Spec.Durability)
+		switch {
+		case r.Spec.Skip != "":
+			fmt.Fprintf(&b, "%s |%s\n", r.Spec.Skip, strings.Repeat(" |", 11))
+			continue
+		case r.Err != nil:
+			fmt.Fprintf(&b, "error: %s |%s\n", strings.ReplaceAll(r.Err.Error(), "|", "/"), strings.Repeat(" |", 11))
+			continue
+		}
+		var t *Result
+		if !r.Spec.Tally {
+			t = tally[r.Spec.Durability]
+		}
+		ratio := func(s string, tv, pv float64) string {
+			if t == nil || pv <= 0 || tv < 0 {
+				return s
+			}
+			return fmt.Sprintf("%s (×%s)", s, fmtRatio(tv/pv))
+		}
+		bpc := func(n int64) float64 {
+			if n < 0 {
+				return -1
+			}
+			return float64(n) / float64(r.Counters)
+		}
+		tbpc := func(n int64) float64 {
+			if t == nil || n < 0 {
+				return -1
+			}
+			return float64(n) / float64(t.Counters)
+		}
+		lat := func(h, th *Histogram, q float64) string {
+			v := h.Quantile(q)
+			if t == nil {
+				return fmtDur(v)
+			}
+			return ratio(fmtDur(v), float64(th.Quantile(q)), float64(v))
+		}
+		var tr *Result = r
+		if t != nil {
+			tr = t
+		}
+		cells := []string{
+			fmtDur(r.Load),
+			ratio(fmtBytes(bpc(r.MemBytes)), tbpc(tr.MemBytes), bpc(r.MemBytes)),
+			ratio(fmtBytes(bpc(r.DiskBytes)), tbpc(tr.DiskBytes), bpc(r.DiskBytes)),
+			ratio(fmtRate(r.ReadIDsPerSec()), tr.ReadIDsPerSec(), r.ReadIDsPerSec()),
+			ratio(fmtRate(r.WritesPerSec()), tr.WritesPerSec(), r.WritesPerSec()),
+			lat(&r.ReadLat, &tr.ReadLat, 0.5), lat(&r.ReadLat, &tr.ReadLat, 0.99), lat(&r.ReadLat, &tr.ReadLat, 0.999),
+			lat(&r.WriteLat, &tr.WriteLat, 0.5), lat(&r.WriteLat, &tr.WriteLat, 0.99), lat(&r.WriteLat, &tr.WriteLat, 0.999),
+		}
+		if r.Recovery >= 0 {
+			cells = append(cells, ratio(fmtDur(r.Recovery), float64(tr.Recovery), float64(r.Recovery)))
+		} else {
+			cells = append(cells, "—")
+		}
+		b.WriteString(strings.Join(cells, " | "))
+		b.WriteString(" |\n")
+	}
+	return b.String()
+}
+
+func fmtRatio(r float64) string {
+	switch {
+	case r >= 100:
+		return fmt.Sprintf("%.0f", r)
+	case r >= 10:
+		return fmt.Sprintf("%.1f", r)
+	case r >= 0.1:
+		return fmt.Sprintf("%.2f", r)
+	case r >= 0.001:
+		return fmt.Sprintf("%.3f", r)
+	}
+	return fmt.Sprintf("%.1e", r)
+}
+
+func fmtBytes(v float64) string {
+	if v < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func fmtRate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", d.Nanoseconds())
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1fµs", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// Machine describes the machine a run is on, as markdown list lines: date,
+// command, CPUs and model, memory, Go version and, when installed, the
+// redis-server version.
+func Machine() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "- command: `%s`\n", strings.Join(os.Args, " "))
+	fmt.Fprintf(&b, "- nproc: %d (GOMAXPROCS %d)\n", runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&b, "- cpu: %s\n", procField("/proc/cpuinfo", "model name"))
+	fmt.Fprintf(&b, "- memory: %s\n", procField("/proc/meminfo", "MemTotal"))
+	fmt.Fprintf(&b, "- go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if RedisSkip() == "" {
+		if out, err := exec.Command("redis-server", "--version").Output(); err == nil {
+			fmt.Fprintf(&b, "- redis: %s\n", strings.TrimSpace(string(out)))
+		}
+	}
+	return b.String()
+}
+
+// procField returns the value of the first "name: value" line of a /proc
+// file, or "unknown".
+func procField(path, name string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ":")
+		if ok && strings.TrimSpace(k) == name {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
