@@ -133,8 +133,8 @@ func fmtDur(d time.Duration) string {
 }
 
 // Machine describes the machine a run is on, as markdown list lines: date,
-// command, CPUs and model, memory, Go version and, when installed, the
-// redis-server version.
+// command, CPUs and model, memory, load average, Go version and, when
+// installed, the redis-server version.
 func Machine() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
@@ -142,6 +142,10 @@ func Machine() string {
 	fmt.Fprintf(&b, "- nproc: %d (GOMAXPROCS %d)\n", runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	fmt.Fprintf(&b, "- cpu: %s\n", procField("/proc/cpuinfo", "model name"))
 	fmt.Fprintf(&b, "- memory: %s\n", procField("/proc/meminfo", "MemTotal"))
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		// Other work on the machine skews every figure; say how busy it was.
+		fmt.Fprintf(&b, "- load average at the end (1, 5, 15 min): %s\n", strings.Join(strings.Fields(string(la))[:3], " "))
+	}
 	fmt.Fprintf(&b, "- go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	if RedisSkip() == "" {
 		if out, err := exec.Command("redis-server", "--version").Output(); err == nil {
