@@ -210,7 +210,7 @@ func runGet(e *env, args []string) error {
 	for i, q := range qs {
 		if q.column != "" {
 			if colVals[i], err = c.GetColumn(q.id, q.column); err != nil {
-				return closeDB(db, fmt.Errorf("%w: %s", err, q.column))
+				return closeDB(db, err)
 			}
 		}
 	}

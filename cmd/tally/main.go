@@ -320,7 +320,7 @@ func init() {
 			printGlobalHelp(e.stdout)
 			return nil
 		}
-		if len(args) == 1 && args[0] == "help" {
+		if len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 			return errHelp
 		}
 		c, rest, err := lookup(args)

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDemoTiny(t *testing.T) {
+	t.Setenv("TALLY_DIR", "")
+	out := mustTally(t, "demo", "--items", "3000", "--duration", "50ms", "--clients", "2")
+	for _, want := range []string{"(removed afterwards)", "durability interval", "load posts 3000 items", "load users 300 items", "mixed      2 clients", "verified   1000 sampled posts", "store      "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDemoKeepsDir(t *testing.T) {
+	t.Setenv("TALLY_DIR", "")
+	dir := filepath.Join(t.TempDir(), "demo")
+	mustTally(t, "--durability", "nosync", "demo", "-d", dir, "--items", "1000", "--users", "10", "--duration", "0s")
+	got := mustTally(t, "-d", dir, "counter", "list")
+	want := "posts range_bits=48 policy=age:72h0m0s:1288834974657:22 columns=reposts:16/32,comments:16/32,likes:16/32\n" +
+		"users range_bits=32 policy=keep-hot columns=posts:16/32,followers:16/32\n"
+	if got != want {
+		t.Fatalf("counter list after demo -d:\n%s\nwant:\n%s", got, want)
+	}
+	// The store is not new any more: a second demo refuses it.
+	_, errOut, code := tally(t, "demo", "-d", dir, "--items", "10")
+	if code != exitError || !strings.Contains(errOut, "already exists") {
+		t.Fatalf("second demo on %s: exit %d, stderr %q", dir, code, errOut)
+	}
+}
+
+func TestDemoBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"demo", "--items", "0"},
+		{"demo", "--items", "-5"},
+		{"demo", "--clients", "0"},
+		{"demo", "--duration", "forever"},
+		{"demo", "--durability", "maybe"},
+		{"demo", "extra"},
+	} {
+		_, errOut, code := tally(t, args...)
+		if code != exitUsage || !strings.HasPrefix(errOut, "tally: demo: ") {
+			t.Errorf("tally %s: exit %d, stderr %q", strings.Join(args, " "), code, errOut)
+		}
+	}
+}
