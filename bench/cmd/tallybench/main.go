@@ -8,7 +8,8 @@
 //
 // --quick runs 200,000 items for 2s per target (under a minute with Redis
 // installed); the full mode runs 20,000,000 items × 3 columns (60M counter
-// values) for 30s per target, about 15 minutes on 2 cores. The Redis targets
+// values) for 30s per target (estimated 10–20 minutes on 2 cores from the
+// 2M-item run; not yet measured). The Redis targets
 // run only when redis-server is on PATH. --out appends the table, the
 // workload and the machine description as a markdown section to FILE (for
 // bench/RESULTS.md).
