@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math/bits"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 const (
@@ -238,6 +240,11 @@ func decodeBlock(b []byte, blockNo int64) (*Block, error) {
 		return nil, corruptf(blockNo, off, "all columns have width 0 (all-zero rows)")
 	}
 	off += blk.ncols
+	// Check the frame's declared size before allocating for it.
+	var h zstd.Header
+	if err := h.Decode(body[off:]); err != nil || !h.HasFCS || h.FrameContentSize != uint64(total) {
+		return nil, corruptf(blockNo, off, "zstd frame header does not declare %d bytes", total)
+	}
 	dec, err := sharedDecoder()
 	if err != nil {
 		return nil, err

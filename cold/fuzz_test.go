@@ -162,7 +162,7 @@ func FuzzRoundTrip(f *testing.F) {
 			if err != nil || !ok || !slices.Equal(got, row.Vals) {
 				t.Fatalf("Get(%d) = %v %v %v, want %v", row.Key, got, ok, err, row.Vals)
 			}
-			if !d.Contains(row.Key+1) {
+			if !d.Contains(row.Key + 1) {
 				if _, ok, _ := rd.Get(row.Key+1, nil); ok {
 					t.Fatalf("absent key %d found", row.Key+1)
 				}
