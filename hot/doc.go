@@ -1,0 +1,113 @@
+// Package hot is the fixed-width in-memory table of one id range of a
+// counter: packed rows in open-addressing segments, plus an overflow side
+// table for the rare value that does not fit its column. It does no I/O,
+// starts no goroutines and knows nothing of Pebble; the store owns logging,
+// checkpoints and routing of ids to ranges.
+//
+// # Keys and segments
+//
+// The store splits a counter id into rangeID = id >> keyBits and
+// key = id & (1<<keyBits - 1); a Table holds the rows of one range, keyed by
+// key (8 <= keyBits <= 48). The key is first mapped through a bijection on
+// the keyBits-bit integers (multiply by an odd constant, xor-shift by half
+// the width, multiply again; each step is invertible, so Range can return
+// the original key). The top segBits of the mixed key choose a segment, the
+// low storedBits = keyBits - segBits are stored in the slot. segBits is
+// chosen so storedBits is whole bytes:
+//
+//	keyBits   segBits        segments      stored key bytes
+//	8..15     keyBits-8      1..128        1
+//	16..23    8+keyBits%8    256..32768    1
+//	24..31    8+keyBits%8    256..32768    2
+//	32..39    8+keyBits%8    256..32768    3
+//	40..47    8+keyBits%8    256..32768    4
+//	48        8              256           5
+//
+// Ranges whose keyBits is not a multiple of 8 get many small segments; each
+// segment header costs about 72 bytes, so a keyBits=23 table costs 2.3 MiB
+// before its first row. Prefer keyBits that are multiples of 8.
+//
+// # Slot layout
+//
+// A segment is one []byte of nslots rows of rowBytes each, followed by 8 zero
+// bytes so that any 8-byte load at a row start stays in bounds. A row, for
+// keyBits=32 and two 2-byte columns:
+//
+//	offset  width  field
+//	0       3      stored key: low storedBits of the mixed key, little-endian
+//	3       2      column 0, little-endian; 0xffff = look in the overflow map
+//	5       2      column 1, likewise
+//	                (7 bytes; in general keyBytes + sum of column widths)
+//
+// A slot is empty iff its value bytes are all zero, and an empty slot is
+// entirely zero (key bytes too). That needs no extra flag because an
+// all-zero row is never stored (Put of zeros deletes) and an overflowed cell
+// is all ones.
+//
+// # Probing
+//
+// The home slot of stored key s is floor(s * homes / 2^storedBits), which is
+// monotone in s. Rows are placed by linear probing at or after their home,
+// with no empty slot between home and row, in ascending key order (Robin
+// Hood ordering by home, ties broken by key: with a monotone home the two
+// coincide). So the rows of a segment are a sorted array with gaps, and:
+//
+//   - a lookup scans from the home slot to the first key >= s and compares
+//     keys only (an empty slot reads as key 0 and is passed over; it cannot
+//     hide s, see findLocked), so misses stop as early as hits;
+//   - insert shifts the run from s's place up to the next empty slot right
+//     by one row; delete shifts the displaced rows after it left by one
+//     (backward-shift deletion, no tombstones);
+//   - a rebuild visits rows in key order and puts each at
+//     max(home, previous+1): linear, no probing.
+//
+// There is no wrap-around: the last padSlots slots are nobody's home and
+// take the overflow of the last cluster; if they run out the segment grows.
+//
+// # Growth
+//
+// Each segment grows on its own, under its own write lock, when an insert
+// would push it past maxLoad (0.9) of its slots, to the next of its capacity
+// steps minSlots*growth^(k+phase) (growth 1.25). The phase is different for
+// every segment (segment index / segment count), so segments that fill at
+// the same rate (random keys) do not all grow at the same row count, and
+// bytes/row does not swing between 7/0.9 and 7/0.72 with the table size;
+// averaged over the steps it is 7 * (growth-1)/ln(growth)/maxLoad ≈ 8.7
+// bytes for a 7-byte row. A segment whose last row is deleted frees its
+// slots.
+//
+// # Columns
+//
+// A table has up to 16 columns of 1, 2 or 4 bytes. AddColumn only changes
+// the table's target layout; each segment records its own column count and
+// is rewritten with wider rows on its next growth or on the first Put into
+// it. Until then reads of the new column in that segment return 0. A
+// segment's columns are always a prefix of the table's.
+//
+// # Overflow
+//
+// A value >= all-ones of its column width is written as all-ones in the row
+// and exactly in the segment's overflow map, keyed by stored key<<4 |
+// column. Invariant: a map entry exists iff the cell is all ones, and its
+// value is >= all-ones. Put, Delete and rebuilds keep it so; rebuilds do not
+// change stored keys, so the map survives them untouched. An empty map is
+// dropped (Go maps never shrink).
+//
+// # Concurrency
+//
+// Each segment has a sync.RWMutex guarding its slots, overflow map and
+// counters (segment.mu). Get, GetColumn and Range take one segment's read
+// lock at a time; Put and Delete take one segment's write lock, so writers
+// to different segments run in parallel and a growth blocks only its own
+// segment. The table's column layout is published by an atomic column
+// count; entries below it never change. AddColumn is serialized by its own
+// mutex and takes no segment lock. Range's callback runs under a segment's
+// read lock and must not write to the table.
+//
+// # Memory accounting
+//
+// MemBytes counts slot arrays by capacity, segment headers, the Table
+// itself, and overflow maps estimated at 24 bytes per entry plus 240 per
+// map (Go swiss-table slot and control byte at 7/8 load; not measured per
+// map).
+package hot
