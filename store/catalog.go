@@ -91,15 +91,9 @@ func newColSet(cols []Column) *colSet {
 }
 
 // rangeSet is an immutable snapshot of a counter's ranges, replaced when a
-// range is created.
+// range is created or changes tier.
 type rangeSet struct {
 	m map[uint64]*rangeState
-}
-
-// rangeState is one id range of a counter.
-type rangeState struct {
-	id  uint64
-	hot *hot.Table
 }
 
 // lookupRange returns the range holding id, or nil if none exists yet.
@@ -107,12 +101,27 @@ func (cs *counterState) lookupRange(id uint64) *rangeState {
 	return cs.ranges.Load().m[id>>cs.rangeBits]
 }
 
+// replaceRangeLocked publishes rs (nil removes the range). The caller holds
+// DB.commit.
+func (cs *counterState) replaceRangeLocked(rid uint64, rs *rangeState) {
+	old := cs.ranges.Load()
+	n := &rangeSet{m: make(map[uint64]*rangeState, len(old.m)+1)}
+	for k, v := range old.m {
+		n.m[k] = v
+	}
+	if rs == nil {
+		delete(n.m, rid)
+	} else {
+		n.m[rid] = rs
+	}
+	cs.ranges.Store(n)
+}
+
 // ensureRangeLocked returns the range of id, creating an empty hot range if
 // needed. The caller holds DB.commit.
 func (cs *counterState) ensureRangeLocked(id uint64, sizeHint int) (*rangeState, error) {
 	rid := id >> cs.rangeBits
-	old := cs.ranges.Load()
-	if rs := old.m[rid]; rs != nil {
+	if rs := cs.ranges.Load().m[rid]; rs != nil {
 		return rs, nil
 	}
 	t, err := hot.New(cs.rangeBits, cs.cols.Load().widths, sizeHint)
@@ -120,28 +129,16 @@ func (cs *counterState) ensureRangeLocked(id uint64, sizeHint int) (*rangeState,
 		return nil, err
 	}
 	rs := &rangeState{id: rid, hot: t}
-	n := &rangeSet{m: make(map[uint64]*rangeState, len(old.m)+1)}
-	for k, v := range old.m {
-		n.m[k] = v
-	}
-	n.m[rid] = rs
-	cs.ranges.Store(n)
+	cs.replaceRangeLocked(rid, rs)
 	return rs, nil
 }
 
 // readRow fills out (len = number of columns) with the row of id.
-func (cs *counterState) readRow(id uint64, out []uint64) {
+func (cs *counterState) readRow(id uint64, out []uint64) error {
 	rs := cs.lookupRange(id)
 	if rs == nil {
 		clear(out)
-		return
+		return nil
 	}
-	rs.readRow(id&cs.keyMask, out)
-}
-
-func (rs *rangeState) readRow(key uint64, out []uint64) {
-	var tmp [MaxColumns]uint64
-	row, _ := rs.hot.Get(key, tmp[:0])
-	n := copy(out, row)
-	clear(out[n:])
+	return rs.readRow(id&cs.keyMask, out)
 }

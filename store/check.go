@@ -1,10 +1,15 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
 
-// Check verifies the internal invariants of every hot table and that each
-// table's layout agrees with its counter's schema. Tests call it after every
-// step; tools may call it on a quiet store.
+	"github.com/tallydb/tally/hot"
+)
+
+// Check verifies the internal invariants of every range: each table's
+// invariants, its layout against the counter's schema, and the shape of the
+// range (see rangeState). Tests call it after every step; tools may call it
+// on a quiet store.
 func (db *DB) Check() error {
 	for _, cs := range db.cat.Load().byID {
 		ncols := len(cs.cols.Load().cols)
@@ -12,13 +17,35 @@ func (db *DB) Check() error {
 			if rid != rs.id {
 				return fmt.Errorf("tally: %s: range %d filed under %d", cs.name, rs.id, rid)
 			}
-			if n := rs.hot.NumColumns(); n != ncols {
-				return fmt.Errorf("tally: %s range %d: table has %d columns, schema %d", cs.name, rid, n, ncols)
+			switch {
+			case rs.cold != nil && (rs.hot != nil || rs.delta == nil || rs.coldV == nil):
+				return fmt.Errorf("tally: %s range %d: cold range in shape %s", cs.name, rid, rs.shape())
+			case rs.cold == nil && (rs.hot == nil || rs.frozen != nil || rs.coldV != nil):
+				return fmt.Errorf("tally: %s range %d: hot range in shape %s", cs.name, rid, rs.shape())
 			}
-			if err := rs.hot.Check(); err != nil {
-				return fmt.Errorf("tally: %s range %d: %w", cs.name, rid, err)
+			for _, t := range []struct {
+				t     *hot.Table
+				ncols int
+				what  string
+			}{{rs.hot, ncols, "hot"}, {rs.delta, ncols + 1, "delta"}, {rs.frozen, ncols + 1, "frozen delta"}} {
+				if t.t == nil {
+					continue
+				}
+				if n := t.t.NumColumns(); n != t.ncols {
+					return fmt.Errorf("tally: %s range %d: %s table has %d columns, want %d", cs.name, rid, t.what, n, t.ncols)
+				}
+				if err := t.t.Check(); err != nil {
+					return fmt.Errorf("tally: %s range %d %s: %w", cs.name, rid, t.what, err)
+				}
+			}
+			if rs.cold != nil && rs.cold.Desc().NumColumns() > ncols {
+				return fmt.Errorf("tally: %s range %d: blocks have %d columns, schema %d", cs.name, rid, rs.cold.Desc().NumColumns(), ncols)
 			}
 		}
 	}
 	return nil
+}
+
+func (rs *rangeState) shape() string {
+	return fmt.Sprintf("{hot:%v delta:%v frozen:%v cold:%v}", rs.hot != nil, rs.delta != nil, rs.frozen != nil, rs.cold != nil)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/tallydb/tally/hot"
 )
 
 // Checkpoints.
@@ -27,6 +28,12 @@ import (
 // chunkVersion is the version byte of a checkpoint chunk.
 const chunkVersion = 1
 
+// Chunk kinds: which table of the range the rows come from.
+const (
+	chunkHot   byte = 0 // the hot table (live or frozen)
+	chunkDelta byte = 1 // a cold delta: first column is the deletion marker
+)
+
 // ckptPointerVersion is the version byte of the meta "ckpt" value.
 const ckptPointerVersion = 1
 
@@ -34,6 +41,7 @@ const ckptPointerVersion = 1
 type chunkHeader struct {
 	counterID uint32
 	rangeID   uint64
+	kind      byte // chunkHot or chunkDelta
 	ncols     int
 	rangeRows int // rows in the whole range when the chunk was cut (a size hint)
 	nrows     int
@@ -46,6 +54,8 @@ type chunkHeader struct {
 //	version      1          chunkVersion
 //	counter      4          counter id, big-endian
 //	range        8          range id, big-endian
+//	kind         1          chunkHot or chunkDelta (rows carry a leading
+//	                        deletion marker column)
 //	ncols        uvarint    values per row
 //	range rows   uvarint    rows in the whole range (size hint for loading)
 //	nrows        uvarint    rows in this chunk
@@ -59,6 +69,7 @@ func appendChunk(dst []byte, h chunkHeader, rows []uint64) []byte {
 	dst = append(dst, chunkVersion)
 	dst = binary.BigEndian.AppendUint32(dst, h.counterID)
 	dst = binary.BigEndian.AppendUint64(dst, h.rangeID)
+	dst = append(dst, h.kind)
 	dst = binary.AppendUvarint(dst, uint64(h.ncols))
 	dst = binary.AppendUvarint(dst, uint64(h.rangeRows))
 	dst = binary.AppendUvarint(dst, uint64(h.nrows))
@@ -82,15 +93,19 @@ func decodeChunk(b []byte, fn func(h *chunkHeader, key uint64, vals []uint64) er
 	}
 	h.counterID = d.u32()
 	h.rangeID = d.u64()
+	h.kind = d.byte()
+	if d.err == nil && h.kind > chunkDelta {
+		return h, fmt.Errorf("%w: checkpoint chunk kind %d", ErrCorrupt, h.kind)
+	}
 	ncols, rangeRows, nrows := d.uvarint(), d.uvarint(), d.uvarint()
 	if d.err != nil {
 		return h, d.err
 	}
-	if ncols > MaxColumns || nrows > uint64(len(body)) || rangeRows > 1<<48 {
+	if ncols > MaxColumns+1 || nrows > uint64(len(body)) || rangeRows > 1<<48 {
 		return h, fmt.Errorf("%w: checkpoint chunk header (ncols %d, rows %d)", ErrCorrupt, ncols, nrows)
 	}
 	h.ncols, h.rangeRows, h.nrows = int(ncols), int(rangeRows), int(nrows)
-	var buf [MaxColumns]uint64
+	var buf [MaxColumns + 1]uint64
 	vals := buf[:h.ncols]
 	for i := 0; i < h.nrows; i++ {
 		key := d.uvarint()
@@ -168,7 +183,7 @@ func (db *DB) Checkpoint() error {
 
 	w := chunkWriter{db: db, seq: seq, maxRows: db.opts.CheckpointChunkRows}
 	for _, t := range tables {
-		if err := w.writeTable(t); err != nil {
+		if err := w.writeRange(t); err != nil {
 			w.close()
 			return err
 		}
@@ -211,16 +226,33 @@ type chunkWriter struct {
 	key     []byte
 }
 
-func (w *chunkWriter) writeTable(t tableRef) error {
-	ncols := t.rs.hot.NumColumns()
-	h := chunkHeader{counterID: t.cs.id, rangeID: t.rs.id, ncols: ncols, rangeRows: t.rs.hot.Len()}
+func (w *chunkWriter) writeRange(t tableRef) error {
 	var chunk uint32
+	// NB: the order matters. Chunk numbers order the load: hot rows first,
+	// then the frozen delta, then the live delta, newest last.
+	for _, tk := range []struct {
+		t    *hot.Table
+		kind byte
+	}{{t.rs.hot, chunkHot}, {t.rs.frozen, chunkDelta}, {t.rs.delta, chunkDelta}} {
+		if tk.t == nil {
+			continue
+		}
+		if err := w.writeTable(t, tk.t, tk.kind, &chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *chunkWriter) writeTable(t tableRef, tbl *hot.Table, kind byte, chunk *uint32) error {
+	ncols := tbl.NumColumns()
+	h := chunkHeader{counterID: t.cs.id, rangeID: t.rs.id, kind: kind, ncols: ncols, rangeRows: tbl.Len()}
 	stride := 1 + ncols
-	for seg := 0; seg < t.rs.hot.NumSegments(); seg++ {
+	for seg := 0; seg < tbl.NumSegments(); seg++ {
 		// Copy the segment out first: RangeSegment holds the segment's read
 		// lock, and writers (holding DB.commit) must not wait on Pebble.
 		w.rows = w.rows[:0]
-		t.rs.hot.RangeSegment(seg, func(key uint64, vals []uint64) bool {
+		tbl.RangeSegment(seg, func(key uint64, vals []uint64) bool {
 			w.rows = append(w.rows, key)
 			// Columns added after ncols was read only hold values written
 			// after seq; the log replays them.
@@ -236,10 +268,10 @@ func (w *chunkWriter) writeTable(t tableRef) error {
 		for off := 0; off < len(w.rows); {
 			n := min((len(w.rows)-off)/stride, w.maxRows)
 			h.nrows = n
-			if err := w.emit(&h, chunk, w.rows[off:off+n*stride]); err != nil {
+			if err := w.emit(&h, *chunk, w.rows[off:off+n*stride]); err != nil {
 				return err
 			}
-			chunk++
+			*chunk++
 			off += n * stride
 		}
 	}

@@ -175,16 +175,15 @@ func (b *Batch) Commit() error {
 
 // imageFor returns the after-image being built for (cs, id), loading the
 // current row on first use.
-func (b *Batch) imageFor(cs *counterState, id uint64, ncols int) *image {
+func (b *Batch) imageFor(cs *counterState, id uint64, ncols int) (*image, error) {
 	for i := range b.images {
 		if im := &b.images[i]; im.cs == cs && im.id == id {
-			return im
+			return im, nil
 		}
 	}
 	b.images = append(b.images, image{cs: cs, id: id, n: ncols})
 	im := &b.images[len(b.images)-1]
-	cs.readRow(id, im.vals[:ncols])
-	return im
+	return im, cs.readRow(id, im.vals[:ncols])
 }
 
 // buildImagesLocked computes the after-images of every op. The caller holds
@@ -195,7 +194,10 @@ func (b *Batch) buildImagesLocked() error {
 	for i := range b.ops {
 		op := &b.ops[i]
 		cols := op.cs.cols.Load()
-		im := b.imageFor(op.cs, op.id, len(cols.cols))
+		im, err := b.imageFor(op.cs, op.id, len(cols.cols))
+		if err != nil {
+			return err
+		}
 		var res uint64
 		switch op.kind {
 		case opIncr:
@@ -325,7 +327,7 @@ func (cs *counterState) applyLocked(id uint64, vals []uint64) error {
 			return err
 		}
 	}
-	return rs.hot.Put(id&cs.keyMask, vals)
+	return rs.put(id&cs.keyMask, vals)
 }
 
 func allZero(vals []uint64) bool {

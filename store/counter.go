@@ -42,8 +42,7 @@ func (c *Counter) Get(id uint64, dst []uint64) ([]uint64, error) {
 		return dst[:0], ErrClosed
 	}
 	dst = grow(dst, len(c.cs.cols.Load().cols))
-	c.cs.readRow(id, dst)
-	return dst, nil
+	return dst, c.cs.readRow(id, dst)
 }
 
 // GetColumn returns one column of row id.
@@ -58,7 +57,9 @@ func (c *Counter) GetColumn(id uint64, column string) (uint64, error) {
 	}
 	var tmp [MaxColumns]uint64
 	row := tmp[:len(cols.cols)]
-	c.cs.readRow(id, row)
+	if err := c.cs.readRow(id, row); err != nil {
+		return 0, err
+	}
 	return row[col], nil
 }
 
@@ -85,7 +86,9 @@ func (c *Counter) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
 			clear(out)
 			continue
 		}
-		rs.readRow(id&cs.keyMask, out)
+		if err := rs.readRow(id&cs.keyMask, out); err != nil {
+			return dst, fmt.Errorf("tally: %s id %d: %w", cs.name, id, err)
+		}
 	}
 	return dst, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/tallydb/tally/cold"
+	"github.com/tallydb/tally/compaction"
 )
 
 // DB is an open tally store. All methods are safe for concurrent use.
@@ -41,6 +43,12 @@ type DB struct {
 	failed     atomic.Pointer[error]
 
 	recovery RecoveryStats
+
+	blockCache *cold.Cache
+	readerIDs  atomic.Uint64 // ids of cold readers in blockCache
+	limiter    *compaction.Limiter
+	jobs       compaction.Tracker
+	jobMu      sync.Mutex // one job runner at a time (scheduler or Compact)
 
 	bg struct {
 		stop   chan struct{}
@@ -171,7 +179,7 @@ func (db *DB) AddColumn(counter, column string, opts ColumnOptions) error {
 		return err
 	}
 	for _, rs := range cs.ranges.Load().m {
-		if err := rs.hot.AddColumn(int(o.HintBits / 8)); err != nil {
+		if err := rs.addColumnLocked(int(o.HintBits / 8)); err != nil {
 			// Only a broken invariant gets here (the layout was validated).
 			db.setFailed(err)
 			return fmt.Errorf("%w: add column to range %d: %v", ErrFailed, rs.id, err)

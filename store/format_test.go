@@ -25,7 +25,7 @@ func sampleRecord() []byte {
 }
 
 func sampleChunk() []byte {
-	return appendChunk(nil, chunkHeader{counterID: 3, rangeID: 256, ncols: 2, rangeRows: 9, nrows: 2},
+	return appendChunk(nil, chunkHeader{counterID: 3, rangeID: 256, kind: chunkDelta, ncols: 2, rangeRows: 9, nrows: 2},
 		[]uint64{5, 1, 2, 70000, 0, 1 << 33})
 }
 

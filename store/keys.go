@@ -58,3 +58,28 @@ func appendCheckpointKey(dst []byte, ckptSeq uint64, counterID uint32, rangeID u
 
 // familyEnd returns the smallest key greater than every key of the family.
 func familyEnd(fam byte) []byte { return []byte{fam + 1} }
+
+func appendColdRangeKey(dst []byte, counterID uint32, rangeID uint64) []byte {
+	dst = append(dst, famColdRange)
+	dst = binary.BigEndian.AppendUint32(dst, counterID)
+	return binary.BigEndian.AppendUint64(dst, rangeID)
+}
+
+func decodeColdRangeKey(k []byte) (counterID uint32, rangeID uint64, ok bool) {
+	if len(k) != 13 || k[0] != famColdRange {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint32(k[1:]), binary.BigEndian.Uint64(k[5:]), true
+}
+
+// appendColdBlockPrefix is the prefix of every block of one cold range.
+func appendColdBlockPrefix(dst []byte, counterID uint32, rangeID uint64) []byte {
+	dst = append(dst, famColdBlock)
+	dst = binary.BigEndian.AppendUint32(dst, counterID)
+	return binary.BigEndian.AppendUint64(dst, rangeID)
+}
+
+func appendColdBlockKey(dst []byte, counterID uint32, rangeID uint64, blockID uint32) []byte {
+	dst = appendColdBlockPrefix(dst, counterID, rangeID)
+	return binary.BigEndian.AppendUint32(dst, blockID)
+}

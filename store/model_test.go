@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -39,6 +40,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	fs := vfs.NewCrashableMem()
 	opts := testOptions(fs)
 	opts.CheckpointChunkRows = 7 // many chunks per checkpoint
+	opts.ColdBlockSize = 48       // many blocks per cold range
 	db, err := Open("m", opts)
 	must(t, err)
 	defer func() { db.Close() }()
@@ -92,6 +94,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		}
 	}
 
+	sealed, merged := 0, 0
 	for step := 0; step < steps; step++ {
 		name := counters[rng.IntN(len(counters))]
 		c, err := db.Counter(name)
@@ -186,7 +189,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				must(t, db.AddColumn(name, col.Name, ColumnOptions{HintBits: col.HintBits, MaxBits: col.MaxBits}))
 				m.cols[name] = append(cols, col)
 			}
-		case p < 90: // MultiGet of random ids
+		case p < 89: // MultiGet of random ids
 			ids := make([]uint64, 1+rng.IntN(12))
 			for i := range ids {
 				ids[i] = randID()
@@ -197,6 +200,26 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			for i, id := range ids {
 				if want := m.get(name, id); !slices.Equal(got[i*n:i*n+n], want) {
 					t.Fatalf("step %d: MultiGet %s %d = %v, want %v", step, name, id, got[i*n:i*n+n], want)
+				}
+			}
+		case p < 91: // age one range into the cold tier
+			m := c.cs.ranges.Load().m
+			for rid := range m {
+				must(t, db.SealRange(context.Background(), name, rid))
+				if rs := c.cs.ranges.Load().m[rid]; rs.cold == nil {
+					t.Fatalf("step %d: range %d not cold after seal: %s", step, rid, rs.shape())
+				}
+				sealed++
+				break
+			}
+		case p < 92: // merge every cold delta
+			must(t, db.Compact(context.Background()))
+			for _, rs := range c.cs.ranges.Load().m {
+				if rs.cold != nil && rs.delta.Len() != 0 {
+					t.Fatalf("step %d: delta of range %d not merged", step, rs.id)
+				}
+				if rs.cold != nil {
+					merged++
 				}
 			}
 		case p < 94:
@@ -217,6 +240,9 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		}
 	}
 	verifyAll("end")
+	if sealed == 0 || merged == 0 {
+		t.Fatalf("cold paths not exercised: %d seals, %d merges", sealed, merged)
+	}
 }
 
 func (m *model) put(counter string, id uint64, vals []uint64) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tallydb/tally/cold"
+	"github.com/tallydb/tally/compaction"
 )
 
 // Files tally keeps beside Pebble's in the store directory.
@@ -83,7 +85,10 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 		}
 		return nil, fmt.Errorf("tally: open pebble: %w", err)
 	}
-	db := &DB{dir: dir, opts: o, pdb: pdb, lock: lock}
+	db := &DB{dir: dir, opts: o, pdb: pdb, lock: lock,
+		blockCache: cold.NewCache(o.BlockCacheSize),
+		limiter:    compaction.NewLimiter(o.CompactionBytesPerSec),
+	}
 	db.cat.Store(&catalog{byName: map[string]*counterState{}, byID: map[uint32]*counterState{}})
 	db.bg.stop = make(chan struct{})
 	db.bg.kick = make(chan struct{}, 1)
@@ -192,6 +197,11 @@ func (db *DB) recover() error {
 	}
 	db.cat.Store(cat)
 
+	// Cold ranges.
+	if err := db.loadColdRanges(cat); err != nil {
+		return err
+	}
+
 	// Checkpoint.
 	if v, err := db.getMeta(metaCheckpoint); err != nil {
 		return err
@@ -201,32 +211,10 @@ func (db *DB) recover() error {
 		}
 	}
 	cprefix := appendCheckpointPrefix(nil, r.CheckpointSeq)
-	var ref tableRef
 	if r.CheckpointSeq > 0 {
 		if err := db.scan(cprefix, prefixEnd(cprefix), func(k, v []byte) error {
 			r.ChunksLoaded++
-			_, err := decodeChunk(v, func(h *chunkHeader, key uint64, vals []uint64) error {
-				if ref.cs == nil || ref.cs.id != h.counterID || ref.rs.id != h.rangeID {
-					cs := cat.byID[h.counterID]
-					if cs == nil {
-						return fmt.Errorf("%w: checkpoint chunk of unknown counter %d", ErrCorrupt, h.counterID)
-					}
-					if h.ncols > len(cs.cols.Load().cols) || h.rangeID > ^uint64(0)>>cs.rangeBits {
-						return fmt.Errorf("%w: checkpoint chunk of %s range %d has %d columns", ErrCorrupt, cs.name, h.rangeID, h.ncols)
-					}
-					rs, err := cs.ensureRangeLocked(h.rangeID<<cs.rangeBits, h.rangeRows)
-					if err != nil {
-						return err
-					}
-					ref = tableRef{cs, rs}
-				}
-				if key > ref.cs.keyMask {
-					return fmt.Errorf("%w: checkpoint chunk key %d out of range", ErrCorrupt, key)
-				}
-				r.RowsLoaded++
-				return ref.rs.hot.Put(key, vals)
-			})
-			if err != nil {
+			if err := db.loadChunk(cat, r.CheckpointSeq, v); err != nil {
 				return fmt.Errorf("checkpoint chunk %x: %w", k, err)
 			}
 			return nil
@@ -250,6 +238,9 @@ func (db *DB) recover() error {
 			if len(op.vals) > len(cs.cols.Load().cols) {
 				return fmt.Errorf("%w: record for %s has %d values", ErrCorrupt, cs.name, len(op.vals))
 			}
+			if rs := cs.lookupRange(op.id); rs != nil && rs.coldV != nil && seq <= rs.coldV.seq {
+				return nil // already in the range's blocks
+			}
 			return cs.applyLocked(op.id, op.vals)
 		})
 		if err != nil {
@@ -267,9 +258,13 @@ func (db *DB) recover() error {
 	db.ckpt.last = time.Now()
 	db.logRecords.Store(int64(r.RecordsReplayed))
 
-	// Everything verified: drop chunks of interrupted checkpoints.
+	// Everything verified: drop chunks of interrupted checkpoints and
+	// blocks no cold range references (interrupted seals and merges).
 	b := db.pdb.NewBatch()
 	defer b.Close()
+	if err := db.deleteOrphanBlocks(cat, b); err != nil {
+		return err
+	}
 	if err := b.DeleteRange(appendCheckpointPrefix(nil, 0), cprefix, nil); err != nil {
 		return err
 	}

@@ -81,6 +81,29 @@ type Options struct {
 	CacheSize int64
 	// MemTableSize is Pebble's memtable size in bytes. The default is 32 MiB.
 	MemTableSize uint64
+	// BlockCacheSize bounds the memory of decompressed cold blocks, in
+	// bytes. The default is 64 MiB.
+	BlockCacheSize int64
+	// ColdBlockSize is the decoded size a cold block grows to before the
+	// next one starts. The default is cold.DefaultTargetBlockSize.
+	ColdBlockSize int
+	// ColdZstdLevel is the zstd level of cold blocks. The default is
+	// cold.DefaultZstdLevel.
+	ColdZstdLevel int
+	// CompactionBytesPerSec bounds the bytes per second background jobs
+	// (aging, delta merges) write, so foreground reads keep their latency.
+	// Negative means unlimited. The default is 64 MiB/s.
+	CompactionBytesPerSec int64
+	// CompactionInterval is how often the scheduler looks for ranges to age
+	// and deltas to merge. Negative disables the scheduler (Compact still
+	// works). The default is 1m.
+	CompactionInterval time.Duration
+	// DeltaMergeRows is the number of rows a cold range's delta reaches
+	// before the scheduler merges it into new blocks. The default is 65536.
+	DeltaMergeRows int
+	// Now returns the current time for age policies. The default is
+	// time.Now.
+	Now func() time.Time
 	// FS is the filesystem; tests pass a vfs.NewCrashableMem. The default is
 	// vfs.Default (the OS filesystem).
 	FS vfs.FS
@@ -88,6 +111,10 @@ type Options struct {
 	// scheduled checkpoints); tests use it to control every step. The
 	// default is false.
 	DisableBackground bool
+
+	// testHookBlockWrite, if set, runs before each cold block is written;
+	// an error fails the job (fault injection in tests).
+	testHookBlockWrite func() error
 }
 
 // EnsureDefaults returns a copy of o (which may be nil) with every zero field
@@ -118,6 +145,21 @@ func (o *Options) EnsureDefaults() *Options {
 	if c.FS == nil {
 		c.FS = vfs.Default
 	}
+	if c.BlockCacheSize == 0 {
+		c.BlockCacheSize = 64 << 20
+	}
+	if c.CompactionBytesPerSec == 0 {
+		c.CompactionBytesPerSec = 64 << 20
+	}
+	if c.CompactionInterval == 0 {
+		c.CompactionInterval = time.Minute
+	}
+	if c.DeltaMergeRows == 0 {
+		c.DeltaMergeRows = 65536
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return &c
 }
 
@@ -136,6 +178,18 @@ func (o *Options) Validate() error {
 	}
 	if o.CheckpointChunkRows < 0 {
 		bad("negative CheckpointChunkRows %d", o.CheckpointChunkRows)
+	}
+	if o.BlockCacheSize < 0 {
+		bad("negative BlockCacheSize %d", o.BlockCacheSize)
+	}
+	if o.ColdBlockSize < 0 || o.ColdBlockSize > 16<<20 {
+		bad("ColdBlockSize %d (want 0..16 MiB)", o.ColdBlockSize)
+	}
+	if o.ColdZstdLevel < 0 || o.ColdZstdLevel > 22 {
+		bad("ColdZstdLevel %d (want 0..22)", o.ColdZstdLevel)
+	}
+	if o.DeltaMergeRows < 0 {
+		bad("negative DeltaMergeRows %d", o.DeltaMergeRows)
 	}
 	if o.CacheSize < 0 {
 		bad("negative CacheSize %d", o.CacheSize)

@@ -1,0 +1,18 @@
+// Package compaction holds tally's background work on counter ranges: aging
+// (sealing) a hot range into cold blocks and merging a cold range's delta
+// into rewritten blocks, plus the pacing and progress machinery the store
+// uses to run them.
+//
+// It knows the hot and cold formats but nothing of Pebble, the log or what
+// the data means: the store gives it a table or a reader and an emit
+// function that writes blocks, and decides when a job's results are
+// published. That keeps the crash-safety argument in one place (store/age.go):
+// nothing compaction does is visible until the store commits the range's new
+// shape in one batch.
+//
+// # Pacing
+//
+// A Limiter bounds the bytes per second written by jobs so foreground reads
+// keep their latency while a range is sealed; a Tracker lists running jobs and
+// how far they got, for `tally stats` and progress displays.
+package compaction

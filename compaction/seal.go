@@ -1,0 +1,180 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tallydb/tally/cold"
+	"github.com/tallydb/tally/hot"
+)
+
+// Rows is a set of rows sorted by key: Keys[i]'s values are
+// Vals[i*NCols : (i+1)*NCols].
+type Rows struct {
+	NCols int
+	Keys  []uint64
+	Vals  []uint64
+}
+
+// Len returns the number of rows.
+func (r *Rows) Len() int { return len(r.Keys) }
+
+// Row returns the values of row i.
+func (r *Rows) Row(i int) []uint64 { return r.Vals[i*r.NCols : (i+1)*r.NCols] }
+
+// SortedRows copies every row of t out, sorted by key. If skip is not nil,
+// rows whose first column is non-zero are left out and the first column is
+// dropped (a delta table's deletion marker, see store/tier.go) — use
+// SortedDelta for that instead. The table may be read concurrently; it must
+// not be written (the store freezes it first).
+func SortedRows(t *hot.Table) *Rows {
+	return sortedRows(t, false)
+}
+
+// SortedDelta copies a delta table's rows out sorted by key, keeping the
+// marker column first: Row(i)[0] == 1 means the key was deleted.
+func SortedDelta(t *hot.Table) *Rows {
+	return sortedRows(t, true)
+}
+
+func sortedRows(t *hot.Table, _ bool) *Rows {
+	n := t.NumColumns()
+	count := t.Len()
+	keys := make([]uint64, 0, count)
+	vals := make([]uint64, 0, count*n)
+	t.Range(func(key uint64, v []uint64) bool {
+		keys = append(keys, key)
+		for i := 0; i < n; i++ {
+			var x uint64
+			if i < len(v) {
+				x = v[i]
+			}
+			vals = append(vals, x)
+		}
+		return true
+	})
+	idx := make([]uint32, len(keys))
+	for i := range idx {
+		idx[i] = uint32(i)
+	}
+	radixSort(keys, idx)
+	out := &Rows{NCols: n, Keys: keys, Vals: make([]uint64, len(vals))}
+	for i, j := range idx {
+		copy(out.Vals[i*n:(i+1)*n], vals[int(j)*n:(int(j)+1)*n])
+	}
+	return out
+}
+
+// radixSort sorts keys ascending (LSD, 8 bits a pass, only the passes the
+// largest key needs), permuting idx alongside.
+func radixSort(keys []uint64, idx []uint32) {
+	var maxKey uint64
+	for _, k := range keys {
+		maxKey |= k
+	}
+	k2 := make([]uint64, len(keys))
+	i2 := make([]uint32, len(idx))
+	src, dst, si, di := keys, k2, idx, i2
+	for shift := uint(0); shift < 64 && maxKey>>shift != 0; shift += 8 {
+		var count [257]int
+		for _, k := range src {
+			count[(k>>shift)&0xff+1]++
+		}
+		for i := 1; i < 257; i++ {
+			count[i] += count[i-1]
+		}
+		for i, k := range src {
+			d := (k >> shift) & 0xff
+			p := count[d]
+			count[d]++
+			dst[p], di[p] = k, si[i]
+		}
+		src, dst, si, di = dst, src, di, si
+	}
+	if &src[0] != &keys[0] {
+		copy(keys, src)
+		copy(idx, si)
+	}
+}
+
+// Encode writes rows (sorted, none all-zero) as cold blocks through emit and
+// returns the encoded range descriptor. It pays lim for every block and
+// reports progress to job (either may be nil).
+func Encode(ctx context.Context, rows *Rows, opts cold.BuildOptions, lim *Limiter, job *Job,
+	emit func(blockNo uint32, block []byte) error) ([]byte, error) {
+	b, err := cold.NewBuilder(rows.NCols, opts, func(no uint32, block []byte) error {
+		if err := lim.Wait(ctx, len(block)); err != nil {
+			return err
+		}
+		return emit(no, block)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range rows.Keys {
+		if err := b.Add(rows.Keys[i], rows.Row(i)); err != nil {
+			return nil, fmt.Errorf("compaction: row %d (key %d): %w", i, rows.Keys[i], err)
+		}
+		if i&4095 == 4095 {
+			if job != nil {
+				job.Add(4096)
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if job != nil {
+		job.Add(int64(len(rows.Keys) & 4095))
+	}
+	return b.Finish()
+}
+
+// MergeRows returns the rows of the range after applying delta (from
+// SortedDelta) to the rows of r: a delta row marked deleted removes the key,
+// any other replaces (or adds) it. ncols is the counter's current column
+// count; block rows with fewer columns are padded with zeros.
+func MergeRows(r *cold.Reader, delta *Rows, ncols int) (*Rows, error) {
+	out := &Rows{NCols: ncols}
+	di := 0
+	takeDelta := func() {
+		row := delta.Row(di)
+		if row[0] != 1 {
+			out.Keys = append(out.Keys, delta.Keys[di])
+			vals := row[1:]
+			for c := 0; c < ncols; c++ {
+				var v uint64
+				if c < len(vals) {
+					v = vals[c]
+				}
+				out.Vals = append(out.Vals, v)
+			}
+		}
+		di++
+	}
+	err := r.Iter(func(key uint64, vals []uint64) error {
+		for di < delta.Len() && delta.Keys[di] < key {
+			takeDelta()
+		}
+		if di < delta.Len() && delta.Keys[di] == key {
+			takeDelta()
+			return nil
+		}
+		out.Keys = append(out.Keys, key)
+		for c := 0; c < ncols; c++ {
+			var v uint64
+			if c < len(vals) {
+				v = vals[c]
+			}
+			out.Vals = append(out.Vals, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for di < delta.Len() {
+		takeDelta()
+	}
+	return out, nil
+}

@@ -1,0 +1,418 @@
+package store
+
+// Aging and delta merges: the hand-offs between tiers.
+//
+// Seal (hot -> cold), crash-safe because nothing is switched until one
+// synced batch says so:
+//
+//  1. Under DB.commit the range is frozen: a new rangeState shares the hot
+//     table read-only and adds an empty delta that takes every later write.
+//     F is the last committed sequence; the frozen table holds exactly the
+//     state at F.
+//  2. Without locks, the frozen rows are sorted and encoded into blocks,
+//     written with unsynced batches under fresh block ids (leftover blocks of
+//     an earlier failed attempt are range-deleted first).
+//  3. One synced batch writes the cold range value (block map, descriptor,
+//     seq F). From here the range is cold on disk.
+//  4. Under DB.commit the cold reader replaces the frozen table; the hot
+//     memory is freed once no reader holds it.
+//
+// A crash before 3 leaves no range value: Open rebuilds the range hot from
+// the checkpoint and the log (delta chunks and records replay into it as
+// after-images), and deletes the orphan blocks. After 3, Open reads blocks
+// for the state at F, skips hot chunks of the range and log records ≤ F for
+// it, and loads delta chunks of checkpoints ≥ F and records > F into the
+// delta. Nothing is lost and, since records are after-images, nothing is
+// counted twice.
+//
+// Merge (delta -> new blocks) follows the same steps: under DB.commit the
+// delta is frozen beside a new one, the range's rows plus the frozen delta
+// are written as blocks under new ids, and one synced batch writes the new
+// range value (seq F) and deletes the old blocks. Until that batch the old
+// blocks and the frozen delta (checkpointed and logged) are authoritative.
+//
+// A failed job (a write error, disk full) puts the frozen rows back where
+// writes go and leaves the range as it was; the scheduler retries later.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/tallydb/tally/cold"
+	"github.com/tallydb/tally/compaction"
+)
+
+// jobBatchBytes is the size at which a job's block batch is committed.
+const jobBatchBytes = 4 << 20
+
+type jobKind uint8
+
+const (
+	jobSeal jobKind = iota + 1
+	jobMerge
+)
+
+type pendingJob struct {
+	kind jobKind
+	cs   *counterState
+	rid  uint64
+}
+
+// Jobs returns the background jobs running now.
+func (db *DB) Jobs() []compaction.Progress { return db.jobs.Running() }
+
+// Compact runs every pending aging job and merges every non-empty cold
+// delta now, and waits for them. It is for offline maintenance, scripts and
+// tests; the background scheduler does the same work paced and only for
+// deltas past Options.DeltaMergeRows.
+func (db *DB) Compact(ctx context.Context) error {
+	return db.runJobs(ctx, db.pendingJobs(db.opts.Now(), 1))
+}
+
+// SealRange ages one range of counter into the cold tier now, whatever its
+// age policy says. A range that is already cold (or being sealed) is left
+// as it is.
+func (db *DB) SealRange(ctx context.Context, counter string, rangeID uint64) error {
+	cs := db.cat.Load().byName[counter]
+	if cs == nil {
+		return fmt.Errorf("%w: %q", ErrCounterNotFound, counter)
+	}
+	return db.runJobs(ctx, []pendingJob{{jobSeal, cs, rangeID}})
+}
+
+func (db *DB) runJobs(ctx context.Context, jobs []pendingJob) error {
+	db.jobMu.Lock()
+	defer db.jobMu.Unlock()
+	var errs []error
+	for _, j := range jobs {
+		if err := db.writable(); err != nil {
+			return err
+		}
+		var err error
+		switch j.kind {
+		case jobSeal:
+			err = db.sealRange(ctx, j.cs, j.rid)
+		case jobMerge:
+			err = db.mergeRange(ctx, j.cs, j.rid)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tally: %s range %d: %w", j.cs.name, j.rid, err))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pendingJobs lists ranges due for aging under their counter's policy and
+// cold ranges whose delta holds at least mergeRows rows.
+func (db *DB) pendingJobs(now time.Time, mergeRows int) []pendingJob {
+	var jobs []pendingJob
+	cat := db.cat.Load()
+	for id := uint32(0); id < cat.nextID; id++ {
+		cs := cat.byID[id]
+		if cs == nil {
+			continue
+		}
+		m := cs.ranges.Load().m
+		rids := make([]uint64, 0, len(m))
+		for rid := range m {
+			rids = append(rids, rid)
+		}
+		sort.Slice(rids, func(a, b int) bool { return rids[a] > rids[b] }) // newest first
+		for i, rid := range rids {
+			rs := m[rid]
+			switch {
+			case rs.cold == nil && rs.delta == nil:
+				if cs.shouldAge(rid, i, now) {
+					jobs = append(jobs, pendingJob{jobSeal, cs, rid})
+				}
+			case rs.cold != nil && rs.frozen == nil && rs.delta.Len() >= mergeRows:
+				jobs = append(jobs, pendingJob{jobMerge, cs, rid})
+			}
+		}
+	}
+	return jobs
+}
+
+// shouldAge applies the age policy to range rid, the newestRank-th newest
+// range of the counter (0 = newest).
+func (cs *counterState) shouldAge(rid uint64, newestRank int, now time.Time) bool {
+	a := cs.age
+	switch a.Kind {
+	case KeepNewest:
+		return newestRank >= a.HotRanges
+	case AgeByTime:
+		// The newest id the range can hold, and the time embedded in it.
+		last := ^uint64(0)
+		if rid < ^uint64(0)>>cs.rangeBits {
+			last = (rid+1)<<cs.rangeBits - 1
+		}
+		ms := int64(last >> a.IDTimeShift)
+		if ms < 0 || ms > 1<<50 {
+			return false // beyond any real clock: not a time-ordered id
+		}
+		return now.Sub(time.UnixMilli(a.IDEpochMs+ms)) > a.MaxAge
+	}
+	return false
+}
+
+func (db *DB) buildOptions() cold.BuildOptions {
+	return cold.BuildOptions{TargetBlockSize: db.opts.ColdBlockSize, ZstdLevel: db.opts.ColdZstdLevel}
+}
+
+// blockWriter writes a job's blocks in unsynced batches.
+type blockWriter struct {
+	db    *DB
+	batch *pebble.Batch
+	key   []byte
+	bytes int64
+}
+
+func (w *blockWriter) set(key, value []byte) error {
+	if w.batch == nil {
+		w.batch = w.db.pdb.NewBatch()
+	}
+	w.bytes += int64(len(value))
+	if err := w.batch.Set(key, value, nil); err != nil {
+		return err
+	}
+	if w.batch.Len() >= jobBatchBytes {
+		return w.flush()
+	}
+	return nil
+}
+
+func (w *blockWriter) flush() error {
+	if w.batch == nil {
+		return nil
+	}
+	err := w.db.pdb.Apply(w.batch, pebble.NoSync)
+	w.batch.Close()
+	w.batch = nil
+	return err
+}
+
+func (w *blockWriter) close() {
+	if w.batch != nil {
+		w.batch.Close()
+		w.batch = nil
+	}
+}
+
+// writeBlocks encodes rows as blocks with ids from firstID on, and returns
+// the new range value (not yet written).
+func (db *DB) writeBlocks(ctx context.Context, cs *counterState, rid uint64, rows *compaction.Rows,
+	firstID uint32, seq uint64, job *compaction.Job) (*coldRangeValue, int64, error) {
+	w := &blockWriter{db: db}
+	defer w.close()
+	v := &coldRangeValue{seq: seq, nextBlockID: firstID}
+	desc, err := compaction.Encode(ctx, rows, db.buildOptions(), db.limiter, job, func(no uint32, block []byte) error {
+		if db.opts.testHookBlockWrite != nil {
+			if err := db.opts.testHookBlockWrite(); err != nil {
+				return err
+			}
+		}
+		id := v.nextBlockID
+		v.nextBlockID++
+		v.blockIDs = append(v.blockIDs, id)
+		w.key = appendColdBlockKey(w.key[:0], cs.id, rid, id)
+		return w.set(w.key, block)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := w.flush(); err != nil {
+		return nil, 0, err
+	}
+	v.desc = desc
+	return v, w.bytes, nil
+}
+
+func (db *DB) sealRange(ctx context.Context, cs *counterState, rid uint64) (err error) {
+	// 1. Freeze.
+	db.commit.Lock()
+	if err := db.writable(); err != nil {
+		db.commit.Unlock()
+		return err
+	}
+	rs := cs.ranges.Load().m[rid]
+	if rs == nil || rs.cold != nil || rs.delta != nil {
+		db.commit.Unlock()
+		return nil
+	}
+	delta, err := newDeltaTable(cs)
+	if err != nil {
+		db.commit.Unlock()
+		return err
+	}
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, hot: rs.hot, delta: delta})
+	seq := db.commit.lastSeq
+	db.commit.Unlock()
+
+	job := db.jobs.Start("seal", cs.name, rid, int64(rs.hot.Len()))
+	defer job.Finish()
+	defer func() {
+		if err != nil {
+			db.unfreezeSeal(cs, rid)
+		}
+	}()
+
+	// 2. Encode and write blocks.
+	job.SetPhase("sort")
+	rows := compaction.SortedRows(rs.hot)
+	prefix := appendColdBlockPrefix(nil, cs.id, rid)
+	if err := db.pdb.DeleteRange(prefix, prefixEnd(prefix), pebble.NoSync); err != nil {
+		return err
+	}
+	job.SetPhase("write blocks")
+	v, _, err := db.writeBlocks(ctx, cs, rid, rows, 0, seq, job)
+	if err != nil {
+		return err
+	}
+	reader, readerID, err := db.openColdReader(cs, rid, v)
+	if err != nil {
+		return err
+	}
+
+	// 3. Switch on disk.
+	job.SetPhase("commit")
+	if err := db.pdb.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), pebble.Sync); err != nil {
+		return err
+	}
+
+	// 4. Switch in memory.
+	db.commit.Lock()
+	cur := cs.ranges.Load().m[rid]
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, delta: cur.delta, cold: reader, coldID: readerID, coldV: v})
+	db.commit.Unlock()
+	return nil
+}
+
+// unfreezeSeal undoes step 1 of a failed seal: the delta's rows go back into
+// the hot table, which takes writes again.
+func (db *DB) unfreezeSeal(cs *counterState, rid uint64) {
+	db.commit.Lock()
+	defer db.commit.Unlock()
+	cur := cs.ranges.Load().m[rid]
+	if cur == nil || cur.cold != nil || cur.delta == nil {
+		return
+	}
+	var err error
+	cur.delta.Range(func(key uint64, row []uint64) bool {
+		if row[0] == deltaDeleted {
+			err = cur.hot.Delete(key)
+		} else {
+			err = cur.hot.Put(key, row[1:])
+		}
+		return err == nil
+	})
+	if err != nil {
+		db.setFailed(fmt.Errorf("unfreeze %s range %d: %w", cs.name, rid, err))
+		return
+	}
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, hot: cur.hot})
+}
+
+func (db *DB) mergeRange(ctx context.Context, cs *counterState, rid uint64) (err error) {
+	// 1. Freeze the delta.
+	db.commit.Lock()
+	if err := db.writable(); err != nil {
+		db.commit.Unlock()
+		return err
+	}
+	rs := cs.ranges.Load().m[rid]
+	if rs == nil || rs.cold == nil || rs.frozen != nil || rs.delta.Len() == 0 {
+		db.commit.Unlock()
+		return nil
+	}
+	delta, err := newDeltaTable(cs)
+	if err != nil {
+		db.commit.Unlock()
+		return err
+	}
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: rs.cold, coldID: rs.coldID, coldV: rs.coldV, frozen: rs.delta, delta: delta})
+	seq := db.commit.lastSeq
+	ncols := len(cs.cols.Load().cols)
+	db.commit.Unlock()
+
+	job := db.jobs.Start("merge", cs.name, rid, int64(rs.cold.Desc().Rows())+int64(rs.delta.Len()))
+	defer job.Finish()
+	old := rs.coldV
+	defer func() {
+		if err != nil {
+			db.unfreezeMerge(cs, rid)
+			// Best effort: drop the new, unreferenced blocks now (Open
+			// would drop them too).
+			db.pdb.DeleteRange(appendColdBlockKey(nil, cs.id, rid, old.nextBlockID),
+				prefixEnd(appendColdBlockPrefix(nil, cs.id, rid)), pebble.NoSync)
+		}
+	}()
+
+	// 2. Merge and write new blocks.
+	job.SetPhase("merge")
+	rows, err := compaction.MergeRows(rs.cold, compaction.SortedDelta(rs.delta), ncols)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	job.SetPhase("write blocks")
+	v, _, err := db.writeBlocks(ctx, cs, rid, rows, old.nextBlockID, seq, job)
+	if err != nil {
+		return err
+	}
+	reader, readerID, err := db.openColdReader(cs, rid, v)
+	if err != nil {
+		return err
+	}
+
+	// 3. Switch on disk: new value, old blocks gone, in one synced batch.
+	job.SetPhase("commit")
+	b := db.pdb.NewBatch()
+	defer b.Close()
+	if err := b.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange(appendColdBlockKey(nil, cs.id, rid, 0), appendColdBlockKey(nil, cs.id, rid, old.nextBlockID), nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+
+	// 4. Switch in memory.
+	db.commit.Lock()
+	cur := cs.ranges.Load().m[rid]
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v, delta: cur.delta})
+	db.commit.Unlock()
+	db.blockCache.Evict(rs.coldID)
+	return nil
+}
+
+// unfreezeMerge undoes step 1 of a failed merge: frozen rows not overwritten
+// since go back into the live delta.
+func (db *DB) unfreezeMerge(cs *counterState, rid uint64) {
+	db.commit.Lock()
+	defer db.commit.Unlock()
+	cur := cs.ranges.Load().m[rid]
+	if cur == nil || cur.frozen == nil {
+		return
+	}
+	var err error
+	var tmp [MaxColumns + 1]uint64
+	cur.frozen.Range(func(key uint64, row []uint64) bool {
+		if _, ok := cur.delta.Get(key, tmp[:0]); !ok {
+			err = cur.delta.Put(key, row)
+		}
+		return err == nil
+	})
+	if err != nil {
+		db.setFailed(fmt.Errorf("unfreeze merge %s range %d: %w", cs.name, rid, err))
+		return
+	}
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: cur.cold, coldID: cur.coldID, coldV: cur.coldV, delta: cur.delta})
+}

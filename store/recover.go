@@ -1,0 +1,125 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// loadColdRanges opens every cold range of the catalog's counters with an
+// empty delta.
+func (db *DB) loadColdRanges(cat *catalog) error {
+	return db.scan([]byte{famColdRange}, familyEnd(famColdRange), func(k, val []byte) error {
+		cid, rid, ok := decodeColdRangeKey(k)
+		if !ok {
+			return fmt.Errorf("%w: cold range key %x", ErrCorrupt, k)
+		}
+		cs := cat.byID[cid]
+		if cs == nil {
+			return fmt.Errorf("%w: cold range of unknown counter %d", ErrCorrupt, cid)
+		}
+		v, err := decodeColdRange(val)
+		if err != nil {
+			return fmt.Errorf("%s range %d: %w", cs.name, rid, err)
+		}
+		reader, readerID, err := db.openColdReader(cs, rid, v)
+		if err != nil {
+			return err
+		}
+		if reader.Desc().NumColumns() > len(cs.cols.Load().cols) {
+			return fmt.Errorf("%w: %s range %d: blocks have %d columns, schema %d",
+				ErrCorrupt, cs.name, rid, reader.Desc().NumColumns(), len(cs.cols.Load().cols))
+		}
+		delta, err := newDeltaTable(cs)
+		if err != nil {
+			return err
+		}
+		cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v, delta: delta})
+		return nil
+	})
+}
+
+// loadChunk applies one checkpoint chunk of checkpoint ckptSeq.
+func (db *DB) loadChunk(cat *catalog, ckptSeq uint64, v []byte) error {
+	var cs *counterState
+	var rs *rangeState
+	skip := false
+	_, err := decodeChunk(v, func(h *chunkHeader, key uint64, vals []uint64) error {
+		if cs == nil {
+			if cs = cat.byID[h.counterID]; cs == nil {
+				return fmt.Errorf("%w: chunk of unknown counter %d", ErrCorrupt, h.counterID)
+			}
+			ncols := len(cs.cols.Load().cols)
+			if h.kind == chunkDelta {
+				ncols++
+			}
+			if h.ncols > ncols || h.rangeID > ^uint64(0)>>cs.rangeBits {
+				return fmt.Errorf("%w: chunk of %s range %d has %d columns", ErrCorrupt, cs.name, h.rangeID, h.ncols)
+			}
+			var err error
+			if rs, err = cs.ensureRangeLocked(h.rangeID<<cs.rangeBits, h.rangeRows); err != nil {
+				return err
+			}
+			// A cold range's blocks already hold its hot rows and the
+			// deltas of checkpoints older than its last seal or merge.
+			skip = rs.cold != nil && (h.kind == chunkHot || ckptSeq < rs.coldV.seq)
+		}
+		if key > cs.keyMask {
+			return fmt.Errorf("%w: chunk key %d out of range", ErrCorrupt, key)
+		}
+		if skip {
+			return nil
+		}
+		db.recovery.RowsLoaded++
+		switch {
+		case h.kind == chunkHot:
+			return rs.hot.Put(key, vals)
+		case h.ncols == 0:
+			return fmt.Errorf("%w: delta chunk without marker column", ErrCorrupt)
+		case rs.cold != nil:
+			return rs.delta.Put(key, vals)
+		case vals[0] == deltaDeleted:
+			// A delta of a seal that never finished: back into hot.
+			return rs.hot.Delete(key)
+		default:
+			return rs.hot.Put(key, vals[1:])
+		}
+	})
+	return err
+}
+
+// deleteOrphanBlocks adds to b the deletion of every cold block that no
+// cold range value references: blocks of seals that never committed, and
+// blocks of merges that never committed (ids at or past nextBlockID).
+func (db *DB) deleteOrphanBlocks(cat *catalog, b *pebble.Batch) error {
+	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: []byte{famColdBlock}, UpperBound: familyEnd(famColdBlock)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; {
+		k := it.Key()
+		if len(k) != 17 {
+			return fmt.Errorf("%w: cold block key %x", ErrCorrupt, k)
+		}
+		cid, rid := binary.BigEndian.Uint32(k[1:]), binary.BigEndian.Uint64(k[5:])
+		prefix := appendColdBlockPrefix(nil, cid, rid)
+		end := prefixEnd(prefix)
+		var from []byte
+		if cs := cat.byID[cid]; cs == nil {
+			from = prefix
+		} else if rs := cs.ranges.Load().m[rid]; rs == nil || rs.coldV == nil {
+			from = prefix
+		} else {
+			from = appendColdBlockKey(nil, cid, rid, rs.coldV.nextBlockID)
+		}
+		if it.SeekGE(from) && string(it.Key()) < string(end) {
+			if err := b.DeleteRange(from, end, nil); err != nil {
+				return err
+			}
+		}
+		ok = it.SeekGE(end)
+	}
+	return it.Error()
+}
