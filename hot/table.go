@@ -82,7 +82,7 @@ func New(keyBits uint, widths []int, sizeHint int) (*Table, error) {
 	t.mix = newMixer(keyBits)
 	t.segs = make([]segment, 1<<segBits)
 	if sizeHint > 0 {
-		per := (sizeHint + len(t.segs) - 1) / len(t.segs)
+		per := min((sizeHint+len(t.segs)-1)/len(t.segs), 1<<t.storedBits)
 		for i := range t.segs {
 			sg := &t.segs[i]
 			sg.phase = t.phase(i)

@@ -414,3 +414,11 @@ func TestCheckDetects(t *testing.T) {
 	sg.mu.count--
 	check(t, tb)
 }
+
+func TestHugeHintClamped(t *testing.T) {
+	tb := newTable(t, 8, []int{1}, 1<<40)
+	check(t, tb)
+	if tb.MemBytes() > 1<<12 {
+		t.Fatalf("hint of 2^40 rows for a 256-key table holds %d bytes", tb.MemBytes())
+	}
+}
