@@ -87,6 +87,11 @@ func (db *DB) SealRange(ctx context.Context, counter string, rangeID uint64) err
 func (db *DB) runJobs(ctx context.Context, jobs []pendingJob) error {
 	db.jobMu.Lock()
 	defer db.jobMu.Unlock()
+	// Close cancels db.jobCtx; a job must stop then as well.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(db.jobCtx, cancel)
+	defer stop()
 	var errs []error
 	for _, j := range jobs {
 		if err := db.writable(); err != nil {

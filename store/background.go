@@ -18,6 +18,30 @@ func (db *DB) startBackground() {
 	}
 	db.bg.wg.Add(1)
 	go db.checkpointLoop()
+	if db.opts.CompactionInterval > 0 {
+		db.bg.wg.Add(1)
+		go db.compactionLoop()
+	}
+}
+
+// compactionLoop ages ranges due under their policy and merges deltas past
+// DeltaMergeRows, every CompactionInterval. A failed job leaves its range as
+// it was and is retried on a later tick.
+func (db *DB) compactionLoop() {
+	defer db.bg.wg.Done()
+	t := time.NewTicker(db.opts.CompactionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.bg.stop:
+			return
+		case <-t.C:
+		}
+		jobs := db.pendingJobs(db.opts.Now(), db.opts.DeltaMergeRows)
+		if err := db.runJobs(db.jobCtx, jobs); err != nil && db.jobCtx.Err() == nil {
+			db.bgError(err)
+		}
+	}
 }
 
 func (db *DB) stopBackground() {

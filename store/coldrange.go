@@ -86,21 +86,33 @@ func decodeColdRange(b []byte) (*coldRangeValue, error) {
 
 // pebbleBlocks reads a cold range's blocks from Pebble for cold.Reader.
 type pebbleBlocks struct {
-	pdb       *pebble.DB
+	db        *DB
 	counterID uint32
 	rangeID   uint64
 	ids       []uint32
 }
 
 func (s *pebbleBlocks) ReadBlock(n uint32) ([]byte, error) {
-	if int(n) >= len(s.ids) {
-		return nil, fmt.Errorf("block %d of %d: %w", n, len(s.ids), cold.ErrMissingBlock)
+	// Cache misses are the only reads that reach Pebble; they hold
+	// pebbleMu so Close cannot close Pebble under them.
+	s.db.pebbleMu.RLock()
+	defer s.db.pebbleMu.RUnlock()
+	if s.db.pebbleClosed {
+		return nil, ErrClosed
+	}
+	return readBlock(s.db.pdb, s.counterID, s.rangeID, s.ids, n)
+}
+
+// readBlock reads block n of a cold range whose block map is ids.
+func readBlock(r pebble.Reader, counterID uint32, rangeID uint64, ids []uint32, n uint32) ([]byte, error) {
+	if int(n) >= len(ids) {
+		return nil, fmt.Errorf("block %d of %d: %w", n, len(ids), cold.ErrMissingBlock)
 	}
 	var kb [17]byte
-	key := appendColdBlockKey(kb[:0], s.counterID, s.rangeID, s.ids[n])
-	v, closer, err := s.pdb.Get(key)
+	key := appendColdBlockKey(kb[:0], counterID, rangeID, ids[n])
+	v, closer, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, fmt.Errorf("block id %d: %w", s.ids[n], cold.ErrMissingBlock)
+		return nil, fmt.Errorf("block id %d: %w", ids[n], cold.ErrMissingBlock)
 	}
 	if err != nil {
 		return nil, err
@@ -121,7 +133,7 @@ func (db *DB) openColdReader(cs *counterState, rid uint64, v *coldRangeValue) (*
 		return nil, 0, fmt.Errorf("%w: %s range %d: descriptor has %d blocks, block map %d",
 			ErrCorrupt, cs.name, rid, desc.NumBlocks(), len(v.blockIDs))
 	}
-	src := &pebbleBlocks{pdb: db.pdb, counterID: cs.id, rangeID: rid, ids: v.blockIDs}
+	src := &pebbleBlocks{db: db, counterID: cs.id, rangeID: rid, ids: v.blockIDs}
 	id := db.readerIDs.Add(1)
 	return cold.NewReader(id, desc, src, db.blockCache), id, nil
 }

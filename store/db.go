@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,11 @@ type DB struct {
 	limiter    *compaction.Limiter
 	jobs       compaction.Tracker
 	jobMu      sync.Mutex // one job runner at a time (scheduler or Compact)
+	jobCtx     context.Context
+	jobCancel  context.CancelFunc // cancels running jobs on Close
+
+	pebbleMu     sync.RWMutex // held for reading by cold block reads
+	pebbleClosed bool         // guarded by pebbleMu
 
 	bg struct {
 		stop   chan struct{}
@@ -98,7 +104,10 @@ func (db *DB) Close() error {
 	if db.closed.Load() {
 		return nil
 	}
+	db.jobCancel() // first, so a scheduled job stops before we wait for it
 	db.stopBackground()
+	db.jobMu.Lock() // wait for a running Compact or SealRange
+	db.jobMu.Unlock()
 	var errs []error
 	if db.failed.Load() == nil {
 		if err := db.Checkpoint(); err != nil {
@@ -111,6 +120,9 @@ func (db *DB) Close() error {
 	db.closed.Store(true)
 	db.commit.Unlock()
 	db.ckpt.Unlock()
+	db.pebbleMu.Lock()
+	db.pebbleClosed = true
+	db.pebbleMu.Unlock()
 	if err := db.pdb.Close(); err != nil {
 		errs = append(errs, err)
 	}

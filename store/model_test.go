@@ -40,7 +40,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	fs := vfs.NewCrashableMem()
 	opts := testOptions(fs)
 	opts.CheckpointChunkRows = 7 // many chunks per checkpoint
-	opts.ColdBlockSize = 48       // many blocks per cold range
+	opts.ColdBlockSize = 48      // many blocks per cold range
 	db, err := Open("m", opts)
 	must(t, err)
 	defer func() { db.Close() }()

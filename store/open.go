@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -90,6 +91,7 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 		limiter:    compaction.NewLimiter(o.CompactionBytesPerSec),
 	}
 	db.cat.Store(&catalog{byName: map[string]*counterState{}, byID: map[uint32]*counterState{}})
+	db.jobCtx, db.jobCancel = context.WithCancel(context.Background())
 	db.bg.stop = make(chan struct{})
 	db.bg.kick = make(chan struct{}, 1)
 	if err := db.recover(); err != nil {
