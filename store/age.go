@@ -214,10 +214,16 @@ func (w *blockWriter) close() {
 // the new range value (not yet written).
 func (db *DB) writeBlocks(ctx context.Context, cs *counterState, rid uint64, rows *compaction.Rows,
 	firstID uint32, seq uint64, job *compaction.Job) (*coldRangeValue, int64, error) {
+	return db.writeBlocksWith(ctx, cs, rid, rows, firstID, seq, job, db.limiter)
+}
+
+// writeBlocksWith is writeBlocks paced by lim (nil: unpaced).
+func (db *DB) writeBlocksWith(ctx context.Context, cs *counterState, rid uint64, rows *compaction.Rows,
+	firstID uint32, seq uint64, job *compaction.Job, lim *compaction.Limiter) (*coldRangeValue, int64, error) {
 	w := &blockWriter{db: db}
 	defer w.close()
 	v := &coldRangeValue{seq: seq, nextBlockID: firstID}
-	desc, err := compaction.Encode(ctx, rows, db.buildOptions(), db.limiter, job, func(no uint32, block []byte) error {
+	desc, err := compaction.Encode(ctx, rows, db.buildOptions(), lim, job, func(no uint32, block []byte) error {
 		if db.opts.testHookBlockWrite != nil {
 			if err := db.opts.testHookBlockWrite(); err != nil {
 				return err
@@ -236,6 +242,7 @@ func (db *DB) writeBlocks(ctx context.Context, cs *counterState, rid uint64, row
 		return nil, 0, err
 	}
 	v.desc = desc
+	v.blockBytes = uint64(w.bytes)
 	return v, w.bytes, nil
 }
 

@@ -248,10 +248,10 @@ func (w *chunkWriter) writeTable(t tableRef, tbl *hot.Table, kind byte, chunk *u
 	ncols := tbl.NumColumns()
 	h := chunkHeader{counterID: t.cs.id, rangeID: t.rs.id, kind: kind, ncols: ncols, rangeRows: tbl.Len()}
 	stride := 1 + ncols
+	w.rows = w.rows[:0]
 	for seg := 0; seg < tbl.NumSegments(); seg++ {
-		// Copy the segment out first: RangeSegment holds the segment's read
+		// Copy segments out first: RangeSegment holds the segment's read
 		// lock, and writers (holding DB.commit) must not wait on Pebble.
-		w.rows = w.rows[:0]
 		tbl.RangeSegment(seg, func(key uint64, vals []uint64) bool {
 			w.rows = append(w.rows, key)
 			// Columns added after ncols was read only hold values written
@@ -265,7 +265,10 @@ func (w *chunkWriter) writeTable(t tableRef, tbl *hot.Table, kind byte, chunk *u
 			}
 			return true
 		})
-		for off := 0; off < len(w.rows); {
+		// Cut full chunks; the remainder waits for the next segment.
+		last := seg == tbl.NumSegments()-1
+		off := 0
+		for len(w.rows)-off >= w.maxRows*stride || last && off < len(w.rows) {
 			n := min((len(w.rows)-off)/stride, w.maxRows)
 			h.nrows = n
 			if err := w.emit(&h, *chunk, w.rows[off:off+n*stride]); err != nil {
@@ -274,6 +277,7 @@ func (w *chunkWriter) writeTable(t tableRef, tbl *hot.Table, kind byte, chunk *u
 			*chunk++
 			off += n * stride
 		}
+		w.rows = append(w.rows[:0], w.rows[off:]...)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ type coldRangeValue struct {
 	blockIDs    []uint32 // block number -> block id
 	desc        []byte   // cold descriptor, encoded
 	seq         uint64   // log sequence when the range was sealed or last merged
+	blockBytes  uint64   // encoded bytes of all blocks
 }
 
 // appendColdRange encodes a cold range value, stored under the cold range
@@ -32,6 +33,7 @@ type coldRangeValue struct {
 //	-------------  ---------  ---------------------------------------------
 //	version        1          coldRangeVersion
 //	seq            8          log sequence at seal/merge, big-endian
+//	block bytes    uvarint    encoded bytes of all blocks (for stats)
 //	next block id  uvarint    first block id not yet used in this range
 //	nblocks        uvarint    number of blocks
 //	block ids      uvarint×n  block number -> block id (key suffix)
@@ -41,6 +43,7 @@ func appendColdRange(dst []byte, v *coldRangeValue) []byte {
 	start := len(dst)
 	dst = append(dst, coldRangeVersion)
 	dst = binary.BigEndian.AppendUint64(dst, v.seq)
+	dst = binary.AppendUvarint(dst, v.blockBytes)
 	dst = binary.AppendUvarint(dst, uint64(v.nextBlockID))
 	dst = binary.AppendUvarint(dst, uint64(len(v.blockIDs)))
 	for _, id := range v.blockIDs {
@@ -61,6 +64,7 @@ func decodeColdRange(b []byte) (*coldRangeValue, error) {
 		return nil, fmt.Errorf("%w: cold range version %d", ErrCorrupt, v)
 	}
 	v := &coldRangeValue{seq: d.u64()}
+	v.blockBytes = d.uvarint()
 	next, n := d.uvarint(), d.uvarint()
 	if d.err == nil && (n > uint64(len(body)) || next > 1<<32-1) {
 		return nil, fmt.Errorf("%w: cold range has %d blocks", ErrCorrupt, n)
@@ -136,4 +140,9 @@ func (db *DB) openColdReader(cs *counterState, rid uint64, v *coldRangeValue) (*
 	src := &pebbleBlocks{db: db, counterID: cs.id, rangeID: rid, ids: v.blockIDs}
 	id := db.readerIDs.Add(1)
 	return cold.NewReader(id, desc, src, db.blockCache), id, nil
+}
+
+// coldDiskBytes returns the encoded bytes of the range's blocks and value.
+func (rs *rangeState) coldDiskBytes() int64 {
+	return int64(rs.coldV.blockBytes) + int64(len(rs.coldV.desc))
 }

@@ -248,57 +248,83 @@ func (db *DB) commitBatch(b *Batch) error {
 	if err := db.writable(); err != nil {
 		return err
 	}
-	pb := db.pdb.NewBatch()
-	sync := db.opts.Durability == SyncAlways
-
 	db.commit.Lock()
-	if err := db.writable(); err != nil {
-		db.commit.Unlock()
-		pb.Close()
+	c, err := db.writeLocked(b)
+	db.commit.Unlock()
+	if err != nil {
 		return err
+	}
+	return db.finishCommit(c)
+}
+
+// commitLocked commits b while the caller holds DB.commit (bulk load). The
+// fsync wait happens under the lock, so other writers wait for it.
+func (db *DB) commitLocked(b *Batch) error {
+	c, err := db.writeLocked(b)
+	if err != nil {
+		return err
+	}
+	return db.finishCommit(c)
+}
+
+// pendingCommit is a commit handed to Pebble and applied to memory, waiting
+// for its fsync.
+type pendingCommit struct {
+	pb       *pebble.Batch
+	sync     bool
+	n        int
+	applyErr error
+}
+
+// writeLocked does steps 1 and 2 of the ordering rules: after-images, log
+// record, Pebble, memory. The caller holds DB.commit.
+func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
+	c := pendingCommit{sync: db.opts.Durability == SyncAlways}
+	if err := db.writable(); err != nil {
+		return c, err
 	}
 	if err := b.buildImagesLocked(); err != nil {
-		db.commit.Unlock()
-		pb.Close()
-		return err
+		return c, err
 	}
+	pb := db.pdb.NewBatch()
 	rec := b.encodeRecord()
 	seq := db.commit.lastSeq + 1
 	b.key = appendLogKey(b.key[:0], seq)
 	if err := pb.Set(b.key, rec, nil); err != nil {
-		db.commit.Unlock()
 		pb.Close()
-		return err
+		return c, err
 	}
 	var err error
-	if sync {
+	if c.sync {
 		err = db.pdb.ApplyNoSyncWait(pb, pebble.Sync)
 	} else {
 		err = db.pdb.Apply(pb, pebble.NoSync)
 	}
 	if err != nil {
-		db.commit.Unlock()
 		pb.Close()
-		return fmt.Errorf("tally: commit: %w", err)
+		return c, fmt.Errorf("tally: commit: %w", err)
 	}
 	db.commit.lastSeq = seq
-	applyErr := b.applyImagesLocked()
-	db.commit.Unlock()
+	c.pb, c.n = pb, len(rec)+len(b.key)
+	c.applyErr = b.applyImagesLocked()
+	return c, nil
+}
 
-	db.noteLogWrite(len(rec) + len(b.key))
-	if sync {
-		if err := pb.SyncWait(); err != nil {
+// finishCommit does step 3: wait for the fsync (SyncAlways), then report.
+func (db *DB) finishCommit(c pendingCommit) error {
+	defer c.pb.Close()
+	db.noteLogWrite(c.n)
+	if c.sync {
+		if err := c.pb.SyncWait(); err != nil {
 			db.setFailed(err)
-			pb.Close()
 			return fmt.Errorf("%w: wal sync: %v", ErrFailed, err)
 		}
 	}
-	pb.Close()
-	if applyErr != nil {
+	if c.applyErr != nil {
 		// The record is durable but memory could not take it: memory now
 		// disagrees with the log, which only a reopen repairs.
-		db.setFailed(applyErr)
-		return fmt.Errorf("%w: apply: %v", ErrFailed, applyErr)
+		db.setFailed(c.applyErr)
+		return fmt.Errorf("%w: apply: %v", ErrFailed, c.applyErr)
 	}
 	return nil
 }

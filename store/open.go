@@ -49,6 +49,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	fs := o.FS
+	// Refuse a foreign directory before creating anything in it.
+	if err := checkForeign(fs, dir); err != nil {
+		return nil, err
+	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("tally: create %s: %w", dir, err)
 	}
@@ -99,6 +103,26 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// checkForeign returns ErrNotStore if dir exists, is not empty and has no
+// marker file. A missing directory is fine (it becomes a store).
+func checkForeign(fs vfs.FS, dir string) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil // missing (or unreadable: the lock or marker step reports it)
+	}
+	for _, n := range names {
+		if n == markerFile {
+			return nil
+		}
+	}
+	for _, n := range names {
+		if n != lockFile {
+			return fmt.Errorf("%w: %s holds %q and no %s file", ErrNotStore, dir, n, markerFile)
+		}
+	}
+	return nil
 }
 
 // checkMarker makes sure dir is a tally store, or turns an empty directory

@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/tallydb/tally/compaction"
+)
+
+// LoadRows is input to Load: IDs[i]'s values are Vals[i*n : (i+1)*n] for a
+// counter of n columns. IDs need not be sorted; when an id repeats, its last
+// row wins.
+type LoadRows struct {
+	IDs  []uint64
+	Vals []uint64
+}
+
+// LoadStats reports what a Load did.
+type LoadStats struct {
+	Rows        int // rows loaded (after removing repeats and all-zero rows)
+	ColdRows    int // rows written straight into cold blocks
+	HotRows     int // rows put into hot tables
+	LoggedRows  int // rows that went through the log (ranges already cold)
+	ColdRanges  int // ranges built as cold
+	HotRanges   int // ranges loaded hot
+	BlocksBytes int64
+}
+
+// Load bulk-loads rows into counter, replacing the loaded rows' values (like
+// Set). It is meant for offline tools and host processes importing data:
+//
+//   - ranges that do not exist yet and that the counter's age policy would
+//     age are built straight into cold blocks, sorted, with no log records
+//     (one synced batch per range makes each range appear atomically);
+//   - other ranges not yet cold are put into hot tables directly, made
+//     durable by a checkpoint before Load returns;
+//   - rows of ranges already cold go through the log, like any write.
+//
+// Load returns once everything is durable. A Load that fails or crashes
+// part-way can leave some ranges loaded and others not; running it again
+// converges. progress, if not nil, is called with the rows done so far.
+func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress func(done int)) (LoadStats, error) {
+	var st LoadStats
+	cs := db.cat.Load().byName[counter]
+	if cs == nil {
+		return st, fmt.Errorf("%w: %q", ErrCounterNotFound, counter)
+	}
+	cols := cs.cols.Load()
+	n := len(cols.cols)
+	if n == 0 || len(in.Vals) != len(in.IDs)*n {
+		return st, fmt.Errorf("%w: %d ids and %d values for %d columns", ErrValueRange, len(in.IDs), len(in.Vals), n)
+	}
+	for i, v := range in.Vals {
+		if c := i % n; v > cols.max[c] {
+			return st, fmt.Errorf("%w: id %d column %s = %d exceeds max %d", ErrValueRange, in.IDs[i/n], cols.cols[c].Name, v, cols.max[c])
+		}
+	}
+	if err := db.writable(); err != nil {
+		return st, err
+	}
+	db.jobMu.Lock() // no seal or merge may change tiers under the load
+	defer db.jobMu.Unlock()
+
+	rows := sortForLoad(in, n)
+	st.Rows = rows.Len()
+	// Rank ranges newest first across the store and the input, for the
+	// KeepNewest policy.
+	existing := cs.ranges.Load().m
+	rankOf := map[uint64]int{}
+	{
+		all := map[uint64]struct{}{}
+		for rid := range existing {
+			all[rid] = struct{}{}
+		}
+		for _, id := range rows.Keys {
+			all[id>>cs.rangeBits] = struct{}{}
+		}
+		rids := make([]uint64, 0, len(all))
+		for rid := range all {
+			rids = append(rids, rid)
+		}
+		sort.Slice(rids, func(a, b int) bool { return rids[a] > rids[b] })
+		for i, rid := range rids {
+			rankOf[rid] = i
+		}
+	}
+	now := db.opts.Now()
+	done := 0
+	for start := 0; start < rows.Len(); {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		rid := rows.Keys[start] >> cs.rangeBits
+		end := start
+		for end < rows.Len() && rows.Keys[end]>>cs.rangeBits == rid {
+			end++
+		}
+		part := &compaction.Rows{NCols: n, Keys: rows.Keys[start:end], Vals: rows.Vals[start*n : end*n]}
+		rs := existing[rid]
+		var err error
+		switch {
+		case rs == nil && cs.shouldAge(rid, rankOf[rid], now):
+			err = db.loadCold(ctx, cs, rid, part, &st)
+		case rs == nil || rs.cold == nil:
+			err = db.loadHot(cs, rid, part, &st)
+		default:
+			err = db.loadLogged(cs, part, &st)
+		}
+		if err != nil {
+			return st, fmt.Errorf("tally: load %s range %d: %w", cs.name, rid, err)
+		}
+		done += end - start
+		if progress != nil {
+			progress(done)
+		}
+		start = end
+	}
+	if st.HotRows > 0 {
+		// Hot rows were put in memory without log records: an empty record
+		// moves the sequence on so the checkpoint cannot be skipped as
+		// "nothing new".
+		db.commit.Lock()
+		err := db.commitLocked(&Batch{db: db})
+		db.commit.Unlock()
+		if err != nil {
+			return st, err
+		}
+		if err := db.Checkpoint(); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// sortForLoad sorts rows by id (keeping the last of repeated ids) and drops
+// all-zero rows; keys in the result are full ids.
+func sortForLoad(in LoadRows, n int) *compaction.Rows {
+	idx := make([]int, len(in.IDs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return in.IDs[idx[a]] < in.IDs[idx[b]] })
+	out := &compaction.Rows{NCols: n}
+	for j, i := range idx {
+		if j+1 < len(idx) && in.IDs[idx[j+1]] == in.IDs[i] {
+			continue // a later row for the same id wins
+		}
+		vals := in.Vals[i*n : (i+1)*n]
+		if allZero(vals) {
+			continue
+		}
+		out.Keys = append(out.Keys, in.IDs[i])
+		out.Vals = append(out.Vals, vals...)
+	}
+	return out
+}
+
+// loadCold builds a new range straight into blocks.
+func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *compaction.Rows, st *LoadStats) error {
+	keys := make([]uint64, len(rows.Keys))
+	for i, id := range rows.Keys {
+		keys[i] = id & cs.keyMask
+	}
+	local := &compaction.Rows{NCols: rows.NCols, Keys: keys, Vals: rows.Vals}
+	prefix := appendColdBlockPrefix(nil, cs.id, rid)
+	if err := db.pdb.DeleteRange(prefix, prefixEnd(prefix), pebble.NoSync); err != nil {
+		return err
+	}
+	db.commit.Lock()
+	seq := db.commit.lastSeq
+	db.commit.Unlock()
+	// Unpaced: a load is foreground work the caller asked for.
+	v, nbytes, err := db.writeBlocksWith(ctx, cs, rid, local, 0, seq, nil, nil)
+	if err != nil {
+		return err
+	}
+	reader, readerID, err := db.openColdReader(cs, rid, v)
+	if err != nil {
+		return err
+	}
+	delta, err := newDeltaTable(cs)
+	if err != nil {
+		return err
+	}
+	db.commit.Lock()
+	defer db.commit.Unlock()
+	if cs.ranges.Load().m[rid] != nil {
+		// A writer created the range while its blocks were written: leave
+		// the blocks as orphans (Open drops them) and load through the log.
+		return db.loadLoggedLocked(cs, rows, st)
+	}
+	if err := db.pdb.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), pebble.Sync); err != nil {
+		return err
+	}
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v, delta: delta})
+	st.ColdRows += rows.Len()
+	st.ColdRanges++
+	st.BlocksBytes += nbytes
+	return nil
+}
+
+// loadHot puts rows into the range's hot table; Load's final checkpoint
+// makes them durable.
+func (db *DB) loadHot(cs *counterState, rid uint64, rows *compaction.Rows, st *LoadStats) error {
+	db.commit.Lock()
+	defer db.commit.Unlock()
+	rs, err := cs.ensureRangeLocked(rid<<cs.rangeBits, rows.Len())
+	if err != nil {
+		return err
+	}
+	if rs.cold != nil {
+		return db.loadLoggedLocked(cs, rows, st)
+	}
+	for i, id := range rows.Keys {
+		if err := rs.put(id&cs.keyMask, rows.Row(i)); err != nil {
+			return err
+		}
+	}
+	st.HotRows += rows.Len()
+	st.HotRanges++
+	return nil
+}
+
+func (db *DB) loadLogged(cs *counterState, rows *compaction.Rows, st *LoadStats) error {
+	db.commit.Lock()
+	defer db.commit.Unlock()
+	return db.loadLoggedLocked(cs, rows, st)
+}
+
+// loadLoggedLocked writes rows as ordinary logged Sets, in batches.
+func (db *DB) loadLoggedLocked(cs *counterState, rows *compaction.Rows, st *LoadStats) error {
+	const per = 1024
+	for start := 0; start < rows.Len(); start += per {
+		end := min(start+per, rows.Len())
+		b := &Batch{db: db}
+		for i := start; i < end; i++ {
+			vals := rows.Row(i)
+			b.ops = append(b.ops, batchOp{cs: cs, id: rows.Keys[i], kind: opSet, valOff: len(b.vals), valN: len(vals)})
+			b.vals = append(b.vals, vals...)
+		}
+		if err := db.commitLocked(b); err != nil {
+			return err
+		}
+	}
+	st.LoggedRows += rows.Len()
+	return nil
+}
