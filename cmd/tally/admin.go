@@ -148,7 +148,7 @@ func writeStats(w io.Writer, s store.Stats) {
 	var mem int64
 	for _, c := range s.Counters {
 		h, cl := tierCounts(c)
-		hot, cold, rows, mem = hot+h, cold+cl, rows+c.Rows, mem+c.MemBytes
+		hot, cold, rows, mem = hot+h, cold+cl, rows+c.Rows(), mem+c.MemBytes
 	}
 	fmt.Fprintf(w, "durability %v\n", s.Durability)
 	fmt.Fprintf(w, "counters %d\n", len(s.Counters))
@@ -169,7 +169,7 @@ func writeStats(w io.Writer, s store.Stats) {
 		fmt.Fprintf(w, "%scolumns %s\n", p, strings.Join(c.Columns, ","))
 		fmt.Fprintf(w, "%sranges_hot %d\n", p, h)
 		fmt.Fprintf(w, "%sranges_cold %d\n", p, cl)
-		fmt.Fprintf(w, "%srows %d\n", p, c.Rows)
+		fmt.Fprintf(w, "%srows %d\n", p, c.Rows())
 		fmt.Fprintf(w, "%smem_bytes %d\n", p, c.MemBytes)
 		fmt.Fprintf(w, "%sbytes_per_row %.2f\n", p, c.BytesPerRow())
 	}

@@ -341,9 +341,9 @@ func (d *demo) restart() error {
 	var rows int
 	var mem int64
 	for _, c := range s.Counters {
-		rows += c.Rows
+		rows += c.Rows()
 		mem += c.MemBytes
-		d.printf("counter    %s: %d rows, %.2f bytes/row in memory\n", c.Name, c.Rows, c.BytesPerRow())
+		d.printf("counter    %s: %d rows, %.2f bytes/row in memory\n", c.Name, c.Rows(), c.BytesPerRow())
 	}
 	d.printf("store      %d rows, %.2f bytes/row in memory, %d bytes on disk (%.2f/row)\n",
 		rows, bytesPerRow(mem, rows), s.DiskBytes, bytesPerRow(int64(s.DiskBytes), rows))
