@@ -59,11 +59,19 @@
 //
 // # Defaults and measurements
 //
-// TargetBlockSize 4 KiB (decoded) and zstd level 1 (klauspost "fastest"):
-// 2.49 B/row for the realistic set (16 KiB blocks would save 2%, 2.44 B/row,
-// but cost 2.5x the latency of a cache miss, ~25 µs per block instead of
-// ~10). Higher zstd levels compress worse or no better below level 10, and
-// level 11 (2.44 B/row) seals at under 5M rows/s. See bench_test.go.
+// TargetBlockSize 4 KiB (decoded) and zstd level 1 (klauspost "fastest").
+// Realistic set (random keys in a 32-bit range, two power-law columns; see
+// bench_test.go), measured on a shared 2-core machine:
+//
+//	rows  B/row (desc+blocks)  build      cached MultiGet(10)  absent Get  uncached MultiGet(10) p50/p99
+//	2M    2.49 (1.58+0.91)     10M rows/s ~4.1 µs CPU          ~70 ns CPU  ~105 / ~200 µs
+//	20M   2.07 (1.15+0.91)     14M rows/s ~8 µs CPU            ~130 ns CPU 143 / 232 µs
+//
+// 16 KiB blocks save 2% (2.44 / 2.02 B/row) but make a miss 2.5x slower
+// (~25 µs per block decode instead of ~10); zstd levels 3-9 compress these
+// planes slightly worse than level 1, and level 11 (2.36 B/row at 2M) seals
+// at under 5M rows/s. At 20M rows the cached path is memory-bound (~6 DRAM
+// misses a key: presence chunk, low bits, cache map, entry, block, row).
 //
 // # Caveats
 //
