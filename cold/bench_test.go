@@ -2,13 +2,13 @@ package cold
 
 import (
 	"fmt"
-	"runtime"
-	"syscall"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
