@@ -1,6 +1,9 @@
 package hot
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+)
 
 // Check verifies every internal invariant and returns a descriptive error
 // for the first violation found, or nil. It takes each segment's read lock
@@ -22,7 +25,7 @@ func (t *Table) Check() error {
 		sg.mu.RLock()
 		err := t.checkSegmentLocked(i, sg, n)
 		rows += int64(sg.mu.count)
-		slotBytes += int64(sg.arr.Load().memBytes())
+		slotBytes += int64(cap(sg.mu.slots))
 		ovEntries += int64(len(sg.mu.ov))
 		if sg.mu.ov != nil {
 			ovMaps++
@@ -48,65 +51,60 @@ func (t *Table) Check() error {
 }
 
 func (t *Table) checkSegmentLocked(idx int, sg *segment, n int) error {
-	if q := sg.seq.Load(); q&1 != 0 {
-		return fmt.Errorf("seqlock %d odd with no writer", q)
-	}
-	a := sg.arr.Load()
-	nc := int(a.ncols)
+	nc := int(sg.mu.ncols)
 	if nc < 1 || nc > n {
 		return fmt.Errorf("ncols %d not in [1, %d]", nc, n)
 	}
-	rb := int(a.rowBytes)
+	rb := int(sg.mu.rowBytes)
 	if rb != t.keyBytes+int(t.offs[nc]) {
 		return fmt.Errorf("rowBytes %d, layout says %d", rb, t.keyBytes+int(t.offs[nc]))
 	}
-	ns := int(a.nslots)
+	ns := int(sg.mu.nslots)
+	slots := sg.mu.slots
 	if ns == 0 {
-		if a.words != nil || a.homes != 0 || sg.mu.count != 0 || sg.mu.ov != nil {
-			return fmt.Errorf("unallocated segment holds words %d, homes %d, count %d, overflow %d",
-				len(a.words), a.homes, sg.mu.count, len(sg.mu.ov))
+		if slots != nil || sg.mu.homes != 0 || sg.mu.count != 0 || sg.mu.ov != nil {
+			return fmt.Errorf("unallocated segment holds slots %d, homes %d, count %d, overflow %d",
+				len(slots), sg.mu.homes, sg.mu.count, len(sg.mu.ov))
 		}
 		return nil
 	}
-	if 8*len(a.words) < ns*rb+tailSlack+8 {
-		return fmt.Errorf("%d words for %d rows of %d bytes", len(a.words), ns, rb)
+	if len(slots) != ns*rb+tailSlack {
+		return fmt.Errorf("len(slots) %d, want %d*%d+%d", len(slots), ns, rb, tailSlack)
 	}
-	for off := ns * rb; off < 8*(len(a.words)-1); off++ {
-		if a.loadN(off, 1) != 0 {
-			return fmt.Errorf("byte %d after the last row not zero", off)
-		}
+	if !allZero(slots[ns*rb:]) {
+		return fmt.Errorf("tail slack not zero")
 	}
-	if a.homes == 0 || int(a.homes) >= ns {
-		return fmt.Errorf("homes %d not in [1, %d)", a.homes, ns)
+	if sg.mu.homes == 0 || int(sg.mu.homes) >= ns {
+		return fmt.Errorf("homes %d not in [1, %d)", sg.mu.homes, ns)
 	}
+	vb := rb - t.keyBytes
 	count := 0
 	ovCells := 0
 	var prev uint64
 	prevEmpty := true
 	for i := range ns {
 		p := i * rb
-		if t.emptyAt(a, p) {
-			for k := range rb {
-				if a.loadN(p+k, 1) != 0 {
-					return fmt.Errorf("slot %d: all-zero row with key %#x stored", i, t.storedAt(a, p))
-				}
+		if t.emptyAt(slots, p, vb) {
+			if !allZero(slots[p : p+rb]) {
+				return fmt.Errorf("slot %d: all-zero row with key bytes %x stored", i, slots[p:p+t.keyBytes])
 			}
 			prevEmpty = true
 			continue
 		}
-		s := t.storedAt(a, p)
+		s := t.storedAt(slots, p)
 		if count > 0 && s <= prev {
 			return fmt.Errorf("slot %d: key %#x not above previous %#x", i, s, prev)
 		}
-		h := t.home(s, a.homes)
+		h := t.home(s, sg.mu.homes)
 		if h > i {
 			return fmt.Errorf("slot %d: key %#x before its home %d", i, s, h)
 		}
 		if h < i && prevEmpty {
 			return fmt.Errorf("slot %d: key %#x has an empty slot between it and home %d", i, s, h)
 		}
+		row := slots[p+t.keyBytes:]
 		for c := range nc {
-			if a.loadN(p+t.keyBytes+int(t.offs[c]), int(t.widths[c])) != t.ones[c] {
+			if readCell(row[t.offs[c]:], t.widths[c]) != t.ones[c] {
 				continue
 			}
 			v, ok := sg.mu.ov[ovKey(s, c)]
@@ -134,3 +132,5 @@ func (t *Table) checkSegmentLocked(idx int, sg *segment, n int) error {
 	}
 	return nil
 }
+
+func allZero(b []byte) bool { return len(bytes.TrimLeft(b, "\x00")) == 0 }

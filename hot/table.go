@@ -1,6 +1,7 @@
 package hot
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -80,16 +81,22 @@ func New(keyBits uint, widths []int, sizeHint int) (*Table, error) {
 	t.keyBytes = int(t.storedBits / 8)
 	t.mix = newMixer(keyBits)
 	t.segs = make([]segment, 1<<segBits)
-	per := 0
 	if sizeHint > 0 {
-		per = min((sizeHint+len(t.segs)-1)/len(t.segs), 1<<t.storedBits)
-	}
-	for i := range t.segs {
-		sg := &t.segs[i]
-		sg.phase = t.phase(i)
-		sg.arr.Store(t.emptyArray(len(widths)))
-		if per > 0 && !t.rebuildLocked(sg, nextSlots(0, per, sg.phase), len(widths)) {
-			panic("hot: rebuild of an empty segment failed")
+		per := min((sizeHint+len(t.segs)-1)/len(t.segs), 1<<t.storedBits)
+		for i := range t.segs {
+			sg := &t.segs[i]
+			sg.phase = t.phase(i)
+			sg.mu.ncols = uint8(len(widths))
+			n := nextSlots(0, per, sg.phase)
+			if !t.rebuildLocked(sg, n, len(widths)) {
+				panic("hot: rebuild of an empty segment failed")
+			}
+		}
+	} else {
+		for i := range t.segs {
+			t.segs[i].phase = t.phase(i)
+			t.segs[i].mu.ncols = uint8(len(widths))
+			t.segs[i].mu.rowBytes = uint8(t.keyBytes + int(t.offs[len(widths)]))
 		}
 	}
 	return t, nil
@@ -169,46 +176,23 @@ func (t *Table) Get(key uint64, dst []uint64) ([]uint64, bool) {
 		return dst, false
 	}
 	sg, s := t.locate(key)
-	// Optimistic read under the seqlock; a writer in the way or an
-	// overflowed cell (the map needs the lock) falls back to the read lock.
-	if q := sg.seq.Load(); q&1 == 0 {
-		found, over := t.readRow(sg.arr.Load(), s, dst)
-		if !over && sg.seq.Load() == q {
-			return dst, found
-		}
-	}
 	sg.mu.RLock()
-	found, over := t.readRow(sg.arr.Load(), s, dst)
-	if over {
-		for c, v := range dst {
-			if c < MaxColumns && v == t.ones[c] {
-				dst[c] = sg.mu.ov[ovKey(s, c)]
-			}
-		}
-	}
-	sg.mu.RUnlock()
-	return dst, found
-}
-
-// readRow fills dst (zeroed by the caller, len <= NumColumns) with s's row
-// in a and reports whether it was found and whether any cell is all ones.
-// Without the segment lock the result is valid only if seq did not change;
-// on failure dst is left in any state but zeroed again when not found.
-func (t *Table) readRow(a *slotArray, s uint64, dst []uint64) (found, over bool) {
-	p := t.find(a, s)
+	p := t.findLocked(sg, s)
 	if p < 0 {
-		clear(dst)
-		return false, false
+		sg.mu.RUnlock()
+		return dst, false
 	}
-	base := p + t.keyBytes
-	nc := min(len(dst), int(a.ncols))
+	row := sg.mu.slots[p+t.keyBytes:]
+	nc := min(n, int(sg.mu.ncols))
 	for c := range nc {
-		v := a.loadN(base+int(t.offs[c]), int(t.widths[c]))
-		over = over || v == t.ones[c]
+		v := readCell(row[t.offs[c]:], t.widths[c])
+		if v == t.ones[c] {
+			v = sg.mu.ov[ovKey(s, c)]
+		}
 		dst[c] = v
 	}
-	clear(dst[nc:])
-	return true, over
+	sg.mu.RUnlock()
+	return dst, true
 }
 
 // GetColumn returns one column of the row; 0 if the row is absent or key or
@@ -218,28 +202,16 @@ func (t *Table) GetColumn(key uint64, col int) uint64 {
 		return 0
 	}
 	sg, s := t.locate(key)
-	if q := sg.seq.Load(); q&1 == 0 {
-		v := t.readCell(sg.arr.Load(), s, col)
-		if v != t.ones[col] && sg.seq.Load() == q {
-			return v
-		}
-	}
 	sg.mu.RLock()
-	v := t.readCell(sg.arr.Load(), s, col)
-	if v == t.ones[col] {
-		v = sg.mu.ov[ovKey(s, col)]
+	var v uint64
+	if p := t.findLocked(sg, s); p >= 0 && col < int(sg.mu.ncols) {
+		v = readCell(sg.mu.slots[p+t.keyBytes+int(t.offs[col]):], t.widths[col])
+		if v == t.ones[col] {
+			v = sg.mu.ov[ovKey(s, col)]
+		}
 	}
 	sg.mu.RUnlock()
 	return v
-}
-
-// readCell returns column col of s's row in a, 0 if absent.
-func (t *Table) readCell(a *slotArray, s uint64, col int) uint64 {
-	p := t.find(a, s)
-	if p < 0 || col >= int(a.ncols) {
-		return 0
-	}
-	return a.loadN(p+t.keyBytes+int(t.offs[col]), int(t.widths[col]))
 }
 
 // Put stores the full row: len(vals) <= NumColumns, missing trailing columns
@@ -265,9 +237,7 @@ func (t *Table) Put(key uint64, vals []uint64) error {
 	}
 	sg, s := t.locate(key)
 	sg.mu.Lock()
-	sg.beginWriteLocked()
 	t.putLocked(sg, s, vals, n)
-	sg.endWriteLocked()
 	sg.mu.Unlock()
 	return nil
 }
@@ -280,9 +250,7 @@ func (t *Table) Delete(key uint64) error {
 	}
 	sg, s := t.locate(key)
 	sg.mu.Lock()
-	sg.beginWriteLocked()
 	t.deleteLocked(sg, s)
-	sg.endWriteLocked()
 	sg.mu.Unlock()
 	return nil
 }
@@ -334,19 +302,20 @@ func (t *Table) rangeSegment(i int, buf []uint64, fn func(key uint64, vals []uin
 	sg := &t.segs[i]
 	sg.mu.RLock()
 	defer sg.mu.RUnlock()
-	a := sg.arr.Load()
-	rb := int(a.rowBytes)
-	nc := min(n, int(a.ncols))
+	rb := int(sg.mu.rowBytes)
+	nc := min(n, int(sg.mu.ncols))
+	slots := sg.mu.slots
 	hi := uint64(i) << t.storedBits
-	vals := buf[:n]
-	for p := 0; p < int(a.nslots)*rb; p += rb {
-		if t.emptyAt(a, p) {
+	for p := 0; p < int(sg.mu.nslots)*rb; p += rb {
+		if t.emptyAt(slots, p, rb-t.keyBytes) {
 			continue
 		}
-		s := t.storedAt(a, p)
+		s := t.storedAt(slots, p)
+		vals := buf[:n]
 		clear(vals)
+		row := slots[p+t.keyBytes:]
 		for c := range nc {
-			v := a.loadN(p+t.keyBytes+int(t.offs[c]), int(t.widths[c]))
+			v := readCell(row[t.offs[c]:], t.widths[c])
 			if v == t.ones[c] {
 				v = sg.mu.ov[ovKey(s, c)]
 			}
@@ -360,6 +329,28 @@ func (t *Table) rangeSegment(i int, buf []uint64, fn func(key uint64, vals []uin
 }
 
 func ovKey(s uint64, col int) uint64 { return s<<4 | uint64(col) }
+
+func readCell(b []byte, w uint8) uint64 {
+	switch w {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b))
+	default:
+		return uint64(binary.LittleEndian.Uint32(b))
+	}
+}
+
+func writeCell(b []byte, w uint8, v uint64) {
+	switch w {
+	case 1:
+		b[0] = byte(v)
+	case 2:
+		binary.LittleEndian.PutUint16(b, uint16(v))
+	default:
+		binary.LittleEndian.PutUint32(b, uint32(v))
+	}
+}
 
 // home returns the home slot of stored key s in a segment with homes home
 // slots: floor(s * homes / 2^storedBits), monotone in s.
