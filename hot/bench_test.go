@@ -126,6 +126,42 @@ func BenchmarkGet10(b *testing.B) {
 			reportRates(b, 10, start, cpu, rusageThread)
 			_ = sink
 		})
+		b.Run(name+"/many", func(b *testing.B) {
+			b.ReportAllocs()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			r := wyrand(2)
+			batch := make([]uint64, 10)
+			vals, found := make([]uint64, 0, 20), make([]bool, 0, 10)
+			start, cpu := time.Now(), cpuTime(rusageThread)
+			for b.Loop() {
+				for i := range batch {
+					batch[i] = pick(&r)
+				}
+				vals, found = t.GetMany(batch, vals, found)
+			}
+			reportRates(b, 10, start, cpu, rusageThread)
+		})
+		b.Run(name+"/many/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			var seed sync.Mutex
+			next := wyrand(3)
+			start, cpu := time.Now(), cpuTime(syscall.RUSAGE_SELF)
+			b.RunParallel(func(pb *testing.PB) {
+				seed.Lock()
+				r := wyrand(next.next())
+				seed.Unlock()
+				batch := make([]uint64, 10)
+				vals, found := make([]uint64, 0, 20), make([]bool, 0, 10)
+				for pb.Next() {
+					for i := range batch {
+						batch[i] = pick(&r)
+					}
+					vals, found = t.GetMany(batch, vals, found)
+				}
+			})
+			reportRates(b, 10, start, cpu, syscall.RUSAGE_SELF)
+		})
 		b.Run(name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			var seed sync.Mutex

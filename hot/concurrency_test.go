@@ -44,6 +44,18 @@ func TestConcurrentReadersOneWriter(t *testing.T) {
 					t.Errorf("torn GetColumn of %d: %d", k, c)
 					return
 				}
+				if i%64 == 0 {
+					many, fs := tb.GetMany(keys[i%32:i%32+20], nil, nil)
+					nc := len(many) / len(fs) // 3 once the writer adds a column
+					for j := range fs {
+						a, b := many[j*nc], many[j*nc+1]
+						if !(!fs[j] && a == 0 && b == 0 || fs[j] && a == rowA[0] && b == rowA[1] ||
+							fs[j] && a == rowB[0] && b == rowB[1]) {
+							t.Errorf("torn GetMany: %v %v", many[j*nc:j*nc+nc], fs[j])
+							return
+						}
+					}
+				}
 				if i%512 == 0 {
 					tb.Range(func(key uint64, vals []uint64) bool {
 						return vals[0] != 0 || vals[1] != 0 || len(vals) < 2
@@ -104,6 +116,17 @@ func TestAllocs(t *testing.T) {
 		k = (k + 1) % 5000
 	}); a != 0 {
 		t.Errorf("Get: %v allocs", a)
+	}
+	batch := make([]uint64, 10)
+	mvals, mfound := make([]uint64, 0, 20), make([]bool, 0, 10)
+	if a := testing.AllocsPerRun(1000, func() {
+		for i := range batch {
+			batch[i] = (k + uint64(i)) * 7919
+		}
+		mvals, mfound = tb.GetMany(batch, mvals, mfound)
+		k = (k + 1) % 5000
+	}); a != 0 {
+		t.Errorf("GetMany: %v allocs", a)
 	}
 	if a := testing.AllocsPerRun(1000, func() {
 		_ = tb.GetColumn(k*7919, 1)

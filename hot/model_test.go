@@ -147,6 +147,19 @@ func runModel(t *testing.T, keyBits uint, seed uint64) {
 		if step%100 == 0 || step == steps-1 {
 			compareRange(t, tb, model)
 		}
+		if step%5 == 0 {
+			batch := make([]uint64, rng.IntN(40))
+			for i := range batch {
+				batch[i] = pool[rng.IntN(len(pool))]
+				if rng.IntN(5) == 0 {
+					batch[i] = rng.Uint64() & mask
+				}
+				if rng.IntN(20) == 0 {
+					batch[i] = mask + 1 + uint64(rng.IntN(5)) // out of range: absent
+				}
+			}
+			compareMany(t, tb, batch, model, ncols)
+		}
 	}
 	for k := range model {
 		compareRow(t, tb, k, model, ncols, buf)
@@ -214,6 +227,23 @@ func TestModelFill(t *testing.T) {
 		check(t, tb)
 		if tb.Len() != 0 || tb.MemBytes() > 4096 {
 			t.Fatalf("Len %d MemBytes %d", tb.Len(), tb.MemBytes())
+		}
+	}
+}
+
+func compareMany(t *testing.T, tb *Table, keys []uint64, model map[uint64][]uint64, ncols int) {
+	t.Helper()
+	vals, found := tb.GetMany(keys, nil, nil)
+	if len(vals) != len(keys)*ncols || len(found) != len(keys) {
+		t.Fatalf("GetMany: %d values, %d flags for %d keys", len(vals), len(found), len(keys))
+	}
+	for i, k := range keys {
+		want, ok := model[k]
+		if !ok {
+			want = make([]uint64, ncols)
+		}
+		if found[i] != ok || !slices.Equal(vals[i*ncols:(i+1)*ncols], want) {
+			t.Fatalf("GetMany key %d (%d): %v %v, want %v %v", i, k, vals[i*ncols:(i+1)*ncols], found[i], want, ok)
 		}
 	}
 }
