@@ -1,9 +1,6 @@
 package cold
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "fmt"
 
 // BuildOptions tune how a range is cut into blocks. The zero value means
 // defaults.
@@ -80,20 +77,16 @@ type Builder struct {
 	emit  func(uint32, []byte) error
 	err   error
 
-	keys    []uint64
-	cols    [MaxColumns][]uint64
-	maxv    [MaxColumns]uint64
-	rowW    int // sum of column byte widths of the current block
-	nblocks uint32
-	rows    uint64
-	prev    uint64 // last key added
-	next    uint64 // last key of the previous block + 1: Rice gap base
+	keys []uint64
+	cols [MaxColumns][]uint64
+	maxv [MaxColumns]uint64
+	rowW int // sum of column byte widths of the current block
+	rows uint64
+	prev uint64 // last key added
 
-	index []byte
-	kw    bitWriter
-	gaps  []uint64
-	enc   blockEncoder
-	out   []byte
+	dw  descWriter
+	enc blockEncoder
+	out []byte
 }
 
 // NewBuilder returns a Builder of rows with ncols columns (1..16).
@@ -184,26 +177,11 @@ func (b *Builder) flush() error {
 		b.err = err
 		return err
 	}
-	if err := b.emit(b.nblocks, b.out); err != nil {
+	if err := b.emit(b.dw.nblocks, b.out); err != nil {
 		b.err = err
 		return err
 	}
-	b.nblocks++
-
-	gaps := b.gaps[:0]
-	next := b.next
-	for _, k := range b.keys {
-		gaps = append(gaps, k-next)
-		next = k + 1
-	}
-	b.next = next
-	b.gaps = gaps
-	k := bestRiceK(gaps)
-	b.index = binary.AppendUvarint(b.index, uint64(n))
-	b.index = append(b.index, byte(k))
-	for _, g := range gaps {
-		b.kw.writeRice(g, k)
-	}
+	b.dw.addBlock(b.keys)
 
 	b.keys = b.keys[:0]
 	for c := range b.ncols {
@@ -223,8 +201,7 @@ func (b *Builder) Finish() ([]byte, error) {
 	if err := b.flush(); err != nil {
 		return nil, err
 	}
-	keys := b.kw.flush()
-	desc := encodeDesc(make([]byte, 0, len(keys)+len(b.index)+32), b.ncols, b.rows, b.index, b.nblocks, keys)
+	desc := b.dw.finish(b.ncols)
 	b.err = fmt.Errorf("%w: Builder used after Finish", ErrBadArgument)
 	return desc, nil
 }

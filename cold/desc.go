@@ -98,6 +98,45 @@ func (d *Desc) Keys() iter.Seq[uint64] {
 	}
 }
 
+// descWriter accumulates a descriptor's block index and key stream one
+// block at a time. Builder and Merge share it, so a merged range's
+// descriptor is byte-for-byte what Build would write for the same blocks.
+type descWriter struct {
+	index   []byte
+	kw      bitWriter
+	gaps    []uint64
+	next    uint64 // last key of the previous block + 1: the Rice gap base
+	nblocks uint32
+	rows    uint64
+}
+
+// addBlock appends the next block, whose keys (non-empty, increasing, above
+// every earlier block's) are keys.
+func (w *descWriter) addBlock(keys []uint64) {
+	gaps := w.gaps[:0]
+	next := w.next
+	for _, k := range keys {
+		gaps = append(gaps, k-next)
+		next = k + 1
+	}
+	w.next = next
+	w.gaps = gaps
+	k := bestRiceK(gaps)
+	w.index = binary.AppendUvarint(w.index, uint64(len(keys)))
+	w.index = append(w.index, byte(k))
+	for _, g := range gaps {
+		w.kw.writeRice(g, k)
+	}
+	w.nblocks++
+	w.rows += uint64(len(keys))
+}
+
+// finish returns the encoded descriptor of the blocks added so far.
+func (w *descWriter) finish(ncols int) []byte {
+	keys := w.kw.flush()
+	return encodeDesc(make([]byte, 0, len(keys)+len(w.index)+32), ncols, w.rows, w.index, w.nblocks, keys)
+}
+
 // encodeDesc builds the range descriptor. The format:
 //
 //	field      width            meaning
