@@ -277,8 +277,8 @@ func (t *Table) AddColumn(width int) error {
 // at a time under that segment's read lock. vals is reused between calls
 // and has NumColumns entries. fn returning false stops the iteration.
 //
-// NB: fn must not write to the table (it would deadlock on the segment
-// lock); collect and write afterwards.
+// NB: fn must not call the table, not even to read (see the package doc);
+// collect and act afterwards.
 func (t *Table) Range(fn func(key uint64, vals []uint64) bool) {
 	vals := make([]uint64, MaxColumns)
 	for i := range t.segs {
