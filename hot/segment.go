@@ -29,11 +29,11 @@ type segment struct {
 
 // Capacity policy. See doc.go for the measurements behind the numbers.
 const (
-	maxLoad   = 0.9  // grow when a segment's rows would exceed this share of its slots
+	maxLoad   = 0.9   // grow when a segment's rows would exceed this share of its slots
 	growth    = 1.125 // capacity step factor
-	minSlots  = 8    // smallest segment
-	maxPad    = 256  // tail slots beyond the last home
-	tailSlack = 8    // zero bytes after the last row so 8-byte loads stay in bounds
+	minSlots  = 8     // smallest segment
+	maxPad    = 256   // tail slots beyond the last home
+	tailSlack = 8     // zero bytes after the last row so 8-byte loads stay in bounds
 )
 
 var lnGrowth = math.Log(growth)
