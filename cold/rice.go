@@ -1,6 +1,9 @@
 package cold
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // Keys are stored once, in the range descriptor, as Rice-coded gaps: for a
 // gap g (key - previous key - 1, the first key of a range relative to -1) and
@@ -28,10 +31,14 @@ func (w *bitWriter) writeBits(v uint64, k uint) {
 	}
 	w.acc |= (v & (1<<k - 1)) << w.n
 	w.n += k
-	for w.n >= 8 {
-		w.buf = append(w.buf, byte(w.acc))
-		w.acc >>= 8
-		w.n -= 8
+	if w.n >= 8 {
+		// Store all 8 bytes of acc and keep the complete ones: one store
+		// instead of a loop of byte appends (the descriptor's key stream is
+		// most of Build's and Merge's non-zstd time).
+		nb := w.n / 8
+		w.buf = binary.LittleEndian.AppendUint64(w.buf, w.acc)[:len(w.buf)+int(nb)]
+		w.acc >>= 8 * nb // nb == 8 shifts everything out, as it must
+		w.n -= 8 * nb
 	}
 }
 
@@ -43,7 +50,11 @@ func (w *bitWriter) writeRice(g uint64, k uint) {
 		w.writeBits(g>>32, 32)
 		return
 	}
-	// q zeros then a one: q+1 <= 32 bits.
+	// q zeros then a one (q+1 <= 32 bits), then the low k bits of g.
+	if n := uint(q) + 1 + k; n <= 56 {
+		w.writeBits(1<<q|(g&(1<<k-1))<<(q+1), n)
+		return
+	}
 	w.writeBits(1<<q, uint(q)+1)
 	w.writeBits(g, k)
 }
