@@ -2,6 +2,7 @@ package cold
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -472,4 +473,108 @@ func TestBlockLen(t *testing.T) {
 	if BlockLen(nil) != 0 || BlockLen([]byte{1, 1}) != 0 {
 		t.Fatal("BlockLen of a short header")
 	}
+}
+
+// BenchmarkMerge1000 merges 1,000 changes (700 updates, 150 deletes, 150
+// inserts, at random keys) into the realistic range (TALLY_BENCH_ROWS,
+// default 2M rows) and reports how many blocks were re-encoded, against a
+// full rebuild (BenchmarkBuild).
+func BenchmarkMerge1000(b *testing.B) {
+	rows := realisticRows()
+	rd := realisticReader(b, nil)
+	r := rand.New(rand.NewPCG(3, 3))
+	byKey := map[uint64]Change{}
+	for len(byKey) < 1000 {
+		switch i := r.IntN(20); {
+		case i < 14:
+			k := rows[r.IntN(len(rows))].Key
+			byKey[k] = Change{Key: k, Vals: []uint64{powerLaw(r, 0.3), 1}}
+		case i < 17:
+			k := rows[r.IntN(len(rows))].Key
+			byKey[k] = Change{Key: k, Deleted: true}
+		default:
+			k := uint64(r.Uint32())
+			if !rd.Desc().Contains(k) {
+				byKey[k] = Change{Key: k, Vals: []uint64{1, powerLaw(r, 0.3)}}
+			}
+		}
+	}
+	cs := make([]Change, 0, len(byKey))
+	for _, c := range byKey {
+		cs = append(cs, c)
+	}
+	slices.SortFunc(cs, func(a, b Change) int { return cmp.Compare(a.Key, b.Key) })
+	b.Run("incremental", func(b *testing.B) {
+		b.ReportAllocs()
+		var rewritten, total, written int
+		var cpu threadCPU
+		cpu.start()
+		for range b.N {
+			rewritten, total, written = 0, 0, 0
+			_, err := Merge(rd, 2, cs, BuildOptions{}, func(_ uint32, reuse int, blk []byte) error {
+				total++
+				if reuse < 0 {
+					rewritten++
+					written += len(blk)
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.report(b)
+		b.ReportMetric(float64(rewritten), "blocks-rewritten")
+		b.ReportMetric(float64(total), "blocks-total")
+		b.ReportMetric(float64(written), "block-bytes-written")
+		b.ReportMetric(float64(rd.Desc().NumBlocks()), "blocks-before")
+	})
+	// What the store did before Merge (compaction.MergeRows, then Build):
+	// read every row, apply the changes, re-encode every block.
+	b.Run("rebuild", func(b *testing.B) {
+		b.ReportAllocs()
+		var written int
+		var cpu threadCPU
+		cpu.start()
+		for range b.N {
+			written = 0
+			bld, err := NewBuilder(2, BuildOptions{}, func(_ uint32, blk []byte) error {
+				written += len(blk)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ci := 0
+			add := func(c Change) error {
+				if c.Deleted {
+					return nil
+				}
+				return bld.Add(c.Key, c.Vals)
+			}
+			err = rd.Iter(func(k uint64, vals []uint64) error {
+				for ; ci < len(cs) && cs[ci].Key < k; ci++ {
+					if err := add(cs[ci]); err != nil {
+						return err
+					}
+				}
+				if ci < len(cs) && cs[ci].Key == k {
+					ci++
+					return add(cs[ci-1])
+				}
+				return bld.Add(k, vals)
+			})
+			for ; err == nil && ci < len(cs); ci++ {
+				err = add(cs[ci])
+			}
+			if err == nil {
+				_, err = bld.Finish()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.report(b)
+		b.ReportMetric(float64(written), "block-bytes-written")
+	})
 }

@@ -3,6 +3,7 @@ package cold
 import (
 	"encoding/binary"
 	"math/bits"
+	"slices"
 )
 
 // Keys are stored once, in the range descriptor, as Rice-coded gaps: for a
@@ -36,6 +37,11 @@ func (w *bitWriter) writeBits(v uint64, k uint) {
 		// instead of a loop of byte appends (the descriptor's key stream is
 		// most of Build's and Merge's non-zstd time).
 		nb := w.n / 8
+		if cap(w.buf)-len(w.buf) < 8 {
+			// Double: append's 1.25x growth for large slices copied a
+			// 3 MB key stream ~5 times over.
+			w.buf = slices.Grow(w.buf, max(len(w.buf), 256))
+		}
 		w.buf = binary.LittleEndian.AppendUint64(w.buf, w.acc)[:len(w.buf)+int(nb)]
 		w.acc >>= 8 * nb // nb == 8 shifts everything out, as it must
 		w.n -= 8 * nb
