@@ -130,10 +130,76 @@ func Encode(ctx context.Context, rows *Rows, opts cold.BuildOptions, lim *Limite
 	return b.Finish()
 }
 
+// Merge writes the cold range that results from applying delta (from
+// SortedDelta: first column 1 = deleted, then the counter's values) to the
+// range read by r, rewriting only the blocks the delta touches; see
+// cold.Merge for which blocks those are and the emit contract (reuse >= 0:
+// keep old block reuse as block blockNo, block == nil; reuse == -1: write
+// block). ncols is the counter's current column count: delta rows with
+// fewer values are padded with zeros, and if it exceeds r's column count
+// every block is rewritten. A live delta row whose values are all zero is
+// treated as a delete (the store never writes one; a zero row is absent).
+//
+// It pays lim for the bytes of every written block (a reused block costs
+// nothing, but still checks ctx), and reports each emitted block's rows to
+// job (lim and job may be nil). It returns the new encoded descriptor.
+func Merge(ctx context.Context, r *cold.Reader, delta *Rows, ncols int, opts cold.BuildOptions, lim *Limiter, job *Job,
+	emit func(blockNo uint32, reuse int, block []byte) error) ([]byte, error) {
+	changes, err := deltaChanges(delta, ncols)
+	if err != nil {
+		return nil, err
+	}
+	d := r.Desc()
+	return cold.Merge(r, ncols, changes, opts, func(no uint32, reuse int, block []byte) error {
+		if err := lim.Wait(ctx, len(block)); err != nil {
+			return err
+		}
+		if err := emit(no, reuse, block); err != nil {
+			return err
+		}
+		if job != nil {
+			if reuse >= 0 {
+				job.Add(int64(d.BlockRows(uint32(reuse))))
+			} else {
+				job.Add(int64(cold.BlockLen(block)))
+			}
+		}
+		return nil
+	})
+}
+
+// deltaChanges converts SortedDelta rows into cold.Changes over ncols
+// columns. The values share one backing array.
+func deltaChanges(delta *Rows, ncols int) ([]cold.Change, error) {
+	if delta.NCols < 1 || delta.NCols-1 > ncols {
+		return nil, fmt.Errorf("compaction: delta has %d columns for a counter of %d", delta.NCols, ncols)
+	}
+	changes := make([]cold.Change, delta.Len())
+	vals := make([]uint64, delta.Len()*ncols)
+	for i, key := range delta.Keys {
+		row := delta.Row(i)
+		v := vals[i*ncols : (i+1)*ncols : (i+1)*ncols]
+		copy(v, row[1:])
+		var any uint64
+		for _, x := range v {
+			any |= x
+		}
+		changes[i] = cold.Change{Key: key, Deleted: row[0] == 1 || any == 0}
+		if !changes[i].Deleted {
+			changes[i].Vals = v
+		}
+	}
+	return changes, nil
+}
+
 // MergeRows returns the rows of the range after applying delta (from
 // SortedDelta) to the rows of r: a delta row marked deleted removes the key,
 // any other replaces (or adds) it. ncols is the counter's current column
 // count; block rows with fewer columns are padded with zeros.
+//
+// Superseded by Merge: it re-reads and re-encodes every block; use Merge, which
+// rewrites only the blocks the delta touches. Kept until store/age.go
+// switches over.
 func MergeRows(r *cold.Reader, delta *Rows, ncols int) (*Rows, error) {
 	out := &Rows{NCols: ncols}
 	di := 0
