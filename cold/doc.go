@@ -28,6 +28,21 @@
 // also keeps the rank of each chunk's first key, so Rank(key) = row number
 // is O(log) rather than roaring's walk over every earlier container.
 //
+// # Merging a delta
+//
+// Merge applies a sorted change set (updates, inserts, deletes) to a range
+// and writes the new range by rewriting only the blocks the changes touch:
+// an untouched block keeps its bytes, its keys and so its header, and the
+// caller files it under the new block number (issue 3: rewrite only the
+// affected blocks, then switch index and blocks atomically, which the store
+// does). The descriptor is always re-encoded in full from the old presence
+// set and the changes; that is most of a merge's CPU (BenchmarkMerge1000:
+// 1,000 changes into 2M rows take ~85 ms CPU, re-encoding 872 of 1,932
+// blocks and writing 0.78 MB, against ~145 ms and 1.83 MB to rebuild).
+// Rewritten blocks that outgrow the target split into equal halves (B-tree
+// style, so the next insert does not split again); one that shrinks below
+// half is carried into the next block only if that one is rewritten too.
+//
 // # Invariants
 //
 //   - Rows are strictly increasing by key and never all zero; Build rejects
@@ -87,6 +102,9 @@
 //     descriptor from another build paired with these blocks.
 //   - Cache entries are keyed by (range id, block). The store must not reuse
 //     a range id for different contents without Cache.Evict.
+//   - Merge never coalesces untouched blocks, so a range that sees many
+//     deletes spread thinly over merges keeps its block count while blocks
+//     shrink; a full Build (re-seal) compacts it.
 //   - Builder.Add buffers one block; emit's slice is reused after it
 //     returns. Builder keeps the descriptor's key stream (~1.6 bytes a key)
 //     until Finish.
