@@ -36,26 +36,43 @@ Example:
 
 var cmdStats = &command{
 	name:     "stats",
-	synopsis: "print the store's counters, rows, memory and log size",
+	synopsis: "print per-tier ranges, rows, bytes per row, cache and jobs",
 	help: `Usage: tally -d DIR stats
 
 Prints "key value" lines, store-wide first, then per counter with keys
-"counter.NAME.KEY". Keys are stable; new ones may be added.
-  durability        sync, interval or nosync (of this invocation)
-  counters          number of counters
-  ranges_hot        id ranges held in memory
-  ranges_cold       id ranges in the cold tier
-  rows              stored (non-zero) rows
-  mem_bytes         memory held by hot tables
-  bytes_per_row     mem_bytes / rows, two decimals
-  last_seq          sequence of the last log record
-  checkpoint_seq    sequence the newest checkpoint includes
-  log_records       log records since that checkpoint
-  log_bytes         log bytes since that checkpoint
-  disk_bytes        bytes of the store's files
-  background_errors errors of background work since Open
-  counter.NAME.columns        column names, comma-separated
-  counter.NAME.ranges_hot, .ranges_cold, .rows, .mem_bytes, .bytes_per_row
+"counter.NAME.KEY". Keys are stable; new ones may be added. Bytes per row
+are two decimals.
+  durability           sync, interval or nosync (of this invocation)
+  counters             number of counters
+  ranges_hot           id ranges held in memory
+  ranges_cold          id ranges in the cold tier (or being sealed)
+  rows                 stored (non-zero) rows: hot + cold + delta (a delta
+                       row may shadow a cold one and count twice)
+  hot_rows             rows in hot tables
+  cold_rows            rows in cold blocks
+  delta_rows           rows written to cold ranges since they were sealed
+  mem_bytes            memory of hot tables, cold deltas and cold indexes
+  bytes_per_row        mem_bytes / rows
+  hot_bytes_per_row    hot-table memory / hot_rows
+  cold_disk_bytes      encoded cold blocks and descriptors
+  cold_bytes_per_row   cold_disk_bytes / cold_rows
+  last_seq             sequence of the last log record
+  checkpoint_seq       sequence the newest checkpoint includes
+  log_records          log records since that checkpoint
+  log_bytes            log bytes since that checkpoint
+  disk_bytes           bytes of the store's files
+  block_cache_hits     lookups of decompressed cold blocks found in cache
+  block_cache_misses   ... and not found (read from disk and decompressed)
+  block_cache_hit_rate hits / (hits + misses), four decimals
+  block_cache_bytes    memory the block cache holds
+  jobs_running         aging and merge jobs running now (in this process)
+  jobs_finished        jobs finished since this invocation opened the store
+  job.I                KIND COUNTER range ID PHASE DONE/TOTAL, per running job
+  background_errors    errors of background work since Open
+  counter.NAME.columns                     column names, comma-separated
+  counter.NAME.ranges_hot, .ranges_cold, .rows, .hot_rows, .cold_rows,
+    .delta_rows, .mem_bytes, .bytes_per_row, .hot_bytes_per_row,
+    .cold_disk_bytes, .cold_bytes_per_row  as above, for one counter
 
 Example:
   $ tally -d /var/lib/tally stats | grep -E '^(rows|bytes_per_row) '
@@ -124,18 +141,6 @@ func runStats(e *env, args []string) error {
 	return closeDB(db, nil)
 }
 
-// tierCounts counts a counter's ranges by tier.
-func tierCounts(c store.CounterStats) (hot, cold int) {
-	for _, r := range c.Ranges {
-		if r.Tier == "cold" {
-			cold++
-		} else {
-			hot++
-		}
-	}
-	return hot, cold
-}
-
 func bytesPerRow(mem int64, rows int) float64 {
 	if rows == 0 {
 		return 0
@@ -143,35 +148,70 @@ func bytesPerRow(mem int64, rows int) float64 {
 	return float64(mem) / float64(rows)
 }
 
+// tierBytes sums, over counters, hot-table memory (of hot ranges only) and
+// cold bytes on disk, for the store-wide bytes-per-row figures.
+func tierBytes(s store.Stats) (hotMem, coldDisk int64) {
+	for _, c := range s.Counters {
+		for _, r := range c.Ranges {
+			if r.Tier == "hot" {
+				hotMem += r.MemBytes
+			}
+		}
+		coldDisk += c.DiskBytes
+	}
+	return hotMem, coldDisk
+}
+
 func writeStats(w io.Writer, s store.Stats) {
-	var hot, cold, rows int
+	t := sumStats(s)
+	rows := t.hotRows + t.coldRows + t.deltaRows
 	var mem int64
 	for _, c := range s.Counters {
-		h, cl := tierCounts(c)
-		hot, cold, rows, mem = hot+h, cold+cl, rows+c.Rows(), mem+c.MemBytes
+		mem += c.MemBytes
 	}
+	hotMem, coldDisk := tierBytes(s)
 	fmt.Fprintf(w, "durability %v\n", s.Durability)
 	fmt.Fprintf(w, "counters %d\n", len(s.Counters))
-	fmt.Fprintf(w, "ranges_hot %d\n", hot)
-	fmt.Fprintf(w, "ranges_cold %d\n", cold)
+	fmt.Fprintf(w, "ranges_hot %d\n", t.hotRanges)
+	fmt.Fprintf(w, "ranges_cold %d\n", t.coldRanges)
 	fmt.Fprintf(w, "rows %d\n", rows)
+	fmt.Fprintf(w, "hot_rows %d\n", t.hotRows)
+	fmt.Fprintf(w, "cold_rows %d\n", t.coldRows)
+	fmt.Fprintf(w, "delta_rows %d\n", t.deltaRows)
 	fmt.Fprintf(w, "mem_bytes %d\n", mem)
 	fmt.Fprintf(w, "bytes_per_row %.2f\n", bytesPerRow(mem, rows))
+	fmt.Fprintf(w, "hot_bytes_per_row %.2f\n", bytesPerRow(hotMem, t.hotRows))
+	fmt.Fprintf(w, "cold_disk_bytes %d\n", coldDisk)
+	fmt.Fprintf(w, "cold_bytes_per_row %.2f\n", bytesPerRow(coldDisk, t.coldRows))
 	fmt.Fprintf(w, "last_seq %d\n", s.LastSeq)
 	fmt.Fprintf(w, "checkpoint_seq %d\n", s.CheckpointSeq)
 	fmt.Fprintf(w, "log_records %d\n", s.LogRecords)
 	fmt.Fprintf(w, "log_bytes %d\n", s.LogBytes)
 	fmt.Fprintf(w, "disk_bytes %d\n", s.DiskBytes)
+	fmt.Fprintf(w, "block_cache_hits %d\n", s.BlockCache.Hits)
+	fmt.Fprintf(w, "block_cache_misses %d\n", s.BlockCache.Misses)
+	fmt.Fprintf(w, "block_cache_hit_rate %.4f\n", s.BlockCache.HitRate())
+	fmt.Fprintf(w, "block_cache_bytes %d\n", s.BlockCache.Bytes)
+	fmt.Fprintf(w, "jobs_running %d\n", len(s.Jobs))
+	fmt.Fprintf(w, "jobs_finished %d\n", s.JobsFinished)
+	for i, j := range s.Jobs {
+		fmt.Fprintf(w, "job.%d %s %s range %d %s %d/%d\n", i, j.Kind, j.Counter, j.Range, j.Phase, j.Done, j.Total)
+	}
 	fmt.Fprintf(w, "background_errors %d\n", len(s.Errors))
 	for _, c := range s.Counters {
-		h, cl := tierCounts(c)
 		p := "counter." + c.Name + "."
 		fmt.Fprintf(w, "%scolumns %s\n", p, strings.Join(c.Columns, ","))
-		fmt.Fprintf(w, "%sranges_hot %d\n", p, h)
-		fmt.Fprintf(w, "%sranges_cold %d\n", p, cl)
+		fmt.Fprintf(w, "%sranges_hot %d\n", p, c.HotRanges)
+		fmt.Fprintf(w, "%sranges_cold %d\n", p, c.ColdRanges)
 		fmt.Fprintf(w, "%srows %d\n", p, c.Rows())
+		fmt.Fprintf(w, "%shot_rows %d\n", p, c.HotRows)
+		fmt.Fprintf(w, "%scold_rows %d\n", p, c.ColdRows)
+		fmt.Fprintf(w, "%sdelta_rows %d\n", p, c.DeltaRows)
 		fmt.Fprintf(w, "%smem_bytes %d\n", p, c.MemBytes)
 		fmt.Fprintf(w, "%sbytes_per_row %.2f\n", p, c.BytesPerRow())
+		fmt.Fprintf(w, "%shot_bytes_per_row %.2f\n", p, c.BytesPerHotRow())
+		fmt.Fprintf(w, "%scold_disk_bytes %d\n", p, c.DiskBytes)
+		fmt.Fprintf(w, "%scold_bytes_per_row %.2f\n", p, c.BytesPerColdRow())
 	}
 }
 

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
 	"os"
+	"os/signal"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,46 +20,57 @@ import (
 
 var cmdDemo = &command{
 	name:     "demo",
-	synopsis: "run a small end-to-end counter demo on a temporary store",
+	synopsis: "run a microblog's counters end to end on a temporary store",
 	help: `Usage: tally demo [-d DIR] [--items N] [--users N] [--duration D]
                   [--clients N] [--seed S] [--durability MODE]
 
-Runs a microblog's counters end to end: creates "posts" (reposts, comments,
-likes; ids time-ordered, aged by time) and "users" (posts, followers;
-keep-hot), loads generated rows through batches, runs a mixed read/write
-workload (feed pages of 10 ids, ~5% writes per id read, skewed to recent
-posts), checkpoints, closes, reopens to show recovery, checks a sample of
-rows survived, and prints a short report.
+Runs a microblog's counters end to end and prints a report:
+  1. creates "posts" (reposts, comments, likes; snowflake ids, aged after
+     72h) and "users" (posts, followers; keep-hot);
+  2. bulk-loads a generated data set (a week of posts, ~55% never counted,
+     power-law counts) with a progress bar: posts older than 72h go straight
+     into cold blocks, recent ones into memory;
+  3. runs the mixed workload for --duration from --clients goroutines: feed
+     pages of 10 ids skewed to recent posts, ~5% writes per id read, and
+     records read and write latency;
+  4. moves the store's clock 48h on and ages the ranges now due into the
+     cold tier (compaction, with progress), merging the cold writes;
+  5. reads random posts of the whole week (mostly cold) for --duration/4;
+  6. closes the store while clients are still writing and reopens it to
+     show recovery, then checks that sampled posts read the same and that
+     every write acknowledged during the close survived.
+The demo exits 1 if a check fails.
 
 The store lives in a temporary directory removed afterwards, or in DIR
 (which must be new or empty) and is kept.
 
 Flags:
   -d DIR             keep the store in DIR
-  --items N          posts to generate, ~55% never counted (default 300000)
+  --items N          posts to generate, ~55% never counted (default 3000000)
   --users N          users to generate (default items/10)
-  --duration D       length of the mixed workload (default 2s)
-  --clients N        concurrent clients of the mixed workload (default 4)
+  --duration D       length of the mixed workload (default 10s)
+  --clients N        concurrent clients (default 4)
   --seed S           workload seed (default 1)
   --durability MODE  sync, interval or nosync (default interval, like Redis
                      "appendfsync everysec")
 
 Example:
-  go run ./cmd/tally demo --items 1000000 --duration 5s
+  go run ./cmd/tally demo --items 5000000 --duration 20s
 `,
 }
 
 func init() { cmdDemo.run = runDemo }
 
-// demoSpan is the time over which the demo's posts were created, and
-// demoMaxAge the age policy of the posts counter.
+// The posts span demoSpan and age after demoMaxAge; before the aging phase
+// the demo's clock moves demoAdvance forward, so that ranges age on cue
+// instead of after days.
 const (
-	demoSpan   = 7 * 24 * time.Hour
-	demoMaxAge = 3 * 24 * time.Hour
+	demoSpan    = 7 * 24 * time.Hour
+	demoMaxAge  = 3 * 24 * time.Hour
+	demoAdvance = 2 * 24 * time.Hour
 )
 
-// demo holds one run's settings and results; each phase is a method so
-// later issues can add phases (bulk load with progress, aging to cold).
+// demo holds one run's settings and results; each phase is a method.
 type demo struct {
 	e          *env
 	dir        string
@@ -70,14 +84,21 @@ type demo struct {
 	posts, people *workload.Workload
 	postCols      []string
 	db            *store.DB
+	ctx           context.Context
+	now           atomic.Int64 // the store's clock, Unix ns
+
+	// Results for the report.
+	mixed, cold drive
+	recovery    store.RecoveryStats
+	closeWrites int
 }
 
 func runDemo(e *env, args []string) error {
 	fs := e.flags(cmdDemo)
 	d := &demo{e: e}
-	fs.Uint64Var(&d.items, "items", 300_000, "")
+	fs.Uint64Var(&d.items, "items", 3_000_000, "")
 	fs.Uint64Var(&d.users, "users", 0, "")
-	fs.DurationVar(&d.duration, "duration", 2*time.Second, "")
+	fs.DurationVar(&d.duration, "duration", 10*time.Second, "")
 	fs.IntVar(&d.clients, "clients", 4, "")
 	fs.Uint64Var(&d.seed, "seed", 1, "")
 	pos, err := parse(fs, args, true)
@@ -104,13 +125,12 @@ func runDemo(e *env, args []string) error {
 	if d.duration < 0 || d.clients < 1 {
 		return usagef("--duration must be ≥ 0 and --clients ≥ 1")
 	}
-	// Newest post now, so that age policies see the data as a live system
-	// would; the seed still fixes every count.
-	// The posts span demoSpan rather than the workload's half year: a small
-	// data set spread over 180 days would leave a few hundred rows per range,
-	// a density no real deployment has, and per-range overhead would swamp
-	// the bytes-per-row figure.
+	// The newest post is "now", so the data looks like a live system's;
+	// the seed still fixes every count. The posts span a week rather than
+	// the workload's half year: a small data set spread over 180 days would
+	// leave a few hundred rows per range, a density no real deployment has.
 	end := time.Now().UTC().Truncate(time.Hour)
+	d.now.Store(end.UnixNano())
 	if d.posts, err = workload.New(workload.Config{Seed: d.seed, Items: d.items, Columns: 3, End: end, Span: demoSpan, MaxCount: 1 << 31}); err != nil {
 		return err
 	}
@@ -130,17 +150,26 @@ func runDemo(e *env, args []string) error {
 		d.printf("dir        %s\n", d.dir)
 	}
 	d.printf("durability %v\n", d.durability)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	d.ctx = ctx
 	return d.run()
 }
 
 func (d *demo) printf(format string, args ...any) { fmt.Fprintf(d.e.stdout, format, args...) }
 
 func (d *demo) open() (err error) {
-	d.db, err = store.Open(d.dir, &store.Options{Durability: d.durability})
+	d.db, err = store.Open(d.dir, &store.Options{
+		Durability: d.durability,
+		Now:        func() time.Time { return time.Unix(0, d.now.Load()) },
+		// Aging happens when the demo says so, not on a timer.
+		CompactionInterval: -1,
+	})
 	return err
 }
 
 func (d *demo) run() error {
+	start := time.Now()
 	if err := d.open(); err != nil {
 		return err
 	}
@@ -148,20 +177,23 @@ func (d *demo) run() error {
 	if d.db != nil {
 		err = closeDB(d.db, err)
 	}
+	if err == nil {
+		d.printf("wall time  %v\n", time.Since(start).Round(100*time.Millisecond))
+	}
 	return err
 }
 
 func (d *demo) phases() error {
-	if err := d.schema(); err != nil {
-		return err
+	for _, phase := range []func() error{d.schema, d.load, d.runMixed, d.age, d.runCold, d.restart} {
+		if err := phase(); err != nil {
+			return err
+		}
+		if err := d.ctx.Err(); err != nil {
+			return err
+		}
 	}
-	if err := d.load(); err != nil {
-		return err
-	}
-	if err := d.mixed(); err != nil {
-		return err
-	}
-	return d.restart()
+	d.report()
+	return nil
 }
 
 // schema creates the microblog's two counters.
@@ -188,96 +220,104 @@ func (d *demo) schema() error {
 	return nil
 }
 
-// load writes every non-zero generated row through batches.
+// load generates both data sets and bulk-loads them through DB.Load.
 func (d *demo) load() error {
-	const batchRows = 4096
-	b := d.db.NewBatch()
-	defer b.Close()
-	loadOne := func(counter string, w *workload.Workload, id func(i uint64, wid uint64) uint64) (rows int, err error) {
-		var i uint64
-		w.Items(func(wid uint64, vals []uint64) bool {
-			defer func() { i++ }()
-			if workload.IsZero(vals) {
-				return true
-			}
-			rows++
-			if err = b.Set(counter, id(i, wid), vals...); err != nil {
-				return false
-			}
-			if b.Len() >= batchRows {
-				err = b.Commit()
-				b.Reset()
-			}
-			return err == nil
-		})
-		if err == nil && b.Len() > 0 {
-			err = b.Commit()
-			b.Reset()
-		}
-		return rows, err
+	if err := d.loadOne("posts", d.posts, func(_, wid uint64) uint64 { return wid }); err != nil {
+		return err
 	}
+	// User ids are small and dense, not time-ordered: user i is id i+1.
+	return d.loadOne("users", d.people, func(i, _ uint64) uint64 { return i + 1 })
+}
+
+func (d *demo) loadOne(name string, w *workload.Workload, id func(i, wid uint64) uint64) error {
 	start := time.Now()
-	rows, err := loadOne("posts", d.posts, func(_, wid uint64) uint64 { return wid })
+	n := w.Columns()
+	in := store.LoadRows{IDs: make([]uint64, 0, w.Len()/2), Vals: make([]uint64, 0, int(w.Len()/2)*n)}
+	var i uint64
+	w.Items(func(wid uint64, vals []uint64) bool {
+		if !workload.IsZero(vals) {
+			in.IDs = append(in.IDs, id(i, wid))
+			in.Vals = append(in.Vals, vals...)
+		}
+		i++
+		return true
+	})
+	gen := time.Since(start)
+	bar := newProgress(d.e.stdout, "load "+name, "rows", int64(len(in.IDs)))
+	start = time.Now()
+	st, err := d.db.Load(d.ctx, name, in, func(done int) { bar.update(int64(done)) })
+	bar.finish()
 	if err != nil {
 		return err
 	}
 	el := time.Since(start)
-	d.printf("load posts %d items, %d non-zero rows in %v (%.0f rows/s)\n", d.items, rows, el.Round(time.Millisecond), float64(rows)/el.Seconds())
-	start = time.Now()
-	// User ids are small and dense, not time-ordered: user i is id i+1.
-	rows, err = loadOne("users", d.people, func(i, _ uint64) uint64 { return i + 1 })
-	if err != nil {
-		return err
-	}
-	el = time.Since(start)
-	d.printf("load users %d items, %d non-zero rows in %v (%.0f rows/s)\n", d.users, rows, el.Round(time.Millisecond), float64(rows)/el.Seconds())
+	d.printf("load %-5s %d items, %d non-zero rows (generated in %v) loaded in %v (%.2fM rows/s): %d rows into %d cold ranges, %d into %d hot ranges\n",
+		name, w.Len(), st.Rows, gen.Round(time.Millisecond), el.Round(time.Millisecond), float64(st.Rows)/el.Seconds()/1e6,
+		st.ColdRows, st.ColdRanges, st.HotRows, st.HotRanges)
 	return nil
 }
 
-// mixed runs the workload's read/write mix on posts from several clients.
-func (d *demo) mixed() error {
+// drive is the outcome of running clients for a while.
+type drive struct {
+	ids, pages, writes int64
+	read, write        latencies
+	secs               float64
+}
+
+func (r *drive) line() string {
+	s := fmt.Sprintf("%.0f ids read/s (%.0f pages/s, p50 %v, p99 %v)", float64(r.ids)/r.secs, float64(r.pages)/r.secs,
+		r.read.quantile(0.5), r.read.quantile(0.99))
+	if r.writes > 0 {
+		s += fmt.Sprintf(", %.0f writes/s (p50 %v, p99 %v)", float64(r.writes)/r.secs, r.write.quantile(0.5), r.write.quantile(0.99))
+	}
+	return s
+}
+
+// driveClients runs d.clients goroutines for dur; next(c) gives client c
+// its operation source.
+func (d *demo) driveClients(dur time.Duration, next func(c int) func(*workload.Op)) (drive, error) {
 	posts, err := d.db.Counter("posts")
 	if err != nil {
-		return err
+		return drive{}, err
 	}
 	var (
-		reads, batches, writes atomic.Int64
-		wg                     sync.WaitGroup
-		mu                     sync.Mutex
-		firstErr               error
-		stopped                atomic.Bool
-		all                    latencies
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		stopped  atomic.Bool
+		all      drive
 	)
 	for c := 0; c < d.clients; c++ {
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			ops := d.posts.Ops(c)
+			gen := next(c)
 			var (
-				op       workload.Op
-				dst      []uint64
-				lat      latencies
-				r, b, wr int64
-				err      error
+				op  workload.Op
+				dst []uint64
+				r   drive
+				err error
 			)
 			for err == nil && !stopped.Load() {
-				ops.Next(&op)
+				gen(&op)
 				t0 := time.Now()
 				if op.Kind == workload.OpRead {
 					dst, err = posts.MultiGet(op.IDs, dst)
-					lat.record(time.Since(t0))
-					r += int64(len(op.IDs))
-					b++
+					r.read.record(time.Since(t0))
+					r.ids += int64(len(op.IDs))
+					r.pages++
 				} else {
 					_, err = posts.Incr(op.ID, d.postCols[op.Col], op.Delta)
-					wr++
+					r.write.record(time.Since(t0))
+					r.writes++
 				}
 			}
-			reads.Add(r)
-			batches.Add(b)
-			writes.Add(wr)
 			mu.Lock()
-			all.merge(&lat)
+			all.ids += r.ids
+			all.pages += r.pages
+			all.writes += r.writes
+			all.read.merge(&r.read)
+			all.write.merge(&r.write)
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
@@ -285,46 +325,153 @@ func (d *demo) mixed() error {
 		}(c)
 	}
 	start := time.Now()
-	time.Sleep(d.duration)
+	select {
+	case <-time.After(dur):
+	case <-d.ctx.Done():
+	}
 	stopped.Store(true)
 	wg.Wait()
-	el := time.Since(start).Seconds()
-	if firstErr != nil {
-		return fmt.Errorf("mixed workload: %w", firstErr)
+	all.secs = max(time.Since(start).Seconds(), 1e-9)
+	return all, firstErr
+}
+
+// runMixed runs the workload's read/write mix on posts.
+func (d *demo) runMixed() (err error) {
+	d.mixed, err = d.driveClients(d.duration, func(c int) func(*workload.Op) { return d.posts.Ops(c).Next })
+	if err != nil {
+		return fmt.Errorf("mixed workload: %w", err)
 	}
-	d.printf("mixed      %d clients for %v: %.0f ids read/s (%.0f feed pages/s, p99 %v), %.0f writes/s\n",
-		d.clients, d.duration, float64(reads.Load())/el, float64(batches.Load())/el,
-		all.quantile(0.99), float64(writes.Load())/el)
+	d.printf("mixed      %d clients for %v: %s\n", d.clients, d.duration, d.mixed.line())
 	return nil
 }
 
-// restart checkpoints, closes and reopens the store, and checks that a
-// sample of rows reads the same before and after.
+// age moves the clock on and runs the aging and delta merges now due.
+func (d *demo) age() error {
+	d.now.Add(int64(demoAdvance))
+	before := d.db.Stats()
+	start := time.Now()
+	if err := compactWithProgress(d.ctx, d.db, d.e.stdout); err != nil {
+		return err
+	}
+	el := time.Since(start)
+	after := d.db.Stats()
+	b, a := sumStats(before), sumStats(after)
+	d.printf("age        clock +%dh, %d jobs in %v: ranges hot %d -> %d, cold %d -> %d; rows hot %d -> %d, cold %d -> %d; %d cold delta rows merged\n",
+		int(demoAdvance.Hours()), after.JobsFinished-before.JobsFinished, el.Round(time.Millisecond),
+		b.hotRanges, a.hotRanges, b.coldRanges, a.coldRanges, b.hotRows, a.hotRows, b.coldRows, a.coldRows, b.deltaRows-a.deltaRows)
+	return nil
+}
+
+// runCold reads pages of posts drawn uniformly from the whole week, most of
+// them cold now ("grave digging").
+func (d *demo) runCold() (err error) {
+	hits0 := d.db.Stats().BlockCache
+	d.cold, err = d.driveClients(d.duration/4, func(c int) func(*workload.Op) {
+		rng := rand.New(rand.NewPCG(d.seed, uint64(c)))
+		ids := make([]uint64, d.posts.Config().BatchSize)
+		return func(op *workload.Op) {
+			for i := range ids {
+				ids[i] = d.posts.ID(rng.Uint64N(d.posts.Len()))
+			}
+			op.Kind, op.IDs = workload.OpRead, ids
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("cold reads: %w", err)
+	}
+	bc := d.db.Stats().BlockCache
+	hits, misses := bc.Hits-hits0.Hits, bc.Misses-hits0.Misses
+	d.printf("cold reads %d clients for %v, ids uniform over the week: %s; block cache hit rate %.1f%%\n",
+		d.clients, d.duration/4, d.cold.line(), 100*float64(hits)/max(float64(hits+misses), 1))
+	return nil
+}
+
+// restart closes the store while clients are still writing (so writes land
+// after Close's checkpoint and the log is not empty), reopens it, and checks
+// that a sample of posts reads the same and every acknowledged write of
+// the close survived.
 func (d *demo) restart() error {
-	sample := d.sampleIDs(1000)
 	posts, err := d.db.Counter("posts")
 	if err != nil {
 		return err
 	}
+	sample := d.sampleIDs(2000)
 	before, err := posts.MultiGet(sample, nil)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	if err := d.db.Checkpoint(); err != nil {
-		return err
-	}
-	d.printf("checkpoint %v\n", time.Since(start).Round(time.Millisecond))
-	err = d.db.Close()
-	d.db = nil
+	users, err := d.db.Counter("users")
 	if err != nil {
 		return err
 	}
+	uids := make([]uint64, min(d.users, 10_000))
+	for i := range uids {
+		uids[i] = uint64(i) + 1
+	}
+	base, err := users.MultiGet(uids, nil)
+	if err != nil {
+		return err
+	}
+	// Writers increment users.posts (an author posting) until the store
+	// refuses with ErrClosed; writer c owns the users i with i%clients == c.
+	acked := make([]uint64, len(uids))
+	var wg sync.WaitGroup
+	errs := make([]error, d.clients)
+	var started atomic.Int64
+	for c := 0; c < d.clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := c; i < len(uids); {
+				if _, err := users.Incr(uids[i], "posts", 1); err != nil {
+					if !errors.Is(err, store.ErrClosed) {
+						errs[c] = err
+					}
+					return
+				}
+				acked[i]++
+				started.Add(1)
+				if i += d.clients; i >= len(uids) {
+					i = c
+				}
+			}
+		}(c)
+	}
+	writing := make(chan struct{})
+	go func() { wg.Wait(); close(writing) }()
+	// Let the writers get going, so the close happens under load.
+	for started.Load() < 1000 {
+		select {
+		case <-writing:
+		case <-time.After(time.Millisecond):
+			continue
+		}
+		break
+	}
+	start := time.Now()
+	err = d.db.Close()
+	closeTime := time.Since(start)
+	d.db = nil
+	<-writing
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("writes during close: %w", err)
+	}
+	var total uint64
+	for _, n := range acked {
+		total += n
+	}
+	d.closeWrites = int(total)
+	d.printf("close      in %v while %d clients wrote (%d writes acknowledged)\n", closeTime.Round(time.Millisecond), d.clients, total)
+
 	if err := d.open(); err != nil {
 		return err
 	}
-	r := d.db.Stats().Recovery
-	d.printf("reopen     %v: %d checkpoint chunks, %d rows loaded, %d log records replayed\n",
+	d.recovery = d.db.Stats().Recovery
+	r := d.recovery
+	d.printf("reopen     in %v: %d checkpoint chunks, %d rows loaded, %d log records replayed\n",
 		r.Duration.Round(time.Microsecond), r.ChunksLoaded, r.RowsLoaded, r.RecordsReplayed)
 	if posts, err = d.db.Counter("posts"); err != nil {
 		return err
@@ -334,30 +481,63 @@ func (d *demo) restart() error {
 		return err
 	}
 	if !slices.Equal(before, after) {
-		return errors.New("demo: rows read after reopen differ from before")
+		return errors.New("demo: posts read after reopen differ from before")
 	}
-	d.printf("verified   %d sampled posts read the same after reopen\n", len(sample))
-	s := d.db.Stats()
-	var rows int
-	var mem int64
-	for _, c := range s.Counters {
-		rows += c.Rows()
-		mem += c.MemBytes
-		d.printf("counter    %s: %d rows, %.2f bytes/row in memory\n", c.Name, c.Rows(), c.BytesPerRow())
+	if users, err = d.db.Counter("users"); err != nil {
+		return err
 	}
-	d.printf("store      %d rows, %.2f bytes/row in memory, %d bytes on disk (%.2f/row)\n",
-		rows, bytesPerRow(mem, rows), s.DiskBytes, bytesPerRow(int64(s.DiskBytes), rows))
+	now, err := users.MultiGet(uids, nil)
+	if err != nil {
+		return err
+	}
+	for i := range uids {
+		if got, want := now[2*i], base[2*i]+acked[i]; got != want {
+			return fmt.Errorf("demo: user %d has %d posts after reopen, want %d (%d acknowledged during close)", uids[i], got, want, acked[i])
+		}
+	}
+	d.printf("verified   %d sampled posts (hot and cold) read the same, and all %d writes acknowledged during close survived\n", len(sample), total)
+	start = time.Now()
+	if err := d.db.Verify(d.ctx); err != nil {
+		return fmt.Errorf("demo: verify after reopen: %w", err)
+	}
+	d.printf("verify     ok in %v (every cold block, checkpoint chunk and log record)\n", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// sampleIDs draws n post ids the way the workload's reads do.
+// sampleIDs draws n post ids, half the way the workload's reads do (mostly
+// recent, hot), half uniformly over the week (mostly cold).
 func (d *demo) sampleIDs(n int) []uint64 {
 	ops := d.posts.Ops(d.clients + 1)
+	rng := rand.New(rand.NewPCG(d.seed, 1<<32))
 	ids := make([]uint64, n)
 	for i := range ids {
-		ids[i] = d.posts.ID(ops.Index())
+		if i%2 == 0 {
+			ids[i] = d.posts.ID(ops.Index())
+		} else {
+			ids[i] = d.posts.ID(rng.Uint64N(d.posts.Len()))
+		}
 	}
 	return ids
+}
+
+// report prints the summary.
+func (d *demo) report() {
+	s := d.db.Stats()
+	t := sumStats(s)
+	hotMem, coldDisk := tierBytes(s)
+	d.printf("\nreport\n")
+	for _, c := range s.Counters {
+		d.printf("  %-10s %d rows: %d hot, %d cold (+%d delta); %d hot ranges, %d cold\n",
+			c.Name, c.Rows(), c.HotRows, c.ColdRows, c.DeltaRows, c.HotRanges, c.ColdRanges)
+	}
+	d.printf("  %-10s %.2f bytes/row in memory (hot tables), %.2f bytes/row on disk (cold blocks)\n",
+		"bytes/row", bytesPerRow(hotMem, t.hotRows), bytesPerRow(coldDisk, t.coldRows))
+	d.printf("  %-10s %d clients: %.0f ids read/s, %.0f writes/s; read p99 %v, write p99 %v\n",
+		"mixed", d.clients, float64(d.mixed.ids)/d.mixed.secs, float64(d.mixed.writes)/d.mixed.secs,
+		d.mixed.read.quantile(0.99), d.mixed.write.quantile(0.99))
+	d.printf("  %-10s %.0f ids read/s, p99 %v\n", "cold reads", float64(d.cold.ids)/d.cold.secs, d.cold.read.quantile(0.99))
+	d.printf("  %-10s %v (%d rows from the checkpoint, %d log records replayed)\n",
+		"recovery", d.recovery.Duration.Round(time.Microsecond), d.recovery.RowsLoaded, d.recovery.RecordsReplayed)
 }
 
 // latencies is a small log-linear histogram (8 buckets per power of two,

@@ -2,6 +2,8 @@ package main
 
 import (
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -9,7 +11,9 @@ import (
 func TestDemoTiny(t *testing.T) {
 	t.Setenv("TALLY_DIR", "")
 	out := mustTally(t, "demo", "--items", "3000", "--duration", "50ms", "--clients", "2")
-	for _, want := range []string{"(removed afterwards)", "durability interval", "load posts 3000 items", "load users 300 items", "mixed      2 clients", "verified   1000 sampled posts", "store      "} {
+	for _, want := range []string{"(removed afterwards)", "durability interval", "load posts 3000 items", "load users 300 items",
+		"mixed      2 clients", "age        clock +48h", "cold reads 2 clients", "close      in", "reopen     in",
+		"verified   2000 sampled posts", "verify     ok", "\nreport\n", "  bytes/row  ", "  recovery   ", "wall time  "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
@@ -47,4 +51,32 @@ func TestDemoBadFlags(t *testing.T) {
 			t.Errorf("tally %s: exit %d, stderr %q", strings.Join(args, " "), code, errOut)
 		}
 	}
+}
+
+// TestDemoAges checks the phases move rows where the demo says: old posts
+// load cold, the clock jump ages more ranges, and recovery replays the
+// writes made during the close.
+func TestDemoAges(t *testing.T) {
+	t.Setenv("TALLY_DIR", "")
+	out := mustTally(t, "demo", "--items", "20000", "--duration", "100ms", "--clients", "2")
+	m := regexp.MustCompile(`load posts 20000 items, (\d+) non-zero rows .*: (\d+) rows into (\d+) cold ranges, (\d+) into (\d+) hot ranges`).FindStringSubmatch(out)
+	if m == nil || m[2] == "0" || m[3] == "0" || m[4] == "0" {
+		t.Fatalf("load line lacks cold and hot rows:\n%s", out)
+	}
+	a := regexp.MustCompile(`ranges hot (\d+) -> (\d+), cold (\d+) -> (\d+)`).FindStringSubmatch(out)
+	if a == nil || atoi(t, a[2]) >= atoi(t, a[1]) || atoi(t, a[4]) <= atoi(t, a[3]) {
+		t.Fatalf("aging moved no range:\n%s", out)
+	}
+	if r := regexp.MustCompile(`(\d+) log records replayed`).FindStringSubmatch(out); r == nil || r[1] == "0" {
+		t.Logf("no log record replayed (Close's checkpoint caught every write):\n%s", out)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -32,13 +32,13 @@ type command struct {
 }
 
 // commands lists every subcommand in the order "tally help" shows them.
-// Later issues add load, compact, verify and bench here.
 var commands []*command
 
 func init() {
 	commands = []*command{
 		cmdCounterAdd, cmdCounterList, cmdColumnAdd,
 		cmdIncr, cmdSet, cmdGet, cmdDelete,
+		cmdLoad, cmdCompact, cmdVerify,
 		cmdReplay, cmdStats, cmdCheckpoint,
 		cmdDemo, cmdHelp,
 	}

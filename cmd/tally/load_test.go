@@ -1,0 +1,220 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// newLoadStore creates a store with counter c (8 range bits, the newest
+// range kept hot) with columns a (max 2^32-1) and b (max 2^64-1).
+func newLoadStore(t *testing.T) string {
+	t.Helper()
+	t.Setenv("TALLY_DIR", "")
+	dir := filepath.Join(t.TempDir(), "db")
+	mustTally(t, "-d", dir, "counter", "add", "c", "--range-bits", "8", "--hot-ranges", "1")
+	mustTally(t, "-d", dir, "column", "add", "c", "a")
+	mustTally(t, "-d", dir, "column", "add", "c", "b", "--hint", "8", "--max", "64")
+	return dir
+}
+
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "in.csv")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// summary parses load's "key value" lines.
+func summary(t *testing.T, out string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		k, v, ok := strings.Cut(l, " ")
+		if !ok {
+			t.Fatalf("summary line %q is not \"key value\"", l)
+		}
+		m[k] = v
+	}
+	return m
+}
+
+const loadInput = `# id,a,b — unsorted, with repeats, blanks, spaces and CRLF
+600,1,2
+5,3,4
+
+ 300 , 7 , 8 
+5,30,40
+1000,4294967295,18446744073709551615
+601,0,0
+602,0,9` + "\r\n" + `
+`
+
+func TestLoad(t *testing.T) {
+	for _, viaStdin := range []bool{false, true} {
+		t.Run(fmt.Sprint("stdin=", viaStdin), func(t *testing.T) {
+			dir := newLoadStore(t)
+			file := writeFile(t, loadInput)
+			if viaStdin {
+				stdin = strings.NewReader(loadInput)
+				t.Cleanup(func() { stdin = os.Stdin })
+				file = "-"
+			}
+			out, errOut, code := tally(t, "-d", dir, "load", "c", file)
+			if code != 0 || errOut != "" {
+				t.Fatalf("load: exit %d, stderr %q", code, errOut)
+			}
+			// Ids 5..1000 span ranges 0, 1, 2 and 3: the newest (3) is hot,
+			// the older ones are built cold. 601 is all zero and not stored.
+			want := map[string]string{"rows": "5", "cold_rows": "4", "hot_rows": "1", "logged_rows": "0",
+				"cold_ranges": "3", "hot_ranges": "1", "input_rows": "7", "bad_lines": "0"}
+			got := summary(t, out)
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s = %q, want %q (summary:\n%s)", k, got[k], v, out)
+				}
+			}
+			for _, k := range []string{"seconds", "rows_per_sec"} {
+				if !regexp.MustCompile(`^\d+(\.\d+)?$`).MatchString(got[k]) {
+					t.Errorf("%s = %q", k, got[k])
+				}
+			}
+			if len(got) != 10 {
+				t.Errorf("summary has %d keys, want 10:\n%s", len(got), out)
+			}
+			const rows = `5 a=30 b=40
+300 a=7 b=8
+600 a=1 b=2
+601 a=0 b=0
+602 a=0 b=9
+1000 a=4294967295 b=18446744073709551615
+`
+			if got := mustTally(t, "-d", dir, "get", "c", "5", "300", "600", "601", "602", "1000"); got != rows {
+				t.Errorf("get after load:\n%s\nwant:\n%s", got, rows)
+			}
+			// A second load of the same rows goes through the log for the
+			// ranges that are cold now, and converges.
+			out = mustTally(t, "-d", dir, "load", "c", writeFile(t, "5,1,1\n1000,2,2\n"))
+			if got := summary(t, out); got["logged_rows"] != "1" || got["rows"] != "2" {
+				t.Errorf("second load:\n%s", out)
+			}
+			if got := mustTally(t, "-d", dir, "get", "c", "5", "1000"); got != "5 a=1 b=1\n1000 a=2 b=2\n" {
+				t.Errorf("get after second load:\n%s", got)
+			}
+		})
+	}
+}
+
+func TestLoadBadLines(t *testing.T) {
+	cases := []struct {
+		line   string
+		stderr string
+	}{
+		{"7,1", "want 3 fields (id,a,b), got 2"},
+		{"7,1,2,3", "want 3 fields (id,a,b), got 4"},
+		{"7", "want 3 fields (id,a,b), got 1"},
+		{"x,1,2", `id: "x" is not an unsigned decimal number`},
+		{"7,1x,2", `column a: "1x" is not an unsigned decimal number`},
+		{"7,1.5,2", `column a: "1.5" is not an unsigned decimal number`},
+		{"7,1 2,2", `column a: "1 2" is not an unsigned decimal number`},
+		{"7,+1,2", `column a: "+1" is not an unsigned decimal number`},
+		{"7,,2", "column a: empty field"},
+		{"7,1,", "column b: empty field"},
+		{"7,-3,2", `column a: "-3" is negative`},
+		{"-7,1,2", `id: "-7" is negative`},
+		{"7,4294967296,2", "column a: 4294967296 exceeds the column's max 4294967295"},
+		{"7,1,18446744073709551616", "column b: 18446744073709551616 exceeds the column's max 18446744073709551615"},
+		{"18446744073709551616,1,2", "id: 18446744073709551616 exceeds 2^64-1"},
+		{"99999999999999999999999,1,2", "id: 99999999999999999999999 exceeds 2^64-1"},
+	}
+	for _, c := range cases {
+		t.Run(c.line, func(t *testing.T) {
+			dir := newLoadStore(t)
+			file := writeFile(t, "5,1,1\n# comment\n"+c.line+"\n700,2,2\n")
+			out, errOut, code := tally(t, "-d", dir, "load", "c", file)
+			wantErr := fmt.Sprintf("tally: %s:3: %s\n", file, c.stderr)
+			if code != exitError || !strings.HasPrefix(errOut, wantErr) || !strings.Contains(errOut, "1 bad lines") || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and stderr starting %q", code, out, errOut, wantErr)
+			}
+			if got := mustTally(t, "-d", dir, "get", "c", "5", "700"); got != "5 a=0 b=0\n700 a=0 b=0\n" {
+				t.Errorf("a failed load loaded rows:\n%s", got)
+			}
+			out, errOut, code = tally(t, "-d", dir, "load", "c", file, "--skip-bad")
+			if code != 0 || errOut != wantErr {
+				t.Errorf("--skip-bad: exit %d, stderr %q, want %q", code, errOut, wantErr)
+			}
+			if got := summary(t, out); got["rows"] != "2" || got["bad_lines"] != "1" {
+				t.Errorf("--skip-bad summary:\n%s", out)
+			}
+			if got := mustTally(t, "-d", dir, "get", "c", "5", "700"); got != "5 a=1 b=1\n700 a=2 b=2\n" {
+				t.Errorf("--skip-bad did not load the good lines:\n%s", got)
+			}
+		})
+	}
+}
+
+func TestLoadManyBadLines(t *testing.T) {
+	dir := newLoadStore(t)
+	var b strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&b, "%d,x,1\n%d,1,1\n", i, i)
+	}
+	stdin = strings.NewReader(b.String())
+	t.Cleanup(func() { stdin = os.Stdin })
+	out, errOut, code := tally(t, "-d", dir, "load", "c", "-", "--skip-bad")
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if code != 0 || len(lines) != maxBadShown+1 || lines[0] != `tally: stdin:1: column a: "x" is not an unsigned decimal number` ||
+		lines[maxBadShown] != "tally: stdin: 30 more bad lines not shown" {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if got := summary(t, out); got["rows"] != "50" || got["bad_lines"] != "50" || got["input_rows"] != "50" {
+		t.Fatalf("summary:\n%s", out)
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	dir := newLoadStore(t)
+	mustTally(t, "-d", dir, "counter", "add", "empty")
+	file := writeFile(t, "1,2,3\n")
+	cases := []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"load", "c"}, exitUsage, "want counter NAME and FILE"},
+		{[]string{"load", "c", file, "extra"}, exitUsage, "want counter NAME and FILE"},
+		{[]string{"load", "c", file, "--frob"}, exitUsage, "flag provided but not defined"},
+		{[]string{"load", "c", filepath.Join(dir, "missing.csv")}, exitError, "no such file"},
+		{[]string{"load", "nope", file}, exitError, "counter not found"},
+		{[]string{"load", "empty", file}, exitError, "has no columns"},
+	}
+	for _, c := range cases {
+		out, errOut, code := tally(t, append([]string{"-d", dir}, c.args...)...)
+		if code != c.code || !strings.HasPrefix(errOut, "tally: ") || !strings.Contains(errOut, c.stderr) || out != "" {
+			t.Errorf("tally %s: exit %d, stdout %q, stderr %q", strings.Join(c.args, " "), code, out, errOut)
+		}
+	}
+	if got := mustTally(t, "-d", dir, "get", "c", "1"); got != "1 a=0 b=0\n" {
+		t.Errorf("store changed: %s", got)
+	}
+}
+
+func TestSortRows(t *testing.T) {
+	ids := []uint64{9, 1 << 40, 3, 9, 1<<63 + 5, 3, 0}
+	vals := []uint64{1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7}
+	gotIDs, gotVals := sortRows(ids, vals, 2)
+	wantIDs := []uint64{0, 3, 9, 1 << 40, 1<<63 + 5}
+	wantVals := []uint64{7, 7, 6, 6, 4, 4, 2, 2, 5, 5}
+	if fmt.Sprint(gotIDs, gotVals) != fmt.Sprint(wantIDs, wantVals) {
+		t.Fatalf("sortRows = %v %v, want %v %v", gotIDs, gotVals, wantIDs, wantVals)
+	}
+	// Sorted input comes back as it is.
+	if i, _ := sortRows(wantIDs, wantVals, 2); &i[0] != &wantIDs[0] {
+		t.Fatal("sorted input was copied")
+	}
+}
