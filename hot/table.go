@@ -82,7 +82,9 @@ func New(keyBits uint, widths []int, sizeHint int) (*Table, error) {
 	t.mix = newMixer(keyBits)
 	t.segs = make([]segment, 1<<segBits)
 	if sizeHint > 0 {
-		per := min((sizeHint+len(t.segs)-1)/len(t.segs), 1<<t.storedBits)
+		// A hint only presizes; growth handles the rest, so cap it at what a
+		// segment can hold and at 1<<24 rows per segment.
+		per := min((sizeHint+len(t.segs)-1)/len(t.segs), 1<<t.storedBits, 1<<24)
 		for i := range t.segs {
 			sg := &t.segs[i]
 			sg.phase = t.phase(i)
