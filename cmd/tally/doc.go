@@ -24,12 +24,27 @@
 //	get NAME ID|ID.COLUMN...    one line per argument: "ID col=v ..." or
 //	                            "ID.COLUMN v"
 //	delete NAME ID...           atomically
+//	load NAME FILE [--skip-bad] bulk-load CSV "id,v1,v2,..." (FILE "-" is
+//	                            stdin); old ranges go straight into cold
+//	                            blocks; prints a "key value" summary
+//	compact [--bytes-per-sec N] age due ranges and merge cold deltas now
+//	verify                      check every block, chunk and record; "ok"
+//	                            or each problem on stderr and exit 1
 //	replay                      open (recover) and report what recovery did
-//	stats                       "key value" lines, per counter as
-//	                            counter.NAME.KEY
+//	stats                       "key value" lines per tier, block cache and
+//	                            jobs; per counter as counter.NAME.KEY
 //	checkpoint                  force a checkpoint, print its sequence
-//	demo [-d DIR] [--items N] [--duration D] ...
+//	demo [-d DIR] [--items N] [--duration D] [--clients C] ...
 //	                            end-to-end demo on a temporary store
+//
+// # Bulk load
+//
+// load parses its input by hand (no encoding/csv, no allocation per line)
+// and radix-sorts the rows before handing them to store's DB.Load, which
+// would sort them too, but with a comparison sort that costs seconds on
+// millions of rows. Bad lines are reported with their line number; without
+// --skip-bad one bad line means nothing is loaded. Progress bars are drawn
+// only when stdout is a terminal.
 //
 // # Scripting
 //
