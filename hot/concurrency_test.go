@@ -144,3 +144,59 @@ func TestAllocs(t *testing.T) {
 		t.Errorf("Put: %v allocs", a)
 	}
 }
+
+// TestConcurrentWriters runs writers on disjoint keys, AddColumn and
+// readers at once; the end state must be exactly what each writer wrote.
+func TestConcurrentWriters(t *testing.T) {
+	tb := newTable(t, 24, []int{1}, 0)
+	const perWriter = 3000
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range uint64(perWriter) {
+				k := i*3 + uint64(w)
+				if err := tb.Put(k, []uint64{k%300 + 1}); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%7 == 0 {
+					if err := tb.Delete(k); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 5 {
+			if err := tb.AddColumn(2); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		keys := make([]uint64, 12)
+		for i := range 2000 {
+			for j := range keys {
+				keys[j] = uint64(i*12+j) % (3 * perWriter)
+			}
+			tb.GetMany(keys, nil, nil)
+		}
+	}()
+	wg.Wait()
+	check(t, tb)
+	for k := range uint64(3 * perWriter) {
+		got, ok := tb.Get(k, nil)
+		deleted := (k/3)%7 == 0
+		if ok == deleted || len(got) != 6 || (!deleted && got[0] != k%300+1) {
+			t.Fatalf("Get(%d) = %v %v, deleted %v", k, got, ok, deleted)
+		}
+	}
+}
