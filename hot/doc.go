@@ -24,7 +24,7 @@
 //	48        8              256           5
 //
 // Ranges whose keyBits is not a multiple of 8 get many small segments; each
-// segment header costs about 72 bytes, so a keyBits=23 table costs 2.3 MiB
+// segment header costs 80 bytes, so a keyBits=23 table costs 2.5 MiB
 // before its first row. Prefer keyBits that are multiples of 8.
 //
 // # Slot layout
