@@ -10,7 +10,10 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tallydb/tally/store"
@@ -119,29 +122,26 @@ func runLoad(e *env, args []string) error {
 	defer stop()
 
 	start := time.Now()
-	p := newCSVParser(info.Columns)
-	p.bad = func(line int, msg string) {
-		if p.nbad <= maxBadShown {
-			fmt.Fprintf(e.stderr, "tally: %s:%d: %s\n", shown, line, msg)
-		}
-	}
 	bar := newProgress(e.stdout, "parsing", "bytes", size)
-	err = p.parse(in, size, bar.update)
+	res, err := parseInput(in, size, info.Columns, bar.update)
 	bar.finish()
 	if err != nil {
 		return closeDB(db, fmt.Errorf("read %s: %w", shown, err))
 	}
-	if p.nbad > maxBadShown {
-		fmt.Fprintf(e.stderr, "tally: %s: %d more bad lines not shown\n", shown, p.nbad-maxBadShown)
+	for _, b := range res.shown {
+		fmt.Fprintf(e.stderr, "tally: %s:%d: %s\n", shown, b.line, b.msg)
 	}
-	if p.nbad > 0 && !*skipBad {
-		return closeDB(db, fmt.Errorf("load %s: %d bad lines in %s; nothing loaded (--skip-bad loads the good lines)", name, p.nbad, shown))
+	if res.nbad > len(res.shown) {
+		fmt.Fprintf(e.stderr, "tally: %s: %d more bad lines not shown\n", shown, res.nbad-len(res.shown))
+	}
+	if res.nbad > 0 && !*skipBad {
+		return closeDB(db, fmt.Errorf("load %s: %d bad lines in %s; nothing loaded (--skip-bad loads the good lines)", name, res.nbad, shown))
 	}
 	var st store.LoadStats
-	input := len(p.ids)
+	input := len(res.ids)
 	if input > 0 {
-		ids, vals := sortRows(p.ids, p.vals, len(info.Columns))
-		p.ids, p.vals = nil, nil // let the unsorted copy go
+		ids, vals := sortRows(res.ids, res.vals, len(info.Columns))
+		res.ids, res.vals = nil, nil // let the unsorted copy go
 		bar = newProgress(e.stdout, "loading", "rows", int64(len(ids)))
 		st, err = db.Load(ctx, name, store.LoadRows{IDs: ids, Vals: vals}, func(done int) { bar.update(int64(done)) })
 		bar.finish()
@@ -158,24 +158,138 @@ func runLoad(e *env, args []string) error {
 	fmt.Fprintf(w, "cold_ranges %d\n", st.ColdRanges)
 	fmt.Fprintf(w, "hot_ranges %d\n", st.HotRanges)
 	fmt.Fprintf(w, "input_rows %d\n", input)
-	fmt.Fprintf(w, "bad_lines %d\n", p.nbad)
+	fmt.Fprintf(w, "bad_lines %d\n", res.nbad)
 	fmt.Fprintf(w, "seconds %.3f\n", el)
 	fmt.Fprintf(w, "rows_per_sec %.0f\n", float64(input)/max(el, 1e-9))
 	return closeDB(db, nil)
+}
+
+// parseInput parses in, which holds size bytes if size > 0. A large
+// regular file is cut at line boundaries into one part per core, parsed in
+// parallel, and the parts joined in file order (line numbers included);
+// progress is called with the bytes parsed so far, from this goroutine.
+func parseInput(in io.Reader, size int64, cols []store.Column, progress func(int64)) (*csvParser, error) {
+	starts := []int64{0}
+	if f, ok := in.(*os.File); ok && size >= parallelMin {
+		for i := 1; i < runtime.GOMAXPROCS(0); i++ {
+			b, err := lineStart(f, size*int64(i)/int64(runtime.GOMAXPROCS(0)))
+			if err != nil {
+				return nil, err
+			}
+			if b > starts[len(starts)-1] && b < size {
+				starts = append(starts, b)
+			}
+		}
+	}
+	parts := make([]*csvParser, len(starts))
+	read := make([]atomic.Int64, len(starts))
+	errs := make([]error, len(starts))
+	var wg sync.WaitGroup
+	for i, off := range starts {
+		parts[i] = newCSVParser(cols)
+		r, n := in, size
+		if len(starts) > 1 {
+			end := size
+			if i+1 < len(starts) {
+				end = starts[i+1]
+			}
+			r, n = io.NewSectionReader(in.(*os.File), off, end-off), end-off
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = parts[i].parse(r, n, read[i].Store)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	sum := func() (n int64) {
+		for i := range read {
+			n += read[i].Load()
+		}
+		return n
+	}
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-tick.C:
+			progress(sum())
+		}
+	}
+	progress(sum())
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	p := parts[0]
+	if len(parts) == 1 {
+		return p, nil
+	}
+	rows, nvals := 0, 0
+	for _, q := range parts {
+		rows, nvals = rows+len(q.ids), nvals+len(q.vals)
+	}
+	all := &csvParser{cols: cols, ids: make([]uint64, 0, rows), vals: make([]uint64, 0, nvals)}
+	for _, q := range parts {
+		all.ids = append(all.ids, q.ids...)
+		all.vals = append(all.vals, q.vals...)
+		for _, b := range q.shown {
+			if len(all.shown) < maxBadShown {
+				all.shown = append(all.shown, badLine{all.line + b.line, b.msg})
+			}
+		}
+		all.line += q.line
+		all.nbad += q.nbad
+	}
+	return all, nil
+}
+
+// parallelMin is the smallest file parsed in parallel; tests lower it.
+var parallelMin int64 = 16 << 20
+
+// lineStart returns the offset of the first line starting at or after off.
+func lineStart(f *os.File, off int64) (int64, error) {
+	if off == 0 {
+		return 0, nil
+	}
+	buf := make([]byte, 64<<10)
+	pos := off - 1 // a line starts at off if the byte before it is '\n'
+	for {
+		n, err := f.ReadAt(buf, pos)
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			return pos + int64(i) + 1, nil
+		}
+		pos += int64(n)
+		if err == io.EOF {
+			return pos, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 }
 
 // csvParser reads "id,v1,...,vn" lines into ids and vals (row-major) with
 // no allocation per good line: the target is several million lines per
 // second, which encoding/csv and strconv on strings cannot reach.
 type csvParser struct {
-	cols []store.Column
-	max  []uint64
-	ids  []uint64
-	vals []uint64
+	cols  []store.Column
+	max   []uint64
+	ids   []uint64
+	vals  []uint64
+	line  int       // lines read, blank and comment lines included
+	nbad  int       // bad lines
+	shown []badLine // the first maxBadShown of them
+	row   []uint64  // the values of the line being parsed
+}
+
+// badLine is a bad line kept for the report.
+type badLine struct {
 	line int
-	nbad int
-	bad  func(line int, msg string) // called for each bad line, nbad already counted
-	row  []uint64                   // the values of the line being parsed
+	msg  string
 }
 
 func newCSVParser(cols []store.Column) *csvParser {
@@ -232,8 +346,8 @@ func (p *csvParser) parse(r io.Reader, size int64, progress func(int64)) error {
 
 func (p *csvParser) badf(format string, args ...any) {
 	p.nbad++
-	if p.bad != nil {
-		p.bad(p.line, fmt.Sprintf(format, args...))
+	if len(p.shown) < maxBadShown {
+		p.shown = append(p.shown, badLine{p.line, fmt.Sprintf(format, args...)})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -216,5 +217,65 @@ func TestSortRows(t *testing.T) {
 	// Sorted input comes back as it is.
 	if i, _ := sortRows(wantIDs, wantVals, 2); &i[0] != &wantIDs[0] {
 		t.Fatal("sorted input was copied")
+	}
+}
+
+// TestLoadParallel parses a file in several parts and checks rows and the
+// line numbers of bad lines come out as a single pass would give them.
+func TestLoadParallel(t *testing.T) {
+	defer func(n int64, procs int) { parallelMin = n; runtime.GOMAXPROCS(procs) }(parallelMin, runtime.GOMAXPROCS(4))
+	parallelMin = 1
+	var b strings.Builder
+	var want []int
+	for i := 1; i <= 3000; i++ {
+		switch {
+		case i%700 == 0:
+			fmt.Fprintf(&b, "%d,bad,1\n", i)
+			want = append(want, i)
+		case i%301 == 0:
+			b.WriteString("# comment\n")
+		default:
+			fmt.Fprintf(&b, "%d,%d,%d\n", 3001-i, i, i%7)
+		}
+	}
+	file := writeFile(t, b.String())
+	parts, err := func() ([]int64, error) {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		var starts []int64
+		for i := range 4 {
+			s, err := lineStart(f, int64(b.Len()*i/4))
+			if err != nil {
+				return nil, err
+			}
+			starts = append(starts, s)
+		}
+		return starts, nil
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range parts {
+		if s != 0 && b.String()[s-1] != '\n' {
+			t.Fatalf("part start %d is not a line start", s)
+		}
+	}
+	dir := newLoadStore(t)
+	out, errOut, code := tally(t, "-d", dir, "load", "c", file, "--skip-bad")
+	var wantErr strings.Builder
+	for _, l := range want {
+		fmt.Fprintf(&wantErr, "tally: %s:%d: column a: \"bad\" is not an unsigned decimal number\n", file, l)
+	}
+	if code != 0 || errOut != wantErr.String() {
+		t.Fatalf("exit %d, stderr:\n%s\nwant:\n%s", code, errOut, wantErr.String())
+	}
+	if got := summary(t, out); got["input_rows"] != fmt.Sprint(3000-len(want)-9) || got["bad_lines"] != "4" {
+		t.Fatalf("summary:\n%s", out)
+	}
+	if got := mustTally(t, "-d", dir, "get", "c", "3000", "1", "2900"); got != "3000 a=1 b=1\n1 a=3000 b=4\n2900 a=101 b=3\n" {
+		t.Fatalf("get:\n%s", got)
 	}
 }
