@@ -65,9 +65,15 @@ func sortedRows(t *hot.Table, _ bool) *Rows {
 	return out
 }
 
-// radixSort sorts keys ascending (LSD, 8 bits a pass, only the passes the
-// largest key needs), permuting idx alongside.
+// SortKeys sorts keys ascending, permuting idx alongside. It is stable
+// (equal keys keep their order) and linear: an LSD radix sort, 8 bits a
+// pass, only the passes the largest key needs.
+func SortKeys(keys []uint64, idx []uint32) { radixSort(keys, idx) }
+
 func radixSort(keys []uint64, idx []uint32) {
+	if len(keys) == 0 {
+		return
+	}
 	var maxKey uint64
 	for _, k := range keys {
 		maxKey |= k

@@ -302,6 +302,7 @@ func (db *DB) sealRange(ctx context.Context, cs *counterState, rid uint64) (err 
 	db.commit.Lock()
 	cur := cs.ranges.Load().m[rid]
 	cs.replaceRangeLocked(rid, &rangeState{id: rid, delta: cur.delta, cold: reader, coldID: readerID, coldV: v})
+	db.tierChanges.Add(1)
 	db.commit.Unlock()
 	return nil
 }
@@ -366,31 +367,66 @@ func (db *DB) mergeRange(ctx context.Context, cs *counterState, rid uint64) (err
 		}
 	}()
 
-	// 2. Merge and write new blocks.
+	// 2. Merge: rewrite only the blocks the delta touches; untouched
+	// blocks keep their storage ids.
 	job.SetPhase("merge")
-	rows, err := compaction.MergeRows(rs.cold, compaction.SortedDelta(rs.delta), ncols)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	job.SetPhase("write blocks")
-	v, _, err := db.writeBlocks(ctx, cs, rid, rows, old.nextBlockID, seq, job)
+	w := &blockWriter{db: db}
+	defer w.close()
+	v := &coldRangeValue{seq: seq, nextBlockID: old.nextBlockID}
+	reused := make([]bool, len(old.blockIDs))
+	nreused := 0
+	desc, err := compaction.Merge(ctx, rs.cold, compaction.SortedDelta(rs.delta), ncols, db.buildOptions(), db.limiter, job,
+		func(no uint32, reuse int, block []byte) error {
+			if reuse >= 0 {
+				v.blockIDs = append(v.blockIDs, old.blockIDs[reuse])
+				reused[reuse] = true
+				nreused++
+				return nil
+			}
+			if db.opts.testHookBlockWrite != nil {
+				if err := db.opts.testHookBlockWrite(); err != nil {
+					return err
+				}
+			}
+			id := v.nextBlockID
+			v.nextBlockID++
+			v.blockIDs = append(v.blockIDs, id)
+			w.key = appendColdBlockKey(w.key[:0], cs.id, rid, id)
+			return w.set(w.key, block)
+		})
 	if err != nil {
 		return err
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	v.desc = desc
+	// Reused blocks' sizes are not known one by one: estimate them from the
+	// old average (blockBytes only feeds stats).
+	if n := len(old.blockIDs); n > 0 {
+		v.blockBytes = old.blockBytes*uint64(nreused)/uint64(n) + uint64(w.bytes)
+	} else {
+		v.blockBytes = uint64(w.bytes)
 	}
 	reader, readerID, err := db.openColdReader(cs, rid, v)
 	if err != nil {
 		return err
 	}
 
-	// 3. Switch on disk: new value, old blocks gone, in one synced batch.
+	// 3. Switch on disk: new value, replaced blocks gone, in one synced
+	// batch.
 	job.SetPhase("commit")
 	b := db.pdb.NewBatch()
 	defer b.Close()
 	if err := b.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), nil); err != nil {
 		return err
 	}
-	if err := b.DeleteRange(appendColdBlockKey(nil, cs.id, rid, 0), appendColdBlockKey(nil, cs.id, rid, old.nextBlockID), nil); err != nil {
-		return err
+	for i, id := range old.blockIDs {
+		if !reused[i] {
+			if err := b.Delete(appendColdBlockKey(nil, cs.id, rid, id), nil); err != nil {
+				return err
+			}
+		}
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return err
@@ -400,6 +436,7 @@ func (db *DB) mergeRange(ctx context.Context, cs *counterState, rid uint64) (err
 	db.commit.Lock()
 	cur := cs.ranges.Load().m[rid]
 	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v, delta: cur.delta})
+	db.tierChanges.Add(1)
 	db.commit.Unlock()
 	db.blockCache.Evict(rs.coldID)
 	return nil

@@ -161,6 +161,16 @@ func (db *DB) Checkpoint() error {
 		return ErrClosed
 	}
 	db.commit.Lock()
+	tierChanges := db.tierChanges.Load()
+	if db.commit.lastSeq == db.ckpt.seq && tierChanges != db.ckpt.tierChanges {
+		// A seal or merge changed what the chunks must hold (a delta was
+		// folded into blocks) without a log record: an empty record gives
+		// the new checkpoint its own sequence.
+		if err := db.commitLocked(&Batch{db: db}); err != nil {
+			db.commit.Unlock()
+			return err
+		}
+	}
 	seq := db.commit.lastSeq
 	var tables []tableRef
 	cat := db.cat.Load()
@@ -209,6 +219,7 @@ func (db *DB) Checkpoint() error {
 		return fmt.Errorf("tally: checkpoint: %w", err)
 	}
 	db.ckpt.seq = seq
+	db.ckpt.tierChanges = tierChanges
 	db.ckpt.last = time.Now()
 	db.logBytes.Add(-logBytes)
 	db.logRecords.Add(-logRecords)

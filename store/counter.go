@@ -74,23 +74,49 @@ func (c *Counter) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
 	n := len(cs.cols.Load().cols)
 	dst = grow(dst, len(ids)*n)
 	ranges := cs.ranges.Load()
-	var rs *rangeState
-	prev := ^uint64(0)
-	for i, id := range ids {
-		out := dst[i*n : i*n+n]
-		// Feed pages cluster in recent ranges: reuse the last lookup.
-		if rid := id >> cs.rangeBits; rid != prev || rs == nil {
-			rs, prev = ranges.m[rid], rid
+	for i := 0; i < len(ids); {
+		rid := ids[i] >> cs.rangeBits
+		rs := ranges.m[rid]
+		// A feed page's ids cluster in a few recent ranges: take the run of
+		// ids in this range.
+		j := i + 1
+		for j < len(ids) && ids[j]>>cs.rangeBits == rid {
+			j++
 		}
-		if rs == nil {
-			clear(out)
-			continue
+		if err := cs.multiGetRange(rs, ids[i:j], dst[i*n:j*n], n); err != nil {
+			return dst, err
 		}
-		if err := rs.readRow(id&cs.keyMask, out); err != nil {
-			return dst, fmt.Errorf("tally: %s id %d: %w", cs.name, id, err)
-		}
+		i = j
 	}
 	return dst, nil
+}
+
+// multiGetRange reads the rows of ids, all in range rs (nil: none), into
+// out (n values per id).
+func (cs *counterState) multiGetRange(rs *rangeState, ids []uint64, out []uint64, n int) error {
+	if rs == nil {
+		clear(out)
+		return nil
+	}
+	if rs.cold == nil && rs.delta == nil && rs.hot.NumColumns() == n {
+		// Pure hot range: GetMany overlaps the ids' cache misses.
+		var keys [16]uint64
+		var found [16]bool
+		for off := 0; off < len(ids); off += len(keys) {
+			m := min(len(keys), len(ids)-off)
+			for k := 0; k < m; k++ {
+				keys[k] = ids[off+k] & cs.keyMask
+			}
+			rs.hot.GetMany(keys[:m], out[off*n:off*n], found[:0])
+		}
+		return nil
+	}
+	for k, id := range ids {
+		if err := rs.readRow(id&cs.keyMask, out[k*n:k*n+n]); err != nil {
+			return fmt.Errorf("tally: %s id %d: %w", cs.name, id, err)
+		}
+	}
+	return nil
 }
 
 // Incr adds delta (which may be negative) to one column of row id and returns

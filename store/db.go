@@ -33,15 +33,17 @@ type DB struct {
 	// ckpt serializes checkpoints.
 	ckpt struct {
 		sync.Mutex
-		seq  uint64 // sequence included by the newest complete checkpoint
-		last time.Time
+		seq         uint64 // sequence included by the newest complete checkpoint
+		last        time.Time
+		tierChanges int64 // DB.tierChanges when it started
 	}
 
-	logBytes   atomic.Int64 // log bytes written since the last checkpoint
-	logRecords atomic.Int64 // log records written since the last checkpoint
-	unsynced   atomic.Bool  // NoSync commits since the last interval sync
-	closed     atomic.Bool
-	failed     atomic.Pointer[error]
+	tierChanges atomic.Int64 // seals and merges published (they write no log record)
+	logBytes    atomic.Int64 // log bytes written since the last checkpoint
+	logRecords  atomic.Int64 // log records written since the last checkpoint
+	unsynced    atomic.Bool  // NoSync commits since the last interval sync
+	closed      atomic.Bool
+	failed      atomic.Pointer[error]
 
 	recovery RecoveryStats
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -49,6 +50,9 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 	}
 	cols := cs.cols.Load()
 	n := len(cols.cols)
+	if len(in.IDs) >= 1<<32 {
+		return st, fmt.Errorf("%w: %d rows in one Load (split it)", ErrValueRange, len(in.IDs))
+	}
 	if n == 0 || len(in.Vals) != len(in.IDs)*n {
 		return st, fmt.Errorf("%w: %d ids and %d values for %d columns", ErrValueRange, len(in.IDs), len(in.Vals), n)
 	}
@@ -137,21 +141,22 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 // sortForLoad sorts rows by id (keeping the last of repeated ids) and drops
 // all-zero rows; keys in the result are full ids.
 func sortForLoad(in LoadRows, n int) *compaction.Rows {
-	idx := make([]int, len(in.IDs))
+	keys := slices.Clone(in.IDs)
+	idx := make([]uint32, len(keys))
 	for i := range idx {
-		idx[i] = i
+		idx[i] = uint32(i)
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return in.IDs[idx[a]] < in.IDs[idx[b]] })
+	compaction.SortKeys(keys, idx) // stable: repeated ids keep input order
 	out := &compaction.Rows{NCols: n}
 	for j, i := range idx {
-		if j+1 < len(idx) && in.IDs[idx[j+1]] == in.IDs[i] {
+		if j+1 < len(idx) && keys[j+1] == keys[j] {
 			continue // a later row for the same id wins
 		}
-		vals := in.Vals[i*n : (i+1)*n]
+		vals := in.Vals[int(i)*n : (int(i)+1)*n]
 		if allZero(vals) {
 			continue
 		}
-		out.Keys = append(out.Keys, in.IDs[i])
+		out.Keys = append(out.Keys, keys[j])
 		out.Vals = append(out.Vals, vals...)
 	}
 	return out
@@ -195,6 +200,7 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 		return err
 	}
 	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v, delta: delta})
+	db.tierChanges.Add(1)
 	st.ColdRows += rows.Len()
 	st.ColdRanges++
 	st.BlocksBytes += nbytes

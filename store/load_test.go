@@ -101,3 +101,30 @@ func TestLoadDurableOnCrash(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeThenReopen: a merge writes no log record, yet the checkpoint
+// after it must not bring the merged delta back.
+func TestMergeThenReopen(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("m", testOptions(fs))
+	must(t, err)
+	c := newPosts(t, db, 8)
+	must(t, c.Set(3, 1, 2, 3))
+	must(t, db.SealRange(context.Background(), "posts", 0))
+	_, err = c.Incr(3, "likes", 1)
+	must(t, err)
+	must(t, db.Checkpoint())
+	must(t, db.Compact(context.Background()))
+	must(t, db.Close())
+	db, err = Open("m", testOptions(fs))
+	must(t, err)
+	defer db.Close()
+	st := db.Stats().Counters[0]
+	if st.DeltaRows != 0 || st.ColdRows != 1 {
+		t.Fatalf("after merge and reopen: %d delta rows, %d cold rows", st.DeltaRows, st.ColdRows)
+	}
+	c, _ = db.Counter("posts")
+	if got := get(t, c, 3); !slices.Equal(got, []uint64{1, 2, 4}) {
+		t.Fatalf("row = %v", got)
+	}
+}

@@ -1,0 +1,37 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestAllocs checks the steady-state read and write paths allocate nothing
+// per operation (DESIGN.md quality bar).
+func TestAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	for _, d := range []Durability{SyncAlways, SyncInterval, NoSync} {
+		fs := vfs.NewMem()
+		o := testOptions(fs)
+		o.Durability = d
+		db := openTest(t, fs, "a", o)
+		c := newPosts(t, db, 16)
+		ids := []uint64{1, 2, 3, 1 << 20, 5, 6, 7, 8, 9, 10}
+		for _, id := range ids {
+			must(t, c.Set(id, 1, 2, 3))
+		}
+		dst := make([]uint64, 64)
+		check := func(name string, f func()) {
+			f() // warm up pools
+			if n := testing.AllocsPerRun(200, f); n != 0 {
+				t.Errorf("%s (%s): %.1f allocs/op", name, d, n)
+			}
+		}
+		check("Get", func() { c.Get(3, dst) })
+		check("GetColumn", func() { c.GetColumn(3, "likes") })
+		check("MultiGet", func() { c.MultiGet(ids, dst) })
+		check("Incr", func() { c.Incr(3, "likes", 1) })
+	}
+}

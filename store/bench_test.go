@@ -1,0 +1,417 @@
+package store_test
+
+// Store benchmarks (issues 2 and 3). Sizes come from environment variables
+// so `go test -bench=. ./store/` stays quick; the figures in
+// bench/RESULTS.md use the full sizes:
+//
+//	TALLY_BENCH_ROWS=20000000   stored rows of the hot-table benchmarks
+//	TALLY_BENCH_LOG=2000000     log records for BenchmarkOpen
+//
+// Data: the bench/workload generator (55% of items never counted,
+// power-law counts, tail above 65,535 under 1 in 100,000), 2 columns with
+// 16-bit hints. Ids are time-ordered and spread over one range of
+// 2^rangeBits ids so "a 20M-row table" is one hot table.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tallydb/tally/bench/workload"
+	"github.com/tallydb/tally/store"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// dataset is a generated counter data set over one range.
+type dataset struct {
+	ids     []uint64 // every item, zero ones included, increasing
+	present []uint64 // the items with a non-zero row
+	load    store.LoadRows
+}
+
+var (
+	dataMu    sync.Mutex
+	dataCache = map[string]*dataset{}
+)
+
+// genData returns ~rows stored rows (and ~rows/0.45 items) in range 1 of
+// 2^rangeBits ids.
+func genData(rows int, rangeBits uint) *dataset {
+	key := fmt.Sprint(rows, rangeBits)
+	dataMu.Lock()
+	defer dataMu.Unlock()
+	if d := dataCache[key]; d != nil {
+		return d
+	}
+	items := uint64(float64(rows) / 0.45)
+	w := workload.MustNew(workload.Config{Seed: 1, Items: items, Columns: 2})
+	d := &dataset{ids: make([]uint64, 0, items)}
+	base := uint64(1) << rangeBits
+	stride := (uint64(1) << rangeBits) / items
+	vals := make([]uint64, 2)
+	for i := uint64(0); i < items; i++ {
+		// Time-ordered: item i's id grows with i, with jitter inside its slot.
+		id := base + i*stride + uint64(rand.N(max(stride, 1)))
+		d.ids = append(d.ids, id)
+		vals = w.Values(i, vals[:0])
+		if !workload.IsZero(vals) {
+			d.present = append(d.present, id)
+			d.load.IDs = append(d.load.IDs, id)
+			d.load.Vals = append(d.load.Vals, vals...)
+		}
+	}
+	dataCache[key] = d
+	return d
+}
+
+type benchDB struct {
+	db *store.DB
+	c  *store.Counter
+	d  *dataset
+}
+
+func openBench(b *testing.B, dir string, o *store.Options, rows int, rangeBits uint, age store.AgePolicy) *benchDB {
+	b.Helper()
+	if o == nil {
+		o = &store.Options{}
+	}
+	o.CompactionInterval = -1
+	db, err := store.Open(dir, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	if err := db.CreateCounter("posts", store.CounterOptions{RangeBits: uint8(rangeBits), Age: age}); err != nil {
+		b.Fatal(err)
+	}
+	for _, col := range []string{"likes", "comments"} {
+		if err := db.AddColumn("posts", col, store.ColumnOptions{HintBits: 16, MaxBits: 32}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c, _ := db.Counter("posts")
+	d := genData(rows, rangeBits)
+	if _, err := db.Load(context.Background(), "posts", d.load, nil); err != nil {
+		b.Fatal(err)
+	}
+	return &benchDB{db: db, c: c, d: d}
+}
+
+// BenchmarkMultiGet10 reads feed pages of 10 random items (55% of them
+// never counted) from one hot table of TALLY_BENCH_ROWS rows. Run with
+// -cpu 1,2 for scaling. Reports ids/s and the table's bytes per row.
+func BenchmarkMultiGet10(b *testing.B) {
+	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
+	bd := openBench(b, b.TempDir(), nil, rows, 32, store.AgePolicy{})
+	st := bd.db.Stats().Counters[0]
+	b.ReportMetric(st.BytesPerHotRow(), "B/row")
+	ids := bd.d.ids
+	b.ReportAllocs()
+	b.ResetTimer()
+	var seed atomic.Uint64
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewPCG(seed.Add(1), 9))
+		batch := make([]uint64, 10)
+		dst := make([]uint64, 20)
+		for pb.Next() {
+			for i := range batch {
+				batch[i] = ids[rng.IntN(len(ids))]
+			}
+			if _, err := bd.c.MultiGet(batch, dst); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N*10)/b.Elapsed().Seconds(), "ids/s")
+}
+
+// BenchmarkIncr measures increments per second under each durability mode
+// with 1, 8 and 64 concurrent writers, on the real filesystem.
+func BenchmarkIncr(b *testing.B) {
+	for _, d := range []store.Durability{store.SyncAlways, store.SyncInterval, store.NoSync} {
+		for _, writers := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("%s/writers=%d", d, writers), func(b *testing.B) {
+				bd := openBench(b, b.TempDir(), &store.Options{Durability: d}, 100_000, 32, store.AgePolicy{})
+				ids := bd.d.ids
+				b.ReportAllocs()
+				b.ResetTimer()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for w := 0; w < writers; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						rng := rand.New(rand.NewPCG(uint64(w), 5))
+						for next.Add(1) <= int64(b.N) {
+							if _, err := bd.c.Incr(ids[rng.IntN(len(ids))], "likes", 1); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "incr/s")
+			})
+		}
+	}
+}
+
+// BenchmarkOpen measures recovery: Open of a store holding TALLY_BENCH_ROWS
+// checkpointed rows plus TALLY_BENCH_LOG log records to replay.
+func BenchmarkOpen(b *testing.B) {
+	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
+	logN := envInt("TALLY_BENCH_LOG", rows/10)
+	dir := b.TempDir()
+	bd := openBench(b, dir, &store.Options{Durability: store.NoSync, CheckpointLogBytes: -1, CheckpointInterval: -1}, rows, 32, store.AgePolicy{})
+	ids := bd.d.ids
+	batch := bd.db.NewBatch()
+	for i := 0; i < logN; i++ {
+		if err := batch.Incr("posts", ids[(i*7919)%len(ids)], "likes", 1); err != nil {
+			b.Fatal(err)
+		}
+		if batch.Len() == 1 || i == logN-1 { // one record per write, like a live store
+			if err := batch.Commit(); err != nil {
+				b.Fatal(err)
+			}
+			batch.Reset()
+		}
+	}
+	batch.Close()
+	if err := bd.db.SyncWAL(); err != nil {
+		b.Fatal(err)
+	}
+	// Copy the store aside before Close checkpoints it, so every iteration
+	// replays the log.
+	snap := b.TempDir()
+	if err := copyDir(dir, snap); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var rec store.RecoveryStats
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		work := b.TempDir()
+		if err := copyDir(snap, work); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		db, err := store.Open(work, &store.Options{DisableBackground: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		rec = db.Stats().Recovery
+		db.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(rec.RowsLoaded), "rows")
+	b.ReportMetric(float64(rec.RecordsReplayed), "records")
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/open")
+}
+
+func copyDir(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		s, d := src+"/"+e.Name(), dst+"/"+e.Name()
+		if e.IsDir() {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+			if err := copyDir(s, d); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.Name() == "TALLY.LOCK" || e.Name() == "LOCK" {
+			continue
+		}
+		data, err := os.ReadFile(s)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(d, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// coldBench is a store whose one range of TALLY_BENCH_ROWS rows was sealed
+// into cold blocks.
+func coldBench(b *testing.B, cacheBytes int64) *benchDB {
+	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
+	bd := openBench(b, b.TempDir(), &store.Options{BlockCacheSize: cacheBytes}, rows, 32, store.AgePolicy{})
+	if err := bd.db.SealRange(context.Background(), "posts", 1); err != nil {
+		b.Fatal(err)
+	}
+	st := bd.db.Stats().Counters[0]
+	if st.ColdRows != len(bd.d.present) {
+		b.Fatalf("cold rows %d, want %d", st.ColdRows, len(bd.d.present))
+	}
+	b.ReportMetric(st.BytesPerColdRow(), "disk-B/row")
+	return bd
+}
+
+// BenchmarkColdMultiGet10 reads 10 ids from a sealed range: "cached" with a
+// cache holding every block (target ≤ 5 µs per call), "absent" with ids the
+// range does not hold (target ≤ 200 ns per id), "uncached" with a cache far
+// smaller than the data (reports p50/p99 per call).
+func BenchmarkColdMultiGet10(b *testing.B) {
+	for _, mode := range []string{"cached", "absent", "uncached"} {
+		b.Run(mode, func(b *testing.B) {
+			cache := int64(1 << 30)
+			if mode == "uncached" {
+				cache = 1 << 20
+			}
+			bd := coldBench(b, cache)
+			pool := bd.d.present
+			if mode == "absent" {
+				pool = absentIDs(bd.d, 1<<16)
+			}
+			rng := rand.New(rand.NewPCG(1, 1))
+			batch := make([]uint64, 10)
+			dst := make([]uint64, 20)
+			if mode == "cached" { // warm every block
+				for i := 0; i < len(pool); i += 10 {
+					bd.c.MultiGet(pool[i:min(i+10, len(pool))], dst)
+				}
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j := range batch {
+					batch[j] = pool[rng.IntN(len(pool))]
+				}
+				t0 := time.Now()
+				if _, err := bd.c.MultiGet(batch, dst); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N*10), "ns/id")
+		})
+	}
+}
+
+// absentIDs returns n ids inside the range that hold no row.
+func absentIDs(d *dataset, n int) []uint64 {
+	present := make(map[uint64]struct{}, len(d.present))
+	for _, id := range d.present {
+		present[id] = struct{}{}
+	}
+	out := make([]uint64, 0, n)
+	for _, id := range d.ids {
+		if _, ok := present[id]; !ok {
+			out = append(out, id)
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// BenchmarkSeal measures sealing throughput: a hot range of
+// TALLY_BENCH_ROWS rows aged into cold blocks (target ≥ 5M rows/s).
+func BenchmarkSeal(b *testing.B) {
+	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		dir, err := os.MkdirTemp("", "tally-seal-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		bd := openBench(b, dir, &store.Options{CompactionBytesPerSec: -1}, rows, 32, store.AgePolicy{})
+		b.StartTimer()
+		t0 := time.Now()
+		if err := bd.db.SealRange(context.Background(), "posts", 1); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(t0)
+		b.StopTimer()
+		bd.db.Close()
+		os.RemoveAll(dir) // one store at a time on disk
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(len(genData(rows, 32).present))*float64(b.N)/total.Seconds(), "rows/s")
+}
+
+// BenchmarkMultiGetWhileSealing compares the p99 of hot MultiGet calls on
+// one range while another range of the same size is being sealed (paced by
+// the default CompactionBytesPerSec) against the p99 while idle.
+func BenchmarkMultiGetWhileSealing(b *testing.B) {
+	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
+	bd := openBench(b, b.TempDir(), nil, rows, 32, store.AgePolicy{})
+	// A second range to seal: the same rows shifted one range up.
+	d := bd.d
+	shifted := store.LoadRows{Vals: d.load.Vals}
+	for _, id := range d.load.IDs {
+		shifted.IDs = append(shifted.IDs, id+1<<32)
+	}
+	if _, err := bd.db.Load(context.Background(), "posts", shifted, nil); err != nil {
+		b.Fatal(err)
+	}
+	measure := func(dur time.Duration) []time.Duration {
+		rng := rand.New(rand.NewPCG(3, 3))
+		batch, dst := make([]uint64, 10), make([]uint64, 20)
+		var lat []time.Duration
+		for end := time.Now().Add(dur); time.Now().Before(end); {
+			for j := range batch {
+				batch[j] = d.ids[rng.IntN(len(d.ids))]
+			}
+			t0 := time.Now()
+			bd.c.MultiGet(batch, dst)
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		return lat
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		idle := measure(500 * time.Millisecond)
+		done := make(chan error)
+		go func() { done <- bd.db.SealRange(context.Background(), "posts", 2) }()
+		var busy []time.Duration
+		for {
+			busy = append(busy, measure(20*time.Millisecond)...)
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Fatal(err)
+				}
+				slices.Sort(busy)
+				p99 := func(l []time.Duration) float64 { return float64(l[len(l)*99/100].Nanoseconds()) }
+				b.ReportMetric(p99(idle), "idle-p99-ns")
+				b.ReportMetric(p99(busy), "sealing-p99-ns")
+				b.ReportMetric(p99(busy)/p99(idle), "p99-ratio")
+				goto next
+			default:
+			}
+		}
+	next:
+	}
+}
