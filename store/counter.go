@@ -111,49 +111,9 @@ func (cs *counterState) multiGetRange(rs *rangeState, ids []uint64, out []uint64
 		}
 		return nil
 	}
-	if rs.cold != nil {
-		return cs.multiGetCold(rs, ids, out, n)
-	}
 	for k, id := range ids {
 		if err := rs.readRow(id&cs.keyMask, out[k*n:k*n+n]); err != nil {
 			return fmt.Errorf("tally: %s id %d: %w", cs.name, id, err)
-		}
-	}
-	return nil
-}
-
-// multiGetCold reads ids of a cold range: the delta (and a frozen delta)
-// decide the rows written since the seal; the rest go to the blocks in one
-// cold.MultiGet, which reads each block once.
-func (cs *counterState) multiGetCold(rs *rangeState, ids []uint64, out []uint64, n int) error {
-	const batch = 16
-	var keys [batch]uint64
-	var pos [batch]int
-	var found [batch]bool
-	var vals [batch * MaxColumns]uint64
-	bn := rs.cold.Desc().NumColumns()
-	for off := 0; off < len(ids); off += batch {
-		m := 0
-		for k := off; k < min(off+batch, len(ids)); k++ {
-			key := ids[k] & cs.keyMask
-			row := out[k*n : k*n+n]
-			if readDelta(rs.delta, key, row) || rs.frozen != nil && readDelta(rs.frozen, key, row) {
-				continue
-			}
-			keys[m], pos[m] = key, k
-			m++
-		}
-		if m == 0 {
-			continue
-		}
-		got, err := rs.cold.MultiGet(keys[:m], vals[:0], found[:m])
-		if err != nil {
-			return fmt.Errorf("tally: %s range %d: %w: %w", cs.name, rs.id, ErrCorrupt, err)
-		}
-		for j := 0; j < m; j++ {
-			row := out[pos[j]*n : pos[j]*n+n]
-			c := copy(row, got[j*bn:j*bn+bn])
-			clear(row[c:])
 		}
 	}
 	return nil
