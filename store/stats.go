@@ -16,11 +16,14 @@ type Stats struct {
 	LogRecords    int64  // log records since the newest checkpoint
 	LogBytes      int64  // log bytes since the newest checkpoint
 	DiskBytes     uint64 // bytes of all files of the Pebble instance
-	Recovery      RecoveryStats
-	BlockCache    BlockCacheStats
-	Jobs          []compaction.Progress // background jobs running now
-	JobsFinished  int64
-	Errors        []string // background errors since Open
+	// PebbleMemBytes is the memory Pebble holds: its block cache, memtables
+	// and file cache.
+	PebbleMemBytes int64
+	Recovery       RecoveryStats
+	BlockCache     BlockCacheStats
+	Jobs           []compaction.Progress // background jobs running now
+	JobsFinished   int64
+	Errors         []string // background errors since Open
 }
 
 // BlockCacheStats describes the decompressed cold block cache.
@@ -109,7 +112,9 @@ func (db *DB) Stats() Stats {
 	s.LogRecords, s.LogBytes = db.logRecords.Load(), db.logBytes.Load()
 	db.pebbleMu.RLock()
 	if !db.pebbleClosed {
-		s.DiskBytes = db.pdb.Metrics().DiskSpaceUsage()
+		m := db.pdb.Metrics()
+		s.DiskBytes = m.DiskSpaceUsage()
+		s.PebbleMemBytes = m.BlockCache.Size + int64(m.MemTable.Size) + m.FileCache.Size
 	}
 	db.pebbleMu.RUnlock()
 	for _, ci := range db.Counters() {
