@@ -22,22 +22,20 @@ func (r *Rows) Len() int { return len(r.Keys) }
 // Row returns the values of row i.
 func (r *Rows) Row(i int) []uint64 { return r.Vals[i*r.NCols : (i+1)*r.NCols] }
 
-// SortedRows copies every row of t out, sorted by key. If skip is not nil,
-// rows whose first column is non-zero are left out and the first column is
-// dropped (a delta table's deletion marker, see store/tier.go) — use
-// SortedDelta for that instead. The table may be read concurrently; it must
-// not be written (the store freezes it first).
+// SortedRows copies every row of t out, sorted by key. The table may be
+// read concurrently; it must not be written (the store freezes it first).
 func SortedRows(t *hot.Table) *Rows {
-	return sortedRows(t, false)
+	return sortedRows(t)
 }
 
 // SortedDelta copies a delta table's rows out sorted by key, keeping the
-// marker column first: Row(i)[0] == 1 means the key was deleted.
+// marker column first: Row(i)[0] == 1 means the key was deleted (see
+// store/tier.go).
 func SortedDelta(t *hot.Table) *Rows {
-	return sortedRows(t, true)
+	return sortedRows(t)
 }
 
-func sortedRows(t *hot.Table, _ bool) *Rows {
+func sortedRows(t *hot.Table) *Rows {
 	n := t.NumColumns()
 	count := t.Len()
 	keys := make([]uint64, 0, count)
@@ -196,57 +194,4 @@ func deltaChanges(delta *Rows, ncols int) ([]cold.Change, error) {
 		}
 	}
 	return changes, nil
-}
-
-// MergeRows returns the rows of the range after applying delta (from
-// SortedDelta) to the rows of r: a delta row marked deleted removes the key,
-// any other replaces (or adds) it. ncols is the counter's current column
-// count; block rows with fewer columns are padded with zeros.
-//
-// Superseded by Merge: it re-reads and re-encodes every block; use Merge, which
-// rewrites only the blocks the delta touches. Kept until store/age.go
-// switches over.
-func MergeRows(r *cold.Reader, delta *Rows, ncols int) (*Rows, error) {
-	out := &Rows{NCols: ncols}
-	di := 0
-	takeDelta := func() {
-		row := delta.Row(di)
-		if row[0] != 1 {
-			out.Keys = append(out.Keys, delta.Keys[di])
-			vals := row[1:]
-			for c := 0; c < ncols; c++ {
-				var v uint64
-				if c < len(vals) {
-					v = vals[c]
-				}
-				out.Vals = append(out.Vals, v)
-			}
-		}
-		di++
-	}
-	err := r.Iter(func(key uint64, vals []uint64) error {
-		for di < delta.Len() && delta.Keys[di] < key {
-			takeDelta()
-		}
-		if di < delta.Len() && delta.Keys[di] == key {
-			takeDelta()
-			return nil
-		}
-		out.Keys = append(out.Keys, key)
-		for c := 0; c < ncols; c++ {
-			var v uint64
-			if c < len(vals) {
-				v = vals[c]
-			}
-			out.Vals = append(out.Vals, v)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for di < delta.Len() {
-		takeDelta()
-	}
-	return out, nil
 }
