@@ -193,6 +193,21 @@ func (w *blockWriter) set(key, value []byte) error {
 	return nil
 }
 
+// addBlock writes block as the next block of the range under a fresh block
+// id, appending it to v's block map.
+func (w *blockWriter) addBlock(v *coldRangeValue, counterID uint32, rid uint64, block []byte) error {
+	if hook := w.db.opts.testHookBlockWrite; hook != nil {
+		if err := hook(); err != nil {
+			return err
+		}
+	}
+	id := v.nextBlockID
+	v.nextBlockID++
+	v.blockIDs = append(v.blockIDs, id)
+	w.key = appendColdBlockKey(w.key[:0], counterID, rid, id)
+	return w.set(w.key, block)
+}
+
 func (w *blockWriter) flush() error {
 	if w.batch == nil {
 		return nil
@@ -223,17 +238,8 @@ func (db *DB) writeBlocksWith(ctx context.Context, cs *counterState, rid uint64,
 	w := &blockWriter{db: db}
 	defer w.close()
 	v := &coldRangeValue{seq: seq, nextBlockID: firstID}
-	desc, err := compaction.Encode(ctx, rows, db.buildOptions(), lim, job, func(no uint32, block []byte) error {
-		if db.opts.testHookBlockWrite != nil {
-			if err := db.opts.testHookBlockWrite(); err != nil {
-				return err
-			}
-		}
-		id := v.nextBlockID
-		v.nextBlockID++
-		v.blockIDs = append(v.blockIDs, id)
-		w.key = appendColdBlockKey(w.key[:0], cs.id, rid, id)
-		return w.set(w.key, block)
+	desc, err := compaction.Encode(ctx, rows, db.buildOptions(), lim, job, func(_ uint32, block []byte) error {
+		return w.addBlock(v, cs.id, rid, block)
 	})
 	if err != nil {
 		return nil, 0, err
@@ -383,16 +389,7 @@ func (db *DB) mergeRange(ctx context.Context, cs *counterState, rid uint64) (err
 				nreused++
 				return nil
 			}
-			if db.opts.testHookBlockWrite != nil {
-				if err := db.opts.testHookBlockWrite(); err != nil {
-					return err
-				}
-			}
-			id := v.nextBlockID
-			v.nextBlockID++
-			v.blockIDs = append(v.blockIDs, id)
-			w.key = appendColdBlockKey(w.key[:0], cs.id, rid, id)
-			return w.set(w.key, block)
+			return w.addBlock(v, cs.id, rid, block)
 		})
 	if err != nil {
 		return err

@@ -26,11 +26,8 @@ func TestCrashDuringAging(t *testing.T) {
 	fs := vfs.NewCrashableMem()
 	opts := testOptions(fs)
 	opts.ColdBlockSize = 64
-	db, err := Open("a", opts)
-	must(t, err)
-	must(t, db.CreateCounter("posts", CounterOptions{RangeBits: 8}))
-	must(t, db.AddColumn("posts", "reposts", ColumnOptions{}))
-	must(t, db.AddColumn("posts", "comments", ColumnOptions{}))
+	db := openPairStore(t, "a", opts, 8)
+	var err error
 	// Background rows in many ranges so seals have blocks to write.
 	b := db.NewBatch()
 	for i := uint64(0); i < 4000; i++ {

@@ -33,6 +33,18 @@ func incrPair(db *DB, w uint64) error {
 	return b.Commit()
 }
 
+// openPairStore opens a store on opts.FS with counter "posts" (reposts,
+// comments) for pair batches. The caller closes it (tests reopen it).
+func openPairStore(t *testing.T, dir string, opts *Options, rangeBits uint8) *DB {
+	t.Helper()
+	db, err := Open(dir, opts)
+	must(t, err)
+	must(t, db.CreateCounter("posts", CounterOptions{RangeBits: rangeBits}))
+	must(t, db.AddColumn("posts", "reposts", ColumnOptions{}))
+	must(t, db.AddColumn("posts", "comments", ColumnOptions{}))
+	return db
+}
+
 func checkPairs(t *testing.T, db *DB, acked []int64, where string) {
 	t.Helper()
 	c, err := db.Counter("posts")
@@ -65,11 +77,8 @@ func TestCrashConcurrent(t *testing.T) {
 	fs := vfs.NewCrashableMem()
 	opts := testOptions(fs)
 	opts.CheckpointChunkRows = 5
-	db, err := Open("c", opts)
-	must(t, err)
-	must(t, db.CreateCounter("posts", CounterOptions{RangeBits: 16}))
-	must(t, db.AddColumn("posts", "reposts", ColumnOptions{}))
-	must(t, db.AddColumn("posts", "comments", ColumnOptions{}))
+	db := openPairStore(t, "c", opts, 16)
+	var err error
 	acked := make([]int64, writers)
 
 	for round := 0; round < rounds; round++ {
