@@ -9,8 +9,8 @@ import (
 // TestAllocs checks the steady-state read and write paths allocate nothing
 // per operation (DESIGN.md quality bar).
 func TestAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts (not meaningful under -race)")
 	}
 	for _, d := range []Durability{SyncAlways, SyncInterval, NoSync} {
 		fs := vfs.NewMem()

@@ -57,9 +57,11 @@ func TestCrashDuringAging(t *testing.T) {
 			}()
 		}
 		wg.Add(1)
+		jobRNG := rand.New(rand.NewPCG(uint64(round), 17)) // not shared with this goroutine
 		go func() {
 			defer wg.Done()
 			ctx := context.Background()
+			rng := jobRNG
 			for !stop.Load() {
 				rid := uint64(rng.IntN(writers + 40))
 				if db.SealRange(ctx, "posts", rid) != nil || db.Compact(ctx) != nil {
