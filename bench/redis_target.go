@@ -138,7 +138,8 @@ func (t *redisTarget) start() error {
 	}
 	t.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	exited := make(chan error, 1)
-	go func() { exited <- t.cmd.Wait() }()
+	cmd := t.cmd // the goroutine must not read t.cmd: kill clears it
+	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(redisTimeout)
 	for {
 		select {
