@@ -137,7 +137,7 @@ func (db *DB) pendingJobs(now time.Time, mergeRows int) []pendingJob {
 				if cs.shouldAge(rid, i, now) {
 					jobs = append(jobs, pendingJob{jobSeal, cs, rid})
 				}
-			case rs.cold != nil && rs.frozen == nil && rs.delta.Len() >= mergeRows:
+			case rs.cold != nil && rs.frozen == nil && rs.delta != nil && rs.delta.Len() >= mergeRows:
 				jobs = append(jobs, pendingJob{jobMerge, cs, rid})
 			}
 		}
@@ -307,7 +307,11 @@ func (db *DB) sealRange(ctx context.Context, cs *counterState, rid uint64) (err 
 	// 4. Switch in memory.
 	db.commit.Lock()
 	cur := cs.ranges.Load().m[rid]
-	cs.replaceRangeLocked(rid, &rangeState{id: rid, delta: cur.delta, cold: reader, coldID: readerID, coldV: v})
+	live := cur.delta
+	if live.Len() == 0 {
+		live = nil // most aged ranges are never written again
+	}
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, delta: live, cold: reader, coldID: readerID, coldV: v})
 	db.tierChanges.Add(1)
 	db.commit.Unlock()
 	return nil
@@ -346,16 +350,12 @@ func (db *DB) mergeRange(ctx context.Context, cs *counterState, rid uint64) (err
 		return err
 	}
 	rs := cs.ranges.Load().m[rid]
-	if rs == nil || rs.cold == nil || rs.frozen != nil || rs.delta.Len() == 0 {
+	if rs == nil || rs.cold == nil || rs.frozen != nil || rs.delta == nil || rs.delta.Len() == 0 {
 		db.commit.Unlock()
 		return nil
 	}
-	delta, err := newDeltaTable(cs)
-	if err != nil {
-		db.commit.Unlock()
-		return err
-	}
-	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: rs.cold, coldID: rs.coldID, coldV: rs.coldV, frozen: rs.delta, delta: delta})
+	// Later writes create a new delta (ensureDeltaLocked).
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: rs.cold, coldID: rs.coldID, coldV: rs.coldV, frozen: rs.delta})
 	seq := db.commit.lastSeq
 	ncols := len(cs.cols.Load().cols)
 	db.commit.Unlock()
@@ -446,6 +446,10 @@ func (db *DB) unfreezeMerge(cs *counterState, rid uint64) {
 	defer db.commit.Unlock()
 	cur := cs.ranges.Load().m[rid]
 	if cur == nil || cur.frozen == nil {
+		return
+	}
+	if cur.delta == nil { // no write since the freeze: the frozen delta is the delta
+		cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: cur.cold, coldID: cur.coldID, coldV: cur.coldV, delta: cur.frozen})
 		return
 	}
 	var err error

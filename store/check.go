@@ -18,7 +18,7 @@ func (db *DB) Check() error {
 				return fmt.Errorf("tally: %s: range %d filed under %d", cs.name, rs.id, rid)
 			}
 			switch {
-			case rs.cold != nil && (rs.hot != nil || rs.delta == nil || rs.coldV == nil):
+			case rs.cold != nil && (rs.hot != nil || rs.coldV == nil):
 				return fmt.Errorf("tally: %s range %d: cold range in shape %s", cs.name, rid, rs.shape())
 			case rs.cold == nil && (rs.hot == nil || rs.frozen != nil || rs.coldV != nil):
 				return fmt.Errorf("tally: %s range %d: hot range in shape %s", cs.name, rid, rs.shape())

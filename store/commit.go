@@ -353,6 +353,10 @@ func (cs *counterState) applyLocked(id uint64, vals []uint64) error {
 			return err
 		}
 	}
+	rs, err := cs.ensureDeltaLocked(rs)
+	if err != nil {
+		return err
+	}
 	return rs.put(id&cs.keyMask, vals)
 }
 

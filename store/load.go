@@ -185,10 +185,6 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 	if err != nil {
 		return err
 	}
-	delta, err := newDeltaTable(cs)
-	if err != nil {
-		return err
-	}
 	db.commit.Lock()
 	defer db.commit.Unlock()
 	if cs.ranges.Load().m[rid] != nil {
@@ -199,7 +195,7 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 	if err := db.pdb.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), pebble.Sync); err != nil {
 		return err
 	}
-	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v, delta: delta})
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v})
 	db.tierChanges.Add(1)
 	st.ColdRows += rows.Len()
 	st.ColdRanges++

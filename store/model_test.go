@@ -215,7 +215,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		case p < 92: // merge every cold delta
 			must(t, db.Compact(context.Background()))
 			for _, rs := range c.cs.ranges.Load().m {
-				if rs.cold != nil && rs.delta.Len() != 0 {
+				if rs.cold != nil && rs.delta != nil && rs.delta.Len() != 0 {
 					t.Fatalf("step %d: delta of range %d not merged", step, rs.id)
 				}
 				if rs.cold != nil {

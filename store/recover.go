@@ -31,11 +31,7 @@ func (db *DB) loadColdRanges(cat *catalog) error {
 			return fmt.Errorf("%w: %s range %d: blocks have %d columns, schema %d",
 				ErrCorrupt, cs.name, rid, reader.Desc().NumColumns(), len(cs.cols.Load().cols))
 		}
-		delta, err := newDeltaTable(cs)
-		if err != nil {
-			return err
-		}
-		cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v, delta: delta})
+		cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v})
 		return nil
 	})
 }
@@ -78,6 +74,10 @@ func (db *DB) loadChunk(cat *catalog, ckptSeq uint64, v []byte) error {
 		case h.ncols == 0:
 			return fmt.Errorf("%w: delta chunk without marker column", ErrCorrupt)
 		case rs.cold != nil:
+			var err error
+			if rs, err = cs.ensureDeltaLocked(rs); err != nil {
+				return err
+			}
 			return rs.delta.Put(key, vals)
 		case vals[0] == deltaDeleted:
 			// A delta of a seal that never finished: back into hot.

@@ -13,7 +13,11 @@ import (
 //	--------  --------  --------  -------  -------  -----------------------  ------------
 //	hot       live      nil       nil      nil      hot                      hot
 //	sealing   frozen    live      nil      nil      delta, hot               delta
-//	cold      nil       live      nil/set  reader   delta, frozen, blocks    delta
+//	cold      nil       nil/live  nil/set  reader   delta, frozen, blocks    delta
+//
+// A cold range's delta is created by its first write after the seal (or
+// merge): most aged ranges are never written again and should cost no
+// table.
 //
 // "frozen" is a delta being merged into new blocks. A rangeState is immutable
 // once published (the tables it points to are not): a change of shape
@@ -93,9 +97,13 @@ func (rs *rangeState) readRow(key uint64, out []uint64) error {
 	return nil
 }
 
-// put stores a row's after-image in the range's writable table.
+// put stores a row's after-image in the range's writable table; a cold
+// range must have its delta (ensureDeltaLocked).
 func (rs *rangeState) put(key uint64, vals []uint64) error {
 	if rs.delta == nil {
+		if rs.hot == nil {
+			return fmt.Errorf("tally: range %d: write to a cold range without a delta", rs.id)
+		}
 		return rs.hot.Put(key, vals)
 	}
 	var tmp [MaxColumns + 1]uint64
@@ -106,6 +114,23 @@ func (rs *rangeState) put(key uint64, vals []uint64) error {
 		copy(row[1:], vals)
 	}
 	return rs.delta.Put(key, row)
+}
+
+// ensureDeltaLocked returns rs, or, for a cold range without a delta, its
+// replacement with an empty delta, published. The caller holds DB.commit
+// (or is recovering, alone).
+func (cs *counterState) ensureDeltaLocked(rs *rangeState) (*rangeState, error) {
+	if rs.cold == nil || rs.delta != nil {
+		return rs, nil
+	}
+	delta, err := newDeltaTable(cs)
+	if err != nil {
+		return nil, err
+	}
+	n := *rs
+	n.delta = delta
+	cs.replaceRangeLocked(rs.id, &n)
+	return &n, nil
 }
 
 // addColumnLocked widens every table of the range. Blocks keep their column
