@@ -117,19 +117,13 @@ func runIncr(e *env, args []string) error {
 	default:
 		return usagef("too many arguments: %q", strings.Join(rest[1:], " "))
 	}
-	db, err := e.open(false)
-	if err != nil {
+	return e.withCounter(name, func(_ *store.DB, c *store.Counter) error {
+		v, err := c.Incr(id, column, delta)
+		if err == nil {
+			fmt.Fprintln(e.stdout, v)
+		}
 		return err
-	}
-	c, err := db.Counter(name)
-	if err != nil {
-		return closeDB(db, err)
-	}
-	v, err := c.Incr(id, column, delta)
-	if err == nil {
-		fmt.Fprintln(e.stdout, v)
-	}
-	return closeDB(db, err)
+	})
 }
 
 func runSet(e *env, args []string) error {
@@ -150,20 +144,13 @@ func runSet(e *env, args []string) error {
 			return err
 		}
 	}
-	db, err := e.open(false)
-	if err != nil {
-		return err
-	}
-	c, err := db.Counter(pos[0])
-	if err != nil {
-		return closeDB(db, err)
-	}
-	if cols := c.Columns(); len(cols) != len(vals) {
-		err = fmt.Errorf("%w: set %s: got %d values, the counter has %d columns (%s)",
-			store.ErrValueRange, pos[0], len(vals), len(cols), strings.Join(cols, " "))
-		return closeDB(db, err)
-	}
-	return closeDB(db, c.Set(id, vals...))
+	return e.withCounter(pos[0], func(_ *store.DB, c *store.Counter) error {
+		if cols := c.Columns(); len(cols) != len(vals) {
+			return fmt.Errorf("%w: set %s: got %d values, the counter has %d columns (%s)",
+				store.ErrValueRange, pos[0], len(vals), len(cols), strings.Join(cols, " "))
+		}
+		return c.Set(id, vals...)
+	})
 }
 
 func runGet(e *env, args []string) error {
@@ -247,19 +234,14 @@ func runDelete(e *env, args []string) error {
 			return err
 		}
 	}
-	db, err := e.open(false)
-	if err != nil {
-		return err
-	}
-	if _, err := db.Counter(pos[0]); err != nil {
-		return closeDB(db, err)
-	}
-	b := db.NewBatch()
-	defer b.Close()
-	for _, id := range ids {
-		if err := b.Delete(pos[0], id); err != nil {
-			return closeDB(db, err)
+	return e.withCounter(pos[0], func(db *store.DB, _ *store.Counter) error {
+		b := db.NewBatch()
+		defer b.Close()
+		for _, id := range ids {
+			if err := b.Delete(pos[0], id); err != nil {
+				return err
+			}
 		}
-	}
-	return closeDB(db, b.Commit())
+		return b.Commit()
+	})
 }

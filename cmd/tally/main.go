@@ -268,6 +268,20 @@ func mustBeStoreDir(dir string) error {
 }
 
 // closeDB closes db and returns the first of err and Close's error.
+// withCounter opens the store, runs fn with the named counter and closes the
+// store; fn's error wins over Close's.
+func (e *env) withCounter(name string, fn func(*store.DB, *store.Counter) error) error {
+	db, err := e.open(false)
+	if err != nil {
+		return err
+	}
+	c, err := db.Counter(name)
+	if err != nil {
+		return closeDB(db, err)
+	}
+	return closeDB(db, fn(db, c))
+}
+
 func closeDB(db *store.DB, err error) error {
 	if cerr := db.Close(); err == nil {
 		err = cerr
