@@ -101,7 +101,6 @@ func byteWidth(v uint64) uint8 { return uint8((bits.Len64(v) + 7) / 8) }
 type blockEncoder struct {
 	planes []byte
 	keyBuf []byte
-	out    []byte
 }
 
 // encode appends the encoded block holding keys and column values cols

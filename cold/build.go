@@ -149,9 +149,7 @@ func (b *Builder) Add(key uint64, vals []uint64) error {
 		if err := b.flush(); err != nil {
 			return err
 		}
-		for c, v := range vals {
-			b.maxv[c] = v
-		}
+		copy(b.maxv[:], vals)
 		b.rowW = 0
 		for _, v := range vals {
 			b.rowW += int(byteWidth(v))

@@ -40,22 +40,9 @@ func TestCrashDuringAging(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		var stop atomic.Bool
 		var wg sync.WaitGroup
-		ackedNow := make([]atomic.Int64, writers)
-		for w := range writers {
-			ackedNow[w].Store(acked[w])
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// Writers hit ranges that are being sealed and merged:
-				// writer w uses ids w<<8|x, i.e. range w.
-				for !stop.Load() {
-					if err := incrPair(db, uint64(w)<<8|uint64(w)); err != nil {
-						return
-					}
-					ackedNow[w].Add(1)
-				}
-			}()
-		}
+		// Writers hit ranges that are being sealed and merged: writer w
+		// uses an id of range w.
+		ackedNow := startPairWriters(db, acked, func(w int) uint64 { return uint64(w)<<8 | uint64(w) }, &stop, &wg)
 		wg.Add(1)
 		jobRNG := rand.New(rand.NewPCG(uint64(round), 17)) // not shared with this goroutine
 		go func() {

@@ -120,9 +120,13 @@ func (b *Batch) Incr(counter string, id uint64, column string, delta int64) erro
 	if err != nil {
 		return b.fail(err)
 	}
+	return b.incr(cs, id, column, delta)
+}
+
+func (b *Batch) incr(cs *counterState, id uint64, column string, delta int64) error {
 	col, ok := cs.cols.Load().byName[column]
 	if !ok {
-		return b.fail(fmt.Errorf("%w: %s.%s", ErrColumnNotFound, counter, column))
+		return b.fail(fmt.Errorf("%w: %s.%s", ErrColumnNotFound, cs.name, column))
 	}
 	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opIncr, col: col, delta: delta})
 	return nil
@@ -135,8 +139,12 @@ func (b *Batch) Set(counter string, id uint64, values ...uint64) error {
 	if err != nil {
 		return b.fail(err)
 	}
+	return b.set(cs, id, values)
+}
+
+func (b *Batch) set(cs *counterState, id uint64, values []uint64) error {
 	if n := len(cs.cols.Load().cols); len(values) != n {
-		return b.fail(fmt.Errorf("%w: %s has %d columns, got %d values", ErrValueRange, counter, n, len(values)))
+		return b.fail(fmt.Errorf("%w: %s has %d columns, got %d values", ErrValueRange, cs.name, n, len(values)))
 	}
 	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opSet, valOff: len(b.vals), valN: len(values)})
 	b.vals = append(b.vals, values...)
@@ -151,6 +159,20 @@ func (b *Batch) Delete(counter string, id uint64) error {
 	}
 	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opDelete})
 	return nil
+}
+
+// commitOne commits a batch of the single op add puts in it (the Counter
+// methods: the handle already holds its counter, so no name lookup).
+func (db *DB) commitOne(add func(*Batch) error) (uint64, error) {
+	b := db.NewBatch()
+	defer b.Close()
+	if err := add(b); err != nil {
+		return 0, err
+	}
+	if err := b.Commit(); err != nil {
+		return 0, err
+	}
+	return b.results[0], nil
 }
 
 func (b *Batch) fail(err error) error {

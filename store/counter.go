@@ -124,33 +124,20 @@ func (cs *counterState) multiGetRange(rs *rangeState, ids []uint64, out []uint64
 // value leaves it at 0. A result above the column's maximum is refused with
 // ErrValueRange and changes nothing.
 func (c *Counter) Incr(id uint64, column string, delta int64) (uint64, error) {
-	b := c.db.NewBatch()
-	defer b.Close()
-	if err := b.Incr(c.cs.name, id, column, delta); err != nil {
-		return 0, err
-	}
-	if err := b.Commit(); err != nil {
-		return 0, err
-	}
-	return b.Result(0), nil
+	return c.db.commitOne(func(b *Batch) error { return b.incr(c.cs, id, column, delta) })
 }
 
 // Set sets every column of row id; len(values) must equal NumColumns.
 func (c *Counter) Set(id uint64, values ...uint64) error {
-	b := c.db.NewBatch()
-	defer b.Close()
-	if err := b.Set(c.cs.name, id, values...); err != nil {
-		return err
-	}
-	return b.Commit()
+	_, err := c.db.commitOne(func(b *Batch) error { return b.set(c.cs, id, values) })
+	return err
 }
 
 // Delete removes row id; all its columns read 0 afterwards.
 func (c *Counter) Delete(id uint64) error {
-	b := c.db.NewBatch()
-	defer b.Close()
-	if err := b.Delete(c.cs.name, id); err != nil {
-		return err
-	}
-	return b.Commit()
+	_, err := c.db.commitOne(func(b *Batch) error {
+		b.ops = append(b.ops, batchOp{cs: c.cs, id: id, kind: opDelete})
+		return nil
+	})
+	return err
 }

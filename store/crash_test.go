@@ -45,6 +45,26 @@ func openPairStore(t *testing.T, dir string, opts *Options, rangeBits uint8) *DB
 	return db
 }
 
+// startPairWriters starts one goroutine per writer w committing pair
+// batches on id(w) until stop, counting acknowledgements from acked[w] on.
+func startPairWriters(db *DB, acked []int64, id func(w int) uint64, stop *atomic.Bool, wg *sync.WaitGroup) []atomic.Int64 {
+	ackedNow := make([]atomic.Int64, len(acked))
+	for w := range acked {
+		ackedNow[w].Store(acked[w])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if err := incrPair(db, id(w)); err != nil {
+					return // the DB is being closed under us
+				}
+				ackedNow[w].Add(1)
+			}
+		}()
+	}
+	return ackedNow
+}
+
 func checkPairs(t *testing.T, db *DB, acked []int64, where string) {
 	t.Helper()
 	c, err := db.Counter("posts")
@@ -84,20 +104,7 @@ func TestCrashConcurrent(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		var stop atomic.Bool
 		var wg sync.WaitGroup
-		ackedNow := make([]atomic.Int64, writers)
-		for w := range writers {
-			ackedNow[w].Store(acked[w])
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for !stop.Load() {
-					if err := incrPair(db, uint64(w)); err != nil {
-						return // the DB is being closed under us
-					}
-					ackedNow[w].Add(1)
-				}
-			}()
-		}
+		ackedNow := startPairWriters(db, acked, func(w int) uint64 { return uint64(w) }, &stop, &wg)
 		wg.Add(1)
 		go func() { // checkpoints race with the crash too
 			defer wg.Done()

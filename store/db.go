@@ -87,13 +87,12 @@ func (db *DB) noteLogWrite(n int) {
 	if db.opts.Durability != SyncAlways {
 		db.unsynced.Store(true)
 	}
-	if lim := db.opts.CheckpointLogBytes; lim > 0 && db.logBytes.Add(int64(n)) >= lim {
-		select {
+	total := db.logBytes.Add(int64(n))
+	if lim := db.opts.CheckpointLogBytes; lim > 0 && total >= lim {
+		select { // nudge the checkpointer; one pending nudge is enough
 		case db.bg.kick <- struct{}{}:
 		default:
 		}
-	} else if lim <= 0 {
-		db.logBytes.Add(int64(n))
 	}
 }
 
@@ -108,8 +107,10 @@ func (db *DB) Close() error {
 	}
 	db.jobCancel() // first, so a scheduled job stops before we wait for it
 	db.stopBackground()
-	db.jobMu.Lock() // wait for a running Compact or SealRange
-	db.jobMu.Unlock()
+	// Wait for a running Compact, SealRange or Load, and hold the lock so
+	// none starts while the store closes.
+	db.jobMu.Lock()
+	defer db.jobMu.Unlock()
 	var errs []error
 	if db.failed.Load() == nil {
 		if err := db.Checkpoint(); err != nil {
