@@ -1,6 +1,6 @@
 module github.com/tallydb/tally
 
-go 1.26.8
+go 1.26
 
 require (
 	github.com/cockroachdb/pebble/v2 v2.1.7

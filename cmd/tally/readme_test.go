@@ -47,3 +47,30 @@ func TestReadmeSetUp(t *testing.T) {
 		t.Errorf("README set-up commands %q, want %q", cmds, want)
 	}
 }
+
+// TestReadmeGoVersion checks the README's "Needs only Go (X or newer)"
+// agrees with go.mod's go line, so a user is not told a version the module
+// refuses.
+func TestReadmeGoVersion(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Skipf("no README: %v", err)
+	}
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goLine string
+	for _, l := range strings.Split(string(mod), "\n") {
+		if v, ok := strings.CutPrefix(l, "go "); ok {
+			goLine = strings.TrimSpace(v)
+		}
+	}
+	if goLine == "" {
+		t.Fatal("go.mod has no go line")
+	}
+	want := "Go (" + goLine + " or newer)"
+	if !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not say %q (go.mod's go line is %s)", want, goLine)
+	}
+}
