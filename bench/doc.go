@@ -6,8 +6,8 @@
 // Package bench/workload generates the data set and operation mix from a
 // seed; it is shared by tests, these benchmarks and `tally demo`. This
 // package defines the Target interface every system is driven through, the
-// targets themselves, the runner that drives them (Run), the latency
-// Histogram, and the markdown report (Table, Machine). The command
+// targets themselves, the runner that drives them (Run), and the
+// markdown report (Table, Machine). The command
 // bench/cmd/tallybench puts them together.
 //
 // # Targets

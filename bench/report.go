@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/tallydb/tally/internal/hist"
 )
 
 // Table renders results as one markdown table. Each peer's figures carry
@@ -58,7 +60,7 @@ func Table(results []Result) string {
 			}
 			return float64(n) / float64(t.Counters)
 		}
-		lat := func(h, th *Histogram, q float64) string {
+		lat := func(h, th *hist.Histogram, q float64) string {
 			v := h.Quantile(q)
 			if t == nil {
 				return fmtDur(v)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tallydb/tally/bench/workload"
+	"github.com/tallydb/tally/internal/hist"
 )
 
 // RunConfig is what every target of one comparison shares.
@@ -50,7 +51,7 @@ type Result struct {
 	Reads, ReadIDs, Writes uint64
 	// ReadLat and WriteLat are per-operation latencies: a whole read batch,
 	// one write.
-	ReadLat, WriteLat Histogram
+	ReadLat, WriteLat hist.Histogram
 	// MemBytes and DiskBytes are measured after the run; -1 if unknown.
 	MemBytes, DiskBytes int64
 	// Recovery is the time Reopen took; -1 if unknown.
@@ -235,7 +236,7 @@ func readAll(c Client, ids []uint64, cols int) ([]uint64, error) {
 
 type clientStats struct {
 	reads, readIDs, writes uint64
-	readLat, writeLat      Histogram
+	readLat, writeLat      hist.Histogram
 	err                    error
 }
 

@@ -2,24 +2,25 @@ package cold
 
 import (
 	"encoding/binary"
-	"hash/crc32"
+
 	"math/bits"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/tallydb/tally/internal/checksum"
+	"github.com/tallydb/tally/internal/limits"
 )
 
 const (
 	blockVersion = 1
 	descVersion  = 1
 	// MaxColumns is the largest number of columns a range may have.
-	MaxColumns = 16
+	MaxColumns = limits.MaxColumns
 	// maxBlockBytes bounds the decoded size of one block, so a damaged or
 	// hostile header cannot make a decoder allocate without limit.
 	maxBlockBytes = 64 << 20
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Block is a decoded block: the column values of a run of consecutive rows
 // of a range. Keys are not stored in blocks (see the package doc, "Keys
@@ -164,14 +165,14 @@ func (e *blockEncoder) encode(dst []byte, keys []uint64, cols [][]uint64, level 
 	dst = binary.AppendUvarint(dst, uint64(n))
 	dst = binary.AppendUvarint(dst, keys[0])
 	dst = binary.AppendUvarint(dst, keys[n-1])
-	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(kb, castagnoli))
+	dst = binary.LittleEndian.AppendUint32(dst, checksum.CRC32C(kb))
 	dst = append(dst, widths[:len(cols)]...)
 	enc, err := encoderFor(level)
 	if err != nil {
 		return dst, err
 	}
 	dst = enc.EncodeAll(planes, dst)
-	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	dst = binary.LittleEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
 	return dst, nil
 }
 
@@ -185,7 +186,7 @@ func decodeBlock(b []byte, blockNo int64) (*Block, error) {
 		return nil, corruptf(blockNo, 0, "block too short (%d bytes)", len(b))
 	}
 	body := b[:len(b)-4]
-	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+	if got, want := checksum.CRC32C(body), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
 		return nil, corruptf(blockNo, len(b)-4, "checksum mismatch (computed %08x, stored %08x)", got, want)
 	}
 	if body[0] != blockVersion {

@@ -2,8 +2,10 @@ package cold
 
 import (
 	"encoding/binary"
-	"hash/crc32"
+
 	"iter"
+
+	"github.com/tallydb/tally/internal/checksum"
 )
 
 // Desc is the decoded range descriptor of a sealed range: its shape, the
@@ -166,7 +168,7 @@ func encodeDesc(dst []byte, ncols int, rows uint64, index []byte, nblocks uint32
 	dst = binary.AppendUvarint(dst, uint64(nblocks))
 	dst = append(dst, index...)
 	dst = append(dst, keys...)
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	return binary.LittleEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
 }
 
 // DecodeDesc decodes and checks a range descriptor. It never retains b.
@@ -175,7 +177,7 @@ func DecodeDesc(b []byte) (*Desc, error) {
 		return nil, corruptf(-1, 0, "descriptor too short (%d bytes)", len(b))
 	}
 	body := b[:len(b)-4]
-	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+	if got, want := checksum.CRC32C(body), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
 		return nil, corruptf(-1, len(b)-4, "checksum mismatch (computed %08x, stored %08x)", got, want)
 	}
 	if body[0] != descVersion {

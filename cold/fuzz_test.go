@@ -4,11 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
+
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/tallydb/tally/internal/checksum"
 )
 
 // seedInputs returns valid encodings to start fuzzing from: the golden
@@ -48,7 +50,7 @@ func fixCRC(b []byte) []byte {
 		return b
 	}
 	c := slices.Clone(b)
-	binary.LittleEndian.PutUint32(c[len(c)-4:], crc32.Checksum(c[:len(c)-4], castagnoli))
+	binary.LittleEndian.PutUint32(c[len(c)-4:], checksum.CRC32C(c[:len(c)-4]))
 	return c
 }
 

@@ -3,7 +3,8 @@ package cold
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
+
+	"github.com/tallydb/tally/internal/checksum"
 )
 
 // Change is one delta row for Merge: Deleted removes Key; otherwise Vals
@@ -231,7 +232,7 @@ func (m *merger) patch(b uint32, keys []uint64, group []Change) error {
 		kb = binary.LittleEndian.AppendUint64(kb, k)
 	}
 	m.kb = kb
-	if got := crc32.Checksum(kb, castagnoli); got != blk.keysCRC {
+	if got := checksum.CRC32C(kb); got != blk.keysCRC {
 		return corruptf(int64(b), 0, "keys disagree with presence set (crc %08x, block says %08x)", got, blk.keysCRC)
 	}
 	oldCols := blk.ncols

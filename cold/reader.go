@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
+
 	"slices"
+
+	"github.com/tallydb/tally/internal/checksum"
 )
 
 // BlockSource fetches the encoded bytes of block n of a range. The store
@@ -209,7 +211,7 @@ func (r *Reader) Verify() error {
 				return corruptf(int64(b), 0, "row %d (key %d) is all zero", i, k)
 			}
 		}
-		if got := crc32.Checksum(kb, castagnoli); got != blk.keysCRC {
+		if got := checksum.CRC32C(kb); got != blk.keysCRC {
 			return corruptf(int64(b), 0, "keys disagree with presence set (crc %08x, block says %08x)", got, blk.keysCRC)
 		}
 	}

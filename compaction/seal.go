@@ -6,6 +6,7 @@ import (
 
 	"github.com/tallydb/tally/cold"
 	"github.com/tallydb/tally/hot"
+	"github.com/tallydb/tally/internal/radix"
 )
 
 // Rows is a set of rows sorted by key: Keys[i]'s values are
@@ -55,50 +56,12 @@ func sortedRows(t *hot.Table) *Rows {
 	for i := range idx {
 		idx[i] = uint32(i)
 	}
-	radixSort(keys, idx)
+	radix.Sort(keys, idx)
 	out := &Rows{NCols: n, Keys: keys, Vals: make([]uint64, len(vals))}
 	for i, j := range idx {
 		copy(out.Vals[i*n:(i+1)*n], vals[int(j)*n:(int(j)+1)*n])
 	}
 	return out
-}
-
-// SortKeys sorts keys ascending, permuting idx alongside. It is stable
-// (equal keys keep their order) and linear: an LSD radix sort, 8 bits a
-// pass, only the passes the largest key needs.
-func SortKeys(keys []uint64, idx []uint32) { radixSort(keys, idx) }
-
-func radixSort(keys []uint64, idx []uint32) {
-	if len(keys) == 0 {
-		return
-	}
-	var maxKey uint64
-	for _, k := range keys {
-		maxKey |= k
-	}
-	k2 := make([]uint64, len(keys))
-	i2 := make([]uint32, len(idx))
-	src, dst, si, di := keys, k2, idx, i2
-	for shift := uint(0); shift < 64 && maxKey>>shift != 0; shift += 8 {
-		var count [257]int
-		for _, k := range src {
-			count[(k>>shift)&0xff+1]++
-		}
-		for i := 1; i < 257; i++ {
-			count[i] += count[i-1]
-		}
-		for i, k := range src {
-			d := (k >> shift) & 0xff
-			p := count[d]
-			count[d]++
-			dst[p], di[p] = k, si[i]
-		}
-		src, dst, si, di = dst, src, di, si
-	}
-	if &src[0] != &keys[0] {
-		copy(keys, src)
-		copy(idx, si)
-	}
 }
 
 // Encode writes rows (sorted, none all-zero) as cold blocks through emit and

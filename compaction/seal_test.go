@@ -2,38 +2,9 @@ package compaction
 
 import (
 	"context"
-	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 )
-
-func TestSortKeys(t *testing.T) {
-	for _, n := range []int{0, 1, 2, 100, 5000} {
-		for _, bits := range []uint{4, 20, 48, 64} {
-			rng := rand.New(rand.NewPCG(uint64(n), uint64(bits)))
-			keys := make([]uint64, n)
-			idx := make([]uint32, n)
-			for i := range keys {
-				keys[i] = rng.Uint64() >> (64 - bits)
-				idx[i] = uint32(i)
-			}
-			orig := slices.Clone(keys)
-			SortKeys(keys, idx)
-			if !slices.IsSorted(keys) {
-				t.Fatalf("n=%d bits=%d: not sorted", n, bits)
-			}
-			for i := range keys {
-				if orig[idx[i]] != keys[i] {
-					t.Fatalf("n=%d bits=%d: idx does not follow keys", n, bits)
-				}
-				if i > 0 && keys[i] == keys[i-1] && idx[i] < idx[i-1] {
-					t.Fatalf("n=%d bits=%d: not stable", n, bits)
-				}
-			}
-		}
-	}
-}
 
 func TestLimiter(t *testing.T) {
 	var nilL *Limiter

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/tallydb/tally/internal/limits"
 )
 
 // Errors returned by Table methods, for errors.Is.
@@ -24,9 +26,11 @@ var (
 
 // Limits of a table's layout.
 const (
-	MinKeyBits = 8
-	MaxKeyBits = 48
-	MaxColumns = 16
+	MinKeyBits = limits.MinRangeBits
+	MaxKeyBits = limits.MaxRangeBits
+	// MaxColumns is a counter's limit plus the deletion marker of a cold
+	// delta (see package limits).
+	MaxColumns = limits.MaxTableColumns
 )
 
 // Table is the in-memory table of one id range. See the package doc.
@@ -330,7 +334,14 @@ func (t *Table) rangeSegment(i int, buf []uint64, fn func(key uint64, vals []uin
 	return true
 }
 
-func ovKey(s uint64, col int) uint64 { return s<<4 | uint64(col) }
+// ovColBits is the width of the column number in an overflow map key; a
+// stored key has at most MaxKeyBits bits, so the key fits in 64 bits.
+const ovColBits = 5
+
+// The column number must fit ovColBits (compile-time check).
+var _ [1<<ovColBits - MaxColumns]struct{}
+
+func ovKey(s uint64, col int) uint64 { return s<<ovColBits | uint64(col) }
 
 func readCell(b []byte, w uint8) uint64 {
 	switch w {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/tallydb/tally/hot"
 )
 

@@ -3,14 +3,13 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
-)
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	"github.com/tallydb/tally/internal/checksum"
+)
 
 // appendChecksum appends the big-endian CRC-32C of dst[start:].
 func appendChecksum(dst []byte, start int) []byte {
-	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	return binary.BigEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
 }
 
 // verifyChecksum checks the trailing CRC-32C of b and returns the body.
@@ -19,7 +18,7 @@ func verifyChecksum(b []byte, what string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s truncated (%d bytes)", ErrCorrupt, what, len(b))
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != sum {
+	if got := checksum.CRC32C(body); got != sum {
 		return nil, fmt.Errorf("%w: %s checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, what, sum, got)
 	}
 	return body, nil

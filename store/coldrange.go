@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/tallydb/tally/cold"
 )
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/tallydb/tally/cold"
 	"github.com/tallydb/tally/compaction"
 )

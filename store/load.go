@@ -7,7 +7,9 @@ import (
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/tallydb/tally/compaction"
+	"github.com/tallydb/tally/internal/radix"
 )
 
 // LoadRows is input to Load: IDs[i]'s values are Vals[i*n : (i+1)*n] for a
@@ -146,7 +148,7 @@ func sortForLoad(in LoadRows, n int) *compaction.Rows {
 	for i := range idx {
 		idx[i] = uint32(i)
 	}
-	compaction.SortKeys(keys, idx) // stable: repeated ids keep input order
+	radix.Sort(keys, idx) // stable: repeated ids keep input order
 	out := &compaction.Rows{NCols: n}
 	for j, i := range idx {
 		if j+1 < len(idx) && keys[j+1] == keys[j] {

@@ -1,11 +1,127 @@
 package store
 
+// Recovery: how Open rebuilds memory from Pebble. Everything Open reads
+// after Pebble is up lives here: the format check, the schema, the cold
+// ranges, the newest complete checkpoint and the log after it, and the
+// cleanup of what an interrupted checkpoint, seal or merge left behind.
+// Nothing is written to Pebble until everything was read and verified.
+
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
+
+// recover rebuilds memory from the newest checkpoint and the log. It writes
+// nothing to Pebble until everything was read and verified.
+func (db *DB) recover() error {
+	r := &db.recovery
+	if v, err := db.getMeta(metaFormat); err != nil {
+		return err
+	} else if v == nil {
+		if err := db.pdb.Set(appendMetaKey(nil, metaFormat), []byte{formatVersion}, pebble.Sync); err != nil {
+			return fmt.Errorf("tally: write format: %w", err)
+		}
+	} else if len(v) != 1 || v[0] != formatVersion {
+		return fmt.Errorf("%w: meta format %v", ErrIncompatible, v)
+	}
+
+	// Schema.
+	cat := db.cat.Load()
+	prefix := appendMetaKey(nil, metaCounter)
+	if err := db.scan(prefix, prefixEnd(prefix), func(k, v []byte) error {
+		ci, err := decodeSchema(v)
+		if err != nil {
+			return fmt.Errorf("meta key %q: %w", k, err)
+		}
+		if cat.byName[ci.Name] != nil || cat.byID[ci.ID] != nil {
+			return fmt.Errorf("%w: duplicate counter %q (id %d) in schema", ErrCorrupt, ci.Name, ci.ID)
+		}
+		cat = cat.with(newCounterState(ci))
+		return nil
+	}); err != nil {
+		return err
+	}
+	db.cat.Store(cat)
+
+	// Cold ranges.
+	if err := db.loadColdRanges(cat); err != nil {
+		return err
+	}
+
+	// Checkpoint.
+	if v, err := db.getMeta(metaCheckpoint); err != nil {
+		return err
+	} else if v != nil {
+		if r.CheckpointSeq, err = decodeCkptPointer(v); err != nil {
+			return err
+		}
+	}
+	cprefix := appendCheckpointPrefix(nil, r.CheckpointSeq)
+	if r.CheckpointSeq > 0 {
+		if err := db.scan(cprefix, prefixEnd(cprefix), func(k, v []byte) error {
+			r.ChunksLoaded++
+			if err := db.loadChunk(cat, r.CheckpointSeq, v); err != nil {
+				return fmt.Errorf("checkpoint chunk %x: %w", k, err)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+
+	// Log replay.
+	r.LastSeq = r.CheckpointSeq
+	if err := db.scan(appendLogKey(nil, r.CheckpointSeq+1), familyEnd(famLog), func(k, v []byte) error {
+		seq, ok := decodeLogKey(k)
+		if !ok {
+			return fmt.Errorf("%w: log key %x", ErrCorrupt, k)
+		}
+		err := decodeRecord(v, func(op rowImage) error {
+			cs := cat.byID[op.counterID]
+			if cs == nil {
+				return fmt.Errorf("%w: record for unknown counter %d", ErrCorrupt, op.counterID)
+			}
+			if len(op.vals) > len(cs.cols.Load().cols) {
+				return fmt.Errorf("%w: record for %s has %d values", ErrCorrupt, cs.name, len(op.vals))
+			}
+			if rs := cs.lookupRange(op.id); rs != nil && rs.coldV != nil && seq <= rs.coldV.seq {
+				return nil // already in the range's blocks
+			}
+			return cs.applyLocked(op.id, op.vals)
+		})
+		if err != nil {
+			return fmt.Errorf("log record %d: %w", seq, err)
+		}
+		r.RecordsReplayed++
+		db.logBytes.Add(int64(len(k) + len(v)))
+		r.LastSeq = seq
+		return nil
+	}); err != nil {
+		return err
+	}
+	db.commit.lastSeq = r.LastSeq
+	db.ckpt.seq = r.CheckpointSeq
+	db.ckpt.last = time.Now()
+	db.logRecords.Store(int64(r.RecordsReplayed))
+
+	// Everything verified: drop chunks of interrupted checkpoints and
+	// blocks no cold range references (interrupted seals and merges).
+	b := db.pdb.NewBatch()
+	defer b.Close()
+	if err := db.deleteOrphanBlocks(cat, b); err != nil {
+		return err
+	}
+	if err := b.DeleteRange(appendCheckpointPrefix(nil, 0), cprefix, nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange(prefixEnd(cprefix), familyEnd(famCheckpoint), nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
+}
 
 // loadColdRanges opens every cold range of the catalog's counters with an
 // empty delta.

@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/tallydb/tally/internal/limits"
 )
 
 // MaxColumns is the most columns a counter can have.
-const MaxColumns = 16
+const MaxColumns = limits.MaxColumns
 
 // AgeKind selects how a counter's ranges age from the hot tier to the cold
 // tier.
@@ -106,8 +108,8 @@ func (o *CounterOptions) withDefaults() CounterOptions {
 }
 
 func (o CounterOptions) validate() error {
-	if o.RangeBits < 8 || o.RangeBits > 48 {
-		return fmt.Errorf("%w: range bits %d (want 8..48)", ErrInvalidOption, o.RangeBits)
+	if o.RangeBits < limits.MinRangeBits || o.RangeBits > limits.MaxRangeBits {
+		return fmt.Errorf("%w: range bits %d (want %d..%d)", ErrInvalidOption, o.RangeBits, limits.MinRangeBits, limits.MaxRangeBits)
 	}
 	a := o.Age
 	switch a.Kind {
@@ -160,7 +162,7 @@ func (o ColumnOptions) validate() error {
 // validName accepts 1-64 characters of [A-Za-z0-9_-], not starting with '-'.
 // Names appear in CLI arguments as "ID.column", so '.' is excluded.
 func validName(s string) error {
-	if len(s) == 0 || len(s) > 64 || s[0] == '-' {
+	if len(s) == 0 || len(s) > limits.MaxNameLen || s[0] == '-' {
 		return fmt.Errorf("%w: %q", ErrInvalidName, s)
 	}
 	for i := 0; i < len(s); i++ {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/bits"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tallydb/tally/bench/workload"
+	"github.com/tallydb/tally/internal/hist"
 	"github.com/tallydb/tally/store"
 )
 
@@ -260,15 +260,15 @@ func (d *demo) loadOne(name string, w *workload.Workload, id func(i, wid uint64)
 // drive is the outcome of running clients for a while.
 type drive struct {
 	ids, pages, writes int64
-	read, write        latencies
+	read, write        hist.Histogram
 	secs               float64
 }
 
 func (r *drive) line() string {
 	s := fmt.Sprintf("%.0f ids read/s (%.0f pages/s, p50 %v, p99 %v)", float64(r.ids)/r.secs, float64(r.pages)/r.secs,
-		r.read.quantile(0.5), r.read.quantile(0.99))
+		r.read.Quantile(0.5), r.read.Quantile(0.99))
 	if r.writes > 0 {
-		s += fmt.Sprintf(", %.0f writes/s (p50 %v, p99 %v)", float64(r.writes)/r.secs, r.write.quantile(0.5), r.write.quantile(0.99))
+		s += fmt.Sprintf(", %.0f writes/s (p50 %v, p99 %v)", float64(r.writes)/r.secs, r.write.Quantile(0.5), r.write.Quantile(0.99))
 	}
 	return s
 }
@@ -303,12 +303,12 @@ func (d *demo) driveClients(dur time.Duration, next func(c int) func(*workload.O
 				t0 := time.Now()
 				if op.Kind == workload.OpRead {
 					dst, err = posts.MultiGet(op.IDs, dst)
-					r.read.record(time.Since(t0))
+					r.read.Record(time.Since(t0))
 					r.ids += int64(len(op.IDs))
 					r.pages++
 				} else {
 					_, err = posts.Incr(op.ID, d.postCols[op.Col], op.Delta)
-					r.write.record(time.Since(t0))
+					r.write.Record(time.Since(t0))
 					r.writes++
 				}
 			}
@@ -316,8 +316,8 @@ func (d *demo) driveClients(dur time.Duration, next func(c int) func(*workload.O
 			all.ids += r.ids
 			all.pages += r.pages
 			all.writes += r.writes
-			all.read.merge(&r.read)
-			all.write.merge(&r.write)
+			all.read.Merge(&r.read)
+			all.write.Merge(&r.write)
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
@@ -534,53 +534,8 @@ func (d *demo) report() {
 		"bytes/row", bytesPerRow(hotMem, t.hotRows), bytesPerRow(coldDisk, t.coldRows))
 	d.printf("  %-10s %d clients: %.0f ids read/s, %.0f writes/s; read p99 %v, write p99 %v\n",
 		"mixed", d.clients, float64(d.mixed.ids)/d.mixed.secs, float64(d.mixed.writes)/d.mixed.secs,
-		d.mixed.read.quantile(0.99), d.mixed.write.quantile(0.99))
-	d.printf("  %-10s %.0f ids read/s, p99 %v\n", "cold reads", float64(d.cold.ids)/d.cold.secs, d.cold.read.quantile(0.99))
+		d.mixed.read.Quantile(0.99), d.mixed.write.Quantile(0.99))
+	d.printf("  %-10s %.0f ids read/s, p99 %v\n", "cold reads", float64(d.cold.ids)/d.cold.secs, d.cold.read.Quantile(0.99))
 	d.printf("  %-10s %v (%d rows from the checkpoint, %d log records replayed)\n",
 		"recovery", d.recovery.Duration.Round(time.Microsecond), d.recovery.RowsLoaded, d.recovery.RecordsReplayed)
-}
-
-// latencies is a small log-linear histogram (8 buckets per power of two,
-// so a quantile is within 12.5%): enough for a demo's p99.
-type latencies struct {
-	counts [64 * 8]uint64
-	n      uint64
-}
-
-func (l *latencies) record(d time.Duration) {
-	v := uint64(max(d, 0))
-	i := int(v)
-	if v >= 8 {
-		e := bits.Len64(v) - 4 // v>>e is in [8, 16)
-		i = (e+1)*8 + int(v>>uint(e)) - 8
-	}
-	l.counts[i]++
-	l.n++
-}
-
-func (l *latencies) merge(o *latencies) {
-	for i, c := range o.counts {
-		l.counts[i] += c
-	}
-	l.n += o.n
-}
-
-// quantile returns the upper bound of the bucket holding quantile q.
-func (l *latencies) quantile(q float64) time.Duration {
-	if l.n == 0 {
-		return 0
-	}
-	rank := uint64(q * float64(l.n))
-	var seen uint64
-	for i, c := range l.counts {
-		seen += c
-		if seen > rank {
-			if i < 8 {
-				return time.Duration(i + 1)
-			}
-			e := i/8 - 1
-			return time.Duration(uint64(8+i%8+1) << uint(e))
-		}
-	}
-	return 0
 }

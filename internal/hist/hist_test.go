@@ -1,4 +1,4 @@
-package bench
+package hist
 
 import (
 	"math/rand/v2"
