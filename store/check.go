@@ -11,6 +11,9 @@ import (
 // range (see rangeState). Tests call it after every step; tools may call it
 // on a quiet store.
 func (db *DB) Check() error {
+	if err := db.checkQueue(); err != nil {
+		return err
+	}
 	for _, cs := range db.cat.Load().byID {
 		ncols := len(cs.cols.Load().cols)
 		for rid, rs := range cs.ranges.Load().m {

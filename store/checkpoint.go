@@ -167,7 +167,7 @@ func (db *DB) Checkpoint() error {
 		// A seal or merge changed what the chunks must hold (a delta was
 		// folded into blocks) without a log record: an empty record gives
 		// the new checkpoint its own sequence.
-		if err := db.commitLocked(&Batch{db: db}); err != nil {
+		if err := db.commitLocked(&Batch{db: db, record: true}); err != nil {
 			db.commit.Unlock()
 			return err
 		}

@@ -23,6 +23,17 @@ package store
 //  5. Schema changes (CreateCounter, AddColumn) also hold DB.commit and are
 //     always written with a synced Pebble write before they are published,
 //     so no record can reference a column whose schema is not durable.
+//  6. Family writes (Put, Delete, DeleteRange, Merge), job enqueues and job
+//     progress (queue.go) and the source mark of an idempotent batch
+//     (once.go) ride in the same Pebble batch as the log record, so a batch
+//     is all or nothing through a crash. A batch of family writes only
+//     writes no log record: Pebble's WAL makes it durable, and there is
+//     nothing for recovery to replay into memory. Its in-memory effects (the
+//     queue's and the sources' maps) are applied after Pebble accepted the
+//     batch, under DB.commit, like counter images.
+//  7. DB.commit is an RWMutex: View holds it shared, so a reader that must
+//     see counters and families at one moment never sees a batch whose
+//     Pebble part is visible and whose counter part is not yet applied.
 
 import (
 	"fmt"
@@ -58,14 +69,23 @@ type image struct {
 	vals [MaxColumns]uint64
 }
 
-// A Batch groups counter operations that commit atomically: all of them or
-// none. A Batch is not safe for concurrent use. Close it when done.
+// A Batch groups counter operations, family writes (Family.Put, Delete,
+// DeleteRange, Merge) and job enqueues that commit atomically: all of them
+// or none, through crashes. A Batch is not safe for concurrent use. Close it
+// when done.
 type Batch struct {
 	db      *DB
 	ops     []batchOp
 	vals    []uint64
 	images  []image
-	results []uint64 // per op: the column value after commit (opIncr)
+	results []uint64      // per op: the column value after commit (opIncr)
+	pb      *pebble.Batch // family writes, created by the first one
+	jobs    []jobEnqueue  // Enqueue (queue.go)
+	jobIDs  []JobID       // ids given to jobs at commit
+	progress *jobProgress // JobRun.Commit (queue.go)
+	once    onceMark      // Once (once.go)
+	dup     bool          // the commit was a redelivery and changed nothing
+	record  bool          // write a log record even without counter ops
 	buf     []byte
 	key     []byte
 	err     error
@@ -93,11 +113,35 @@ func (b *Batch) Reset() {
 	b.vals = b.vals[:0]
 	b.images = b.images[:0]
 	b.results = b.results[:0]
+	if b.pb != nil {
+		b.pb.Close()
+		b.pb = nil
+	}
+	clear(b.jobs)
+	b.jobs = b.jobs[:0]
+	b.jobIDs = b.jobIDs[:0]
+	b.progress = nil
+	b.once = onceMark{}
+	b.dup = false
+	b.record = false
 	b.err = nil
 }
 
-// Len returns the number of operations in the batch.
+// Len returns the number of counter operations in the batch.
 func (b *Batch) Len() int { return len(b.ops) }
+
+// Empty reports whether the batch holds nothing to commit.
+func (b *Batch) Empty() bool {
+	return len(b.ops) == 0 && b.pb == nil && len(b.jobs) == 0 && b.progress == nil && !b.record
+}
+
+// pebble returns the Pebble batch that holds the family writes.
+func (b *Batch) pebble() *pebble.Batch {
+	if b.pb == nil {
+		b.pb = b.db.pdb.NewBatch()
+	}
+	return b.pb
+}
 
 // Result returns the value of the incremented column after the commit of
 // the i-th operation, which must be an Incr.
@@ -176,7 +220,7 @@ func (db *DB) commitOne(add func(*Batch) error) (uint64, error) {
 }
 
 func (b *Batch) fail(err error) error {
-	if b.err == nil {
+	if err != nil && b.err == nil {
 		b.err = err
 	}
 	return err
@@ -184,12 +228,13 @@ func (b *Batch) fail(err error) error {
 
 // Commit applies the batch atomically under the DB's durability. It returns
 // only once the batch is durable as the durability mode promises. On error
-// nothing of the batch is applied.
+// nothing of the batch is applied. A batch made idempotent with Once that
+// was already applied commits nothing and returns nil; Duplicate reports it.
 func (b *Batch) Commit() error {
 	if b.err != nil {
 		return b.err
 	}
-	if len(b.ops) == 0 {
+	if b.Empty() {
 		return nil
 	}
 	return b.db.commitBatch(b)
@@ -305,37 +350,74 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 	if err := db.writable(); err != nil {
 		return c, err
 	}
+	if b.once.source != "" && db.isDuplicateLocked(&b.once) {
+		b.dup = true // a redelivery: commit nothing
+		return c, nil
+	}
 	if err := b.buildImagesLocked(); err != nil {
 		return c, err
 	}
-	pb := db.pdb.NewBatch()
-	rec := b.encodeRecord()
-	seq := db.commit.lastSeq + 1
-	b.key = appendLogKey(b.key[:0], seq)
-	if err := pb.Set(b.key, rec, nil); err != nil {
+	pb := b.pb
+	b.pb = nil
+	if pb == nil {
+		pb = db.pdb.NewBatch()
+	}
+	record := len(b.ops) > 0 || b.record
+	seq := db.commit.lastSeq
+	if record {
+		rec := b.encodeRecord()
+		seq++
+		b.key = appendLogKey(b.key[:0], seq)
+		if err := pb.Set(b.key, rec, nil); err != nil {
+			pb.Close()
+			return c, err
+		}
+		c.n = len(rec) + len(b.key)
+	}
+	qc, err := db.queue.prepareLocked(db, b, pb)
+	if err != nil {
 		pb.Close()
 		return c, err
 	}
-	var err error
+	if b.once.source != "" {
+		if err := b.once.write(pb); err != nil {
+			qc.abort()
+			pb.Close()
+			return c, err
+		}
+	}
 	if c.sync {
 		err = db.pdb.ApplyNoSyncWait(pb, pebble.Sync)
 	} else {
 		err = db.pdb.Apply(pb, pebble.NoSync)
 	}
 	if err != nil {
+		qc.abort()
 		pb.Close()
 		return c, fmt.Errorf("tally: commit: %w", err)
 	}
 	db.commit.lastSeq = seq
-	c.pb, c.n = pb, len(rec)+len(b.key)
+	c.pb = pb
 	c.applyErr = b.applyImagesLocked()
+	qc.apply()
+	if b.once.source != "" {
+		db.applyOnceLocked(&b.once)
+	}
 	return c, nil
 }
 
 // finishCommit does step 3: wait for the fsync (SyncAlways), then report.
 func (db *DB) finishCommit(c pendingCommit) error {
+	if c.pb == nil {
+		return nil // a duplicate: nothing was written
+	}
 	defer c.pb.Close()
-	db.noteLogWrite(c.n)
+	if db.opts.Durability != SyncAlways {
+		db.unsynced.Store(true) // the interval syncer fsyncs it
+	}
+	if c.n > 0 {
+		db.noteLogWrite(c.n)
+	}
 	if c.sync {
 		if err := c.pb.SyncWait(); err != nil {
 			db.setFailed(err)

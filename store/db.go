@@ -26,9 +26,16 @@ type DB struct {
 
 	cat atomic.Pointer[catalog]
 
+	families registry     // declared and persisted key families (family.go)
+	mergers  *mergerTable // merge operators by id, shared with Pebble (merge.go)
+	queue    queue        // the durable job queue (queue.go)
+	sources  map[string]uint64 // idempotent-write sources (once.go), guarded by commit
+
 	// commit serializes writers; see commit.go for the ordering rules.
 	commit struct {
-		sync.Mutex
+		// An RWMutex so View can hold every commit off while it reads
+		// counters and families together; writers take it exclusively.
+		sync.RWMutex
 		lastSeq uint64 // sequence of the last committed record
 	}
 	// ckpt serializes checkpoints.
@@ -83,11 +90,9 @@ func (db *DB) setFailed(err error) {
 	db.failed.CompareAndSwap(nil, &err)
 }
 
+// noteLogWrite counts a log record of n bytes toward the next checkpoint.
 func (db *DB) noteLogWrite(n int) {
 	db.logRecords.Add(1)
-	if db.opts.Durability != SyncAlways {
-		db.unsynced.Store(true)
-	}
 	total := db.logBytes.Add(int64(n))
 	if lim := db.opts.CheckpointLogBytes; lim > 0 && total >= lim {
 		select { // nudge the checkpointer; one pending nudge is enough

@@ -18,14 +18,17 @@ import (
 // nothing to Pebble until everything was read and verified.
 func (db *DB) recover() error {
 	r := &db.recovery
+	formatOld := false
 	if v, err := db.getMeta(metaFormat); err != nil {
 		return err
 	} else if v == nil {
 		if err := db.pdb.Set(appendMetaKey(nil, metaFormat), []byte{formatVersion}, pebble.Sync); err != nil {
 			return fmt.Errorf("tally: write format: %w", err)
 		}
-	} else if len(v) != 1 || v[0] != formatVersion {
+	} else if len(v) != 1 || v[0] < minFormatVersion || v[0] > formatVersion {
 		return fmt.Errorf("%w: meta format %v", ErrIncompatible, v)
+	} else {
+		formatOld = v[0] < formatVersion
 	}
 
 	// Schema.
@@ -45,6 +48,18 @@ func (db *DB) recover() error {
 		return err
 	}
 	db.cat.Store(cat)
+
+	// Families, queued jobs, idempotent-write sources.
+	freshFamilies, err := db.loadFamilies(db.opts.Families)
+	if err != nil {
+		return err
+	}
+	if err := db.loadQueue(); err != nil {
+		return err
+	}
+	if err := db.loadSources(); err != nil {
+		return err
+	}
 
 	// Cold ranges.
 	if err := db.loadColdRanges(cat); err != nil {
@@ -119,6 +134,17 @@ func (db *DB) recover() error {
 	}
 	if err := b.DeleteRange(prefixEnd(cprefix), familyEnd(famCheckpoint), nil); err != nil {
 		return err
+	}
+	for _, rec := range freshFamilies {
+		if err := b.Set(appendFamilyMetaKey(nil, rec.prefix), appendFamilyRecord(nil, rec), nil); err != nil {
+			return err
+		}
+		db.families.persist[rec.prefix] = rec
+	}
+	if formatOld {
+		if err := b.Set(appendMetaKey(nil, metaFormat), []byte{formatVersion}, nil); err != nil {
+			return err
+		}
 	}
 	return b.Commit(pebble.Sync)
 }

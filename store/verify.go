@@ -14,6 +14,8 @@ import (
 const maxVerifyProblems = 100
 
 // Verify walks everything on disk and reports damage: every schema record,
+// every family key (layout and the family's decoders), job record and
+// source mark, data under a prefix no family declared,
 // every cold range (its value, descriptor, every block's checksum and its
 // agreement with the index and presence set), the chunks of the current
 // checkpoint and every log record. Problems wrap ErrCorrupt and name what is
@@ -87,6 +89,10 @@ func (db *DB) Verify(ctx context.Context) error {
 		}
 		return true
 	}); err != nil {
+		return err
+	}
+
+	if err := db.verifyFamilies(ctx, snap, report); err != nil {
 		return err
 	}
 
