@@ -74,21 +74,21 @@ type image struct {
 // or none, through crashes. A Batch is not safe for concurrent use. Close it
 // when done.
 type Batch struct {
-	db      *DB
-	ops     []batchOp
-	vals    []uint64
-	images  []image
-	results []uint64      // per op: the column value after commit (opIncr)
-	pb      *pebble.Batch // family writes, created by the first one
-	jobs    []jobEnqueue  // Enqueue (queue.go)
-	jobIDs  []JobID       // ids given to jobs at commit
-	progress *jobProgress // JobRun.Commit (queue.go)
-	once    onceMark      // Once (once.go)
-	dup     bool          // the commit was a redelivery and changed nothing
-	record  bool          // write a log record even without counter ops
-	buf     []byte
-	key     []byte
-	err     error
+	db       *DB
+	ops      []batchOp
+	vals     []uint64
+	images   []image
+	results  []uint64      // per op: the column value after commit (opIncr)
+	pb       *pebble.Batch // family writes, created by the first one
+	jobs     []jobEnqueue  // Enqueue (queue.go)
+	jobIDs   []JobID       // ids given to jobs at commit
+	progress *jobProgress  // JobRun.Commit (queue.go)
+	once     onceMark      // Once (once.go)
+	dup      bool          // the commit was a redelivery and changed nothing
+	record   bool          // write a log record even without counter ops
+	buf      []byte
+	key      []byte
+	err      error
 }
 
 var batchPool = sync.Pool{New: func() any { return new(Batch) }}

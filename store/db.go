@@ -26,9 +26,9 @@ type DB struct {
 
 	cat atomic.Pointer[catalog]
 
-	families registry     // declared and persisted key families (family.go)
-	mergers  *mergerTable // merge operators by id, shared with Pebble (merge.go)
-	queue    queue        // the durable job queue (queue.go)
+	families registry          // declared and persisted key families (family.go)
+	mergers  *mergerTable      // merge operators by id, shared with Pebble (merge.go)
+	queue    queue             // the durable job queue (queue.go)
 	sources  map[string]uint64 // idempotent-write sources (once.go), guarded by commit
 
 	// commit serializes writers; see commit.go for the ordering rules.

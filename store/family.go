@@ -28,6 +28,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/tallydb/tally/internal/limits"
 )
 
@@ -702,4 +703,20 @@ func shortName(s string) string {
 		return s
 	}
 	return fmt.Sprintf("%s… (%d bytes)", s[:limits.MaxNameLen], len(s))
+}
+
+// View runs fn while no batch commits, so reads inside fn (any Counter,
+// Family, or Snapshot taken inside) see counters and families at one
+// moment: never the Pebble half of a batch without its counter half. Plain
+// reads outside View take no locks and are each atomic on their own; use
+// View when one answer combines both (a like set and its count, say).
+// fn must be short and must not write: a commit inside fn would wait for
+// fn forever.
+func (db *DB) View(fn func() error) error {
+	db.commit.RLock()
+	defer db.commit.RUnlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	return fn()
 }

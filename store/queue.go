@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/tallydb/tally/compaction"
 )
 
