@@ -219,6 +219,7 @@ func (db *DB) Checkpoint() error {
 	if err := fin.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("tally: checkpoint: %w", err)
 	}
+	db.flushRangeDels()
 	db.ckpt.seq = seq
 	db.ckpt.tierChanges = tierChanges
 	db.ckpt.last = time.Now()

@@ -46,9 +46,6 @@ var (
 	// another declaration or with what the store holds: one prefix under two
 	// names, one name under two prefixes, or a changed merge operator.
 	ErrFamilyConflict = errors.New("tally: family conflict")
-	// ErrFamilyNotDeclared is returned by Open for a store holding a family
-	// with a custom merge operator the caller did not declare.
-	ErrFamilyNotDeclared = errors.New("tally: family not declared")
 	// ErrFamilyKey is returned for a family key outside the family (wrong
 	// prefix byte), of a length the family does not allow, or a range or
 	// bound that leaves the family.

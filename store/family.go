@@ -16,9 +16,10 @@ package store
 // that the store already holds under another name, or with another merge
 // operator, is refused with ErrFamilyConflict. A store whose data holds a
 // family the caller did not declare opens normally and leaves that data
-// alone (Verify counts it as unverified, not as damage), with one exception:
-// a family whose merge operator is a custom one must be declared, because
-// Pebble's compactions need its merge function (see merge.go).
+// alone: Verify checks what the persisted record allows (a built-in merge
+// operator's decoder), and merges of a custom operator this process does
+// not know are kept unmerged, in order, until a process that knows it reads
+// them (see merge.go).
 
 import (
 	"bytes"
@@ -239,14 +240,6 @@ func (db *DB) loadFamilies(specs []FamilySpec) ([]*familyRecord, error) {
 			fresh = append(fresh, rec)
 		}
 		r.declared[f.spec.Prefix] = f
-	}
-	// A persisted family with a custom merge operator nobody declared
-	// cannot be compacted: refuse rather than let compactions fail.
-	for _, rec := range r.persist {
-		if rec != nil && rec.mergeID >= FirstCustomMergeID && r.declared[rec.prefix] == nil {
-			return nil, fmt.Errorf("%w: family %q (prefix %#02x) uses the custom merge operator %q; declare it in Options.Families",
-				ErrFamilyNotDeclared, rec.name, rec.prefix, rec.mergeName)
-		}
 	}
 	return fresh, nil
 }
@@ -499,11 +492,38 @@ func (f *Family) get(r pebble.Reader, key, dst []byte) ([]byte, bool, error) {
 	dst = append(dst[:0], v...)
 	closer.Close()
 	if f.spec.Merge != nil || f.spec.CheckValue != nil {
-		if err := f.validateStored(key, dst); err != nil {
+		var ok bool
+		var err error
+		if dst, ok, err = f.resolveStored(key, dst); err != nil || !ok {
 			return dst[:0], false, err
 		}
 	}
 	return dst, true, nil
+}
+
+// resolveStored returns a stored value ready for the caller: a deferred
+// merge list (merge.go) is merged with the family's operator, then the
+// family's decoders check it. ok is false when the list resolves to no
+// value. v may be reused for the result.
+func (f *Family) resolveStored(key, v []byte) ([]byte, bool, error) {
+	if m := f.spec.Merge; m != nil && len(v) > 0 && v[0] == deferredID {
+		ops, err := decodeDeferred(v)
+		if err != nil {
+			return nil, false, f.corrupt(key, err)
+		}
+		out, ok, err := m.resolve(ops)
+		if err != nil {
+			return nil, false, f.corrupt(key, err)
+		}
+		if !ok {
+			return nil, false, nil
+		}
+		v = append(v[:0], out...)
+	}
+	if err := f.validateStored(key, v); err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
 }
 
 // readErr classifies a Pebble read error.
@@ -638,10 +658,18 @@ func (it *Iter) Value() []byte {
 		return nil
 	}
 	if it.f.spec.Merge != nil || it.f.spec.CheckValue != nil {
-		if err := it.f.validateStored(it.it.Key(), v); err != nil {
+		if len(v) > 0 && v[0] == deferredID {
+			v = bytes.Clone(v) // rare: a list this process resolves now
+		}
+		out, ok, err := it.f.resolveStored(it.it.Key(), v)
+		if err != nil {
 			it.err = err
 			return nil
 		}
+		if !ok {
+			return nil // merged to nothing: Next skips no key, the value is empty
+		}
+		v = out
 	}
 	return v
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -83,11 +84,15 @@ func (db *DB) verifyFamilies(ctx context.Context, snap *pebble.Snapshot, report 
 				if err := f.checkKey(k); err != nil {
 					return report(fmt.Errorf("%w: %v", ErrCorrupt, err))
 				}
-				if err := f.validateStored(k, v); err != nil {
+				if _, _, err := f.resolveStored(k, bytes.Clone(v)); err != nil {
 					return report(err)
 				}
 			case rec == nil:
 				return report(fmt.Errorf("%w: key %x under prefix %#02x that no family declared", ErrCorrupt, head(k), p))
+			case op != nil && len(v) > 0 && v[0] == deferredID:
+				if _, err := decodeDeferred(v); err != nil {
+					return report(fmt.Errorf("%w: family %s key %x: %v", ErrCorrupt, rec.name, head(k), err))
+				}
 			case op != nil:
 				if err := op.check(v); err != nil {
 					return report(fmt.Errorf("%w: family %s key %x: %v", ErrCorrupt, rec.name, head(k), err))

@@ -8,9 +8,9 @@ package store
 // operand of a merge family is its operator's id. Ids 1-127 are the built-in
 // operators below, known to every build, so a process that did not declare a
 // family can still merge (and compact) its values. Ids 128-255 are custom
-// operators a host declares with its family; their data cannot be compacted
-// without them, so Open refuses a store that holds such a family when the
-// caller did not declare it (ErrFamilyNotDeclared).
+// operators a host declares with its family; a process that does not know
+// one keeps its operands unmerged, in order, and a process that does
+// resolves them on read (see pebbleMerger).
 //
 // Every operator must be associative: for operands a, b, c (oldest first),
 // Merge(Merge(a, b), c) must equal Merge(a, Merge(b, c)) once finished,
@@ -67,7 +67,7 @@ func (m *MergeOperator) validate() error {
 	if m.ID == 0 || m.Merge == nil || m.Check == nil || m.Name == "" || len(m.Name) > 64 {
 		return fmt.Errorf("%w: merge operator %q (id %d) needs an id, a name, Merge and Check", ErrInvalidOption, m.Name, m.ID)
 	}
-	if b := builtinMergers[m.ID]; m.ID < FirstCustomMergeID && b != m {
+	if m.ID < FirstCustomMergeID && builtinMergers[m.ID] != m {
 		return fmt.Errorf("%w: merge operator id %d is reserved for built-in operators", ErrInvalidOption, m.ID)
 	}
 	return nil
@@ -162,62 +162,178 @@ func pebbleMergerName(fs vfs.FS, dir string) string {
 }
 
 // pebbleMerger is the Merger handed to Pebble, under name.
+//
+// NB: the Merger never fails. Pebble flushes and compacts merge operands in
+// the background, and a flush that fails is retried forever (it would hang
+// Open and every later write). So operands it cannot merge (an operator
+// this process does not know, or a payload the operator rejects) are kept,
+// in order, in a deferred list (deferredID): concatenating lists is
+// associative, nothing is lost, and a read through a family that knows the
+// operator resolves the list (or reports ErrCorrupt for that key alone).
 func (t *mergerTable) pebbleMerger(name string) *pebble.Merger {
 	return &pebble.Merger{
 		Name: name,
 		Merge: func(key, value []byte) (pebble.ValueMerger, error) {
-			if len(value) == 0 {
-				return nil, fmt.Errorf("%w: empty merge operand for key %x", ErrCorrupt, head(key))
-			}
-			m := t.lookup(value[0])
-			if m == nil {
-				return nil, fmt.Errorf("%w: merge operand for key %x has unknown operator id %d", ErrCorrupt, head(key), value[0])
-			}
-			vm := &valueMerger{m: m, key: key}
-			vm.acc = append(vm.acc, value[1:]...)
+			vm := &valueMerger{t: t, key: key}
+			vm.start(value)
 			return vm, nil
 		},
 	}
 }
 
-// valueMerger accumulates operands for Pebble. It implements
-// pebble.DeletableValueMerger so an operator's Finish can delete a key.
-type valueMerger struct {
-	m   *MergeOperator
-	key []byte
-	acc []byte // merged payload so far
+// deferredID marks a deferred merge list: operands kept unmerged.
+const deferredID = 0
+
+// appendDeferred encodes a deferred merge list, oldest operand first.
+//
+//	field     width      meaning
+//	--------  ---------  ------------------------------------------------
+//	id        1          deferredID (0, never an operator's id)
+//	n         uvarint    operands that follow
+//	per operand:
+//	  len     uvarint    bytes of the operand
+//	  operand len        a framed operand or value (its operator id first)
+func appendDeferred(dst []byte, ops [][]byte) []byte {
+	dst = append(dst, deferredID)
+	dst = binary.AppendUvarint(dst, uint64(len(ops)))
+	for _, o := range ops {
+		dst = binary.AppendUvarint(dst, uint64(len(o)))
+		dst = append(dst, o...)
+	}
+	return dst
 }
 
-func (v *valueMerger) payload(value []byte) ([]byte, error) {
-	if len(value) == 0 || value[0] != v.m.ID {
-		return nil, fmt.Errorf("%w: key %x mixes merge operator %d with %x", ErrCorrupt, head(v.key), v.m.ID, head(value))
+// decodeDeferred returns the operands of a deferred list (aliasing v).
+func decodeDeferred(v []byte) ([][]byte, error) {
+	d := decoder{b: v, what: "deferred merge list"}
+	if id := d.byte(); d.err == nil && id != deferredID {
+		return nil, fmt.Errorf("deferred merge list id %d", id)
 	}
-	return value[1:], nil
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(v)) {
+		return nil, fmt.Errorf("deferred merge list claims %d operands in %d bytes", n, len(v))
+	}
+	ops := make([][]byte, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		l := d.uvarint()
+		if d.err != nil || l == 0 || l > uint64(len(v)-d.off) {
+			d.fail("operand")
+			break
+		}
+		ops = append(ops, v[d.off:d.off+int(l)])
+		d.off += int(l)
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return ops, nil
+}
+
+// operands returns v's framed operands: the list's if v is deferred, else v.
+func operands(v []byte) ([][]byte, error) {
+	if len(v) > 0 && v[0] == deferredID {
+		return decodeDeferred(v)
+	}
+	if len(v) == 0 {
+		return nil, errors.New("empty merge operand")
+	}
+	return [][]byte{v}, nil
+}
+
+// resolve merges framed operands (oldest first) with m and finishes them
+// as a read does. ok is false when the result is no value (deleted).
+func (m *MergeOperator) resolve(ops [][]byte) (v []byte, ok bool, err error) {
+	var acc []byte
+	for i, o := range ops {
+		if len(o) == 0 || o[0] != m.ID {
+			return nil, false, fmt.Errorf("operand %d is not a %s operand (id %x)", i, m.Name, head(o))
+		}
+		if i == 0 {
+			if err := m.Check(o[1:]); err != nil {
+				return nil, false, err
+			}
+			acc = o[1:]
+			continue
+		}
+		if acc, err = m.Merge(acc, o[1:]); err != nil {
+			return nil, false, err
+		}
+	}
+	if m.Finish != nil {
+		if acc, err = m.Finish(acc); err != nil {
+			return nil, false, err
+		}
+		if acc == nil {
+			return nil, false, nil
+		}
+	}
+	return m.Frame(nil, acc), true, nil
+}
+
+// valueMerger accumulates operands for Pebble: merged with their operator
+// while it can, else as a deferred list. It implements
+// pebble.DeletableValueMerger so an operator's Finish can delete a key.
+type valueMerger struct {
+	t   *mergerTable
+	key []byte
+	m   *MergeOperator // nil once deferred
+	acc []byte         // merged payload so far (m != nil)
+	ops [][]byte       // deferred operands, oldest first (m == nil)
+}
+
+// start takes the first operand.
+func (v *valueMerger) start(value []byte) {
+	if len(value) > 0 && value[0] != deferredID {
+		if m := v.t.lookup(value[0]); m != nil && m.Check(value[1:]) == nil {
+			v.m = m
+			v.acc = append(v.acc, value[1:]...)
+			return
+		}
+	}
+	v.ops = v.appendOps(v.ops, value)
+}
+
+// appendOps appends value's operands (cloned) to ops; a value that is not
+// a well-formed list is kept as one opaque operand.
+func (v *valueMerger) appendOps(ops [][]byte, value []byte) [][]byte {
+	if os, err := operands(value); err == nil {
+		for _, o := range os {
+			ops = append(ops, bytes.Clone(o))
+		}
+		return ops
+	}
+	return append(ops, bytes.Clone(value))
+}
+
+// deferNow turns the merger into a deferred list holding what it merged.
+func (v *valueMerger) deferNow() {
+	if v.m != nil {
+		v.ops = [][]byte{v.m.Frame(nil, v.acc)}
+		v.m, v.acc = nil, nil
+	}
 }
 
 func (v *valueMerger) MergeNewer(value []byte) error {
-	p, err := v.payload(value)
-	if err != nil {
-		return err
+	if v.m != nil && len(value) > 0 && value[0] == v.m.ID {
+		if acc, err := v.m.Merge(v.acc, value[1:]); err == nil {
+			v.acc = acc
+			return nil
+		}
 	}
-	acc, err := v.m.Merge(v.acc, p)
-	if err != nil {
-		return fmt.Errorf("%w: merge %s key %x: %v", ErrCorrupt, v.m.Name, head(v.key), err)
-	}
-	v.acc = acc
+	v.deferNow()
+	v.ops = v.appendOps(v.ops, value)
 	return nil
 }
 
 func (v *valueMerger) MergeOlder(value []byte) error {
-	p, err := v.payload(value)
-	if err != nil {
-		return err
+	if v.m != nil && len(value) > 0 && value[0] == v.m.ID {
+		if acc, err := v.m.Merge(value[1:], v.acc); err == nil {
+			v.acc = acc
+			return nil
+		}
 	}
-	acc, err := v.m.Merge(p, v.acc)
-	if err != nil {
-		return fmt.Errorf("%w: merge %s key %x: %v", ErrCorrupt, v.m.Name, head(v.key), err)
-	}
-	v.acc = acc
+	v.deferNow()
+	v.ops = append(v.appendOps(nil, value), v.ops...)
 	return nil
 }
 
@@ -227,15 +343,27 @@ func (v *valueMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
 }
 
 func (v *valueMerger) DeletableFinish(includesBase bool) ([]byte, bool, io.Closer, error) {
+	if v.m == nil {
+		// A list that is all one known operator's may resolve now.
+		if len(v.ops) > 0 && len(v.ops[0]) > 0 {
+			if m := v.t.lookup(v.ops[0][0]); m != nil && includesBase {
+				if out, ok, err := m.resolve(v.ops); err == nil {
+					return out, !ok, nil, nil
+				}
+			}
+		}
+		return appendDeferred(nil, v.ops), false, nil, nil
+	}
 	p := v.acc
 	if includesBase && v.m.Finish != nil {
-		var err error
-		if p, err = v.m.Finish(p); err != nil {
-			return nil, false, nil, fmt.Errorf("%w: finish %s key %x: %v", ErrCorrupt, v.m.Name, head(v.key), err)
+		fin, err := v.m.Finish(p)
+		if err != nil {
+			return appendDeferred(nil, [][]byte{v.m.Frame(nil, p)}), false, nil, nil
 		}
-		if p == nil {
+		if fin == nil {
 			return nil, true, nil, nil
 		}
+		p = fin
 	}
 	out := make([]byte, 0, 1+len(p))
 	return append(append(out, v.m.ID), p...), false, nil, nil

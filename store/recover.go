@@ -146,7 +146,11 @@ func (db *DB) recover() error {
 			return err
 		}
 	}
-	return b.Commit(pebble.Sync)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	db.flushRangeDels()
+	return nil
 }
 
 // loadColdRanges opens every cold range of the catalog's counters with an
