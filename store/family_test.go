@@ -58,10 +58,10 @@ func TestFamilyDeclare(t *testing.T) {
 		spec FamilySpec
 		want error
 	}{
-		{FamilySpec{Name: "again", Prefix: 0xe0}, ErrFamilyConflict},            // prefix taken
-		{FamilySpec{Name: "plain", Prefix: 0xe5}, ErrFamilyConflict},            // name taken
-		{FamilySpec{Name: "low", Prefix: 0x0f}, ErrInvalidOption},               // store's prefix
-		{FamilySpec{Name: "bad name", Prefix: 0xe6}, ErrInvalidName},            // name
+		{FamilySpec{Name: "again", Prefix: 0xe0}, ErrFamilyConflict}, // prefix taken
+		{FamilySpec{Name: "plain", Prefix: 0xe5}, ErrFamilyConflict}, // name taken
+		{FamilySpec{Name: "low", Prefix: 0x0f}, ErrInvalidOption},    // store's prefix
+		{FamilySpec{Name: "bad name", Prefix: 0xe6}, ErrInvalidName}, // name
 		{FamilySpec{Name: "keys", Prefix: 0xe6, MinKeyLen: 9, MaxKeyLen: 8}, ErrInvalidOption},
 		{FamilySpec{Name: "big", Prefix: 0xe6, MaxValueLen: MaxFamilyValueLen + 1}, ErrInvalidOption},
 		{FamilySpec{Name: "op", Prefix: 0xe6, Merge: &MergeOperator{ID: 2, Name: "fake", Merge: mergeAdd, Check: checkAdd}}, ErrInvalidOption},
