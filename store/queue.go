@@ -165,8 +165,12 @@ func decodeJobRecord(id JobID, b []byte) (*jobRecord, error) {
 		len(r.cursor) > MaxJobPayloadLen || done > 1<<62 || total > 1<<62 || created > 1<<62 {
 		return nil, fmt.Errorf("%w: job record %d out of bounds", ErrCorrupt, id)
 	}
-	if len(r.key) == 0 {
-		r.key = nil
+	// Empty and absent are one thing: nil (Cursor is nil before the first
+	// chunk, Key nil without coalescing).
+	for _, p := range []*[]byte{&r.key, &r.payload, &r.cursor} {
+		if len(*p) == 0 {
+			*p = nil
+		}
 	}
 	r.done, r.total, r.created = int64(done), int64(total), int64(created)
 	return r, nil
@@ -772,6 +776,11 @@ func (db *DB) jobWorker() {
 	defer db.bg.wg.Done()
 	q := &db.queue
 	for {
+		// Close cancels jobCtx before it waits for the workers: a run
+		// cut short by it must not be leased again.
+		if db.jobCtx.Err() != nil {
+			return
+		}
 		q.mu.Lock()
 		now := time.Now()
 		st := q.nextRunnableLocked(now, func(k string) bool { return q.handlers[k] != nil })
