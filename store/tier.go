@@ -84,7 +84,7 @@ func (rs *rangeState) readRow(key uint64, out []uint64) error {
 		row, _, err := rs.cold.Get(key, tmp[:0])
 		if err != nil {
 			clear(out)
-			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return coldReadError(err)
 		}
 		n := copy(out, row)
 		clear(out[n:])
