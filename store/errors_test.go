@@ -3,7 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -79,6 +84,85 @@ func TestReadersDuringClose(t *testing.T) {
 		close(errs)
 		for err := range errs {
 			t.Fatalf("reader during close: %v", err)
+		}
+	}
+}
+
+// failFS is a filesystem whose MkdirAll or Lock fails with a given error.
+type failFS struct {
+	vfs.FS
+	mkdirErr, lockErr error
+}
+
+func (f failFS) MkdirAll(dir string, perm os.FileMode) error {
+	if f.mkdirErr != nil {
+		return f.mkdirErr
+	}
+	return f.FS.MkdirAll(dir, perm)
+}
+
+func (f failFS) Lock(name string) (io.Closer, error) {
+	if f.lockErr != nil {
+		return nil, f.lockErr
+	}
+	return f.FS.Lock(name)
+}
+
+// TestOpenDirectoryErrors is issue 12's reproduction: a read-only or
+// permission-denied directory was reported as "locked by another process".
+// Only a held lock is ErrLocked; a lock file or directory that cannot be
+// created names its real cause.
+func TestOpenDirectoryErrors(t *testing.T) {
+	pathErr := func(op string, errno syscall.Errno) error {
+		return &iofs.PathError{Op: op, Path: "d/TALLY.LOCK", Err: errno}
+	}
+	cases := []struct {
+		name       string
+		fs         failFS
+		want       error
+		wantLocked bool
+	}{
+		{"read-only lock file", failFS{lockErr: pathErr("open", syscall.EROFS)}, ErrPermission, false},
+		{"permission denied lock file", failFS{lockErr: pathErr("open", syscall.EACCES)}, iofs.ErrPermission, false},
+		{"permission denied mkdir", failFS{mkdirErr: pathErr("mkdir", syscall.EACCES)}, ErrPermission, false},
+		{"read-only mkdir", failFS{mkdirErr: pathErr("mkdir", syscall.EROFS)}, syscall.EROFS, false},
+		{"not a directory", failFS{mkdirErr: pathErr("mkdir", syscall.ENOTDIR)}, syscall.ENOTDIR, false},
+		{"missing parent", failFS{lockErr: pathErr("open", syscall.ENOENT)}, iofs.ErrNotExist, false},
+		{"held elsewhere (EAGAIN)", failFS{lockErr: syscall.EAGAIN}, ErrLocked, true},
+		{"held elsewhere (EACCES from fcntl)", failFS{lockErr: syscall.EACCES}, ErrLocked, true},
+		{"locks unsupported", failFS{lockErr: syscall.ENOLCK}, syscall.ENOLCK, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := tc.fs
+			fs.FS = vfs.NewMem()
+			_, err := Open("d", testOptions(fs))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if errors.Is(err, ErrLocked) != tc.wantLocked {
+				t.Fatalf("ErrLocked = %v for %v", !tc.wantLocked, err)
+			}
+			if !tc.wantLocked && !errors.As(err, new(*iofs.PathError)) && !errors.Is(err, syscall.ENOLCK) {
+				t.Fatalf("%v does not carry the OS error", err)
+			}
+		})
+	}
+
+	// A real path through a regular file.
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o644))
+	_, err := Open(filepath.Join(dir, "file", "store"), nil)
+	if err == nil || errors.Is(err, ErrLocked) || !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("store under a file: %v", err)
+	}
+	// A real read-only directory, where permissions apply (not as root).
+	if os.Geteuid() != 0 {
+		ro := filepath.Join(dir, "ro")
+		must(t, os.Mkdir(ro, 0o555))
+		_, err := Open(ro, nil)
+		if !errors.Is(err, ErrPermission) || errors.Is(err, ErrLocked) {
+			t.Fatalf("read-only directory: %v", err)
 		}
 	}
 }
