@@ -215,24 +215,30 @@ func (o ColumnOptions) validate() error {
 // name is 1 to 64 bytes of [A-Za-z0-9_-], not starting with '-' (names
 // appear in CLI arguments as "ID.column", so '.' is excluded). Errors wrap
 // ErrInvalidName and say which rule s breaks.
-func ValidateName(s string) error { return validName("name", s) }
+func ValidateName(s string) error { return validName("", s) }
 
 // validName is ValidateName with what ("counter name", "column name") in
 // the message. Input is echoed through quote.Input, never in full.
 func validName(what, s string) error {
+	q := quote.Input(s)
+	if what != "" {
+		q = what + " " + q
+	}
 	switch {
+	case len(s) == 0 && what == "":
+		return fmt.Errorf("%w: empty name", ErrInvalidName)
 	case len(s) == 0:
 		return fmt.Errorf("%w: empty %s", ErrInvalidName, what)
 	case len(s) > limits.MaxNameLen:
-		return fmt.Errorf("%w: %s %s is %d bytes, limit %d", ErrInvalidName, what, quote.Input(s), len(s), limits.MaxNameLen)
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidName, q, len(s), limits.MaxNameLen)
 	case s[0] == '-':
-		return fmt.Errorf("%w: %s %s starts with '-'", ErrInvalidName, what, quote.Input(s))
+		return fmt.Errorf("%w: %s starts with '-'", ErrInvalidName, q)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
 			r, _ := utf8.DecodeRuneInString(s[i:])
-			return fmt.Errorf("%w: %s %s has %q at byte %d (use letters, digits, '_' and '-')", ErrInvalidName, what, quote.Input(s), r, i)
+			return fmt.Errorf("%w: %s has %q at byte %d (use letters, digits, '_' and '-')", ErrInvalidName, q, r, i)
 		}
 	}
 	return nil

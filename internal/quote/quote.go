@@ -16,6 +16,15 @@ import (
 // limit, so every valid name is echoed whole.
 const MaxEcho = limits.MaxNameLen
 
+// Clip returns s as it is if it has at most MaxEcho bytes, else cut like
+// Input but without quotes: for fields known to be plain (digits).
+func Clip(s string) string {
+	if len(s) <= MaxEcho {
+		return s
+	}
+	return s[:cutAt(s)] + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
 // Input returns s Go-quoted, as %q would. Input longer than MaxEcho bytes is
 // cut at a character boundary at or before MaxEcho bytes and followed by
 // "…" and its full length, e.g. "aaaa"… (10240 bytes).
@@ -23,9 +32,15 @@ func Input(s string) string {
 	if len(s) <= MaxEcho {
 		return strconv.Quote(s)
 	}
+	return strconv.Quote(s[:cutAt(s)]) + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// cutAt returns the largest character boundary ≤ MaxEcho of s, which is
+// longer than MaxEcho.
+func cutAt(s string) int {
 	cut := MaxEcho
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return strconv.Quote(s[:cut]) + "… (" + strconv.Itoa(len(s)) + " bytes)"
+	return cut
 }

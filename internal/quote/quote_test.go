@@ -26,3 +26,12 @@ func TestInput(t *testing.T) {
 		t.Errorf("cut inside a character: %s", got)
 	}
 }
+
+func TestClip(t *testing.T) {
+	if got := Clip("12345"); got != "12345" {
+		t.Errorf("Clip short = %s", got)
+	}
+	if got, want := Clip(strings.Repeat("9", 1000)), strings.Repeat("9", MaxEcho)+"… (1000 bytes)"; got != want {
+		t.Errorf("Clip long = %s, want %s", got, want)
+	}
+}
