@@ -174,15 +174,26 @@ func sortForLoad(in LoadRows, n int) *compaction.Rows {
 }
 
 // loadCold builds a new range straight into blocks. All-zero rows are not
-// written: the range is new, so their ids read as zeros already.
+// written: the range is new, so their ids read as zeros already. It
+// compacts rows.Vals in place (Load owns them; they are not used after).
 func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *compaction.Rows, st *LoadStats) error {
-	local := &compaction.Rows{NCols: rows.NCols}
+	n := rows.NCols
+	keys := make([]uint64, 0, rows.Len())
+	var zeroIDs []uint64
+	w := 0
 	for i, id := range rows.Keys {
-		if row := rows.Row(i); !allZero(row) {
-			local.Keys = append(local.Keys, id&cs.keyMask)
-			local.Vals = append(local.Vals, row...)
+		row := rows.Row(i)
+		if allZero(row) {
+			zeroIDs = append(zeroIDs, id)
+			continue
 		}
+		if w != i {
+			copy(rows.Vals[w*n:(w+1)*n], row) // w < i: no overlap
+		}
+		keys = append(keys, id&cs.keyMask)
+		w++
 	}
+	local := &compaction.Rows{NCols: n, Keys: keys, Vals: rows.Vals[:w*n]}
 	if local.Len() == 0 {
 		st.ColdRows += rows.Len() // nothing to store; no range is created
 		return nil
@@ -207,8 +218,17 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 	defer db.commit.Unlock()
 	if cs.ranges.Load().m[rid] != nil {
 		// A writer created the range while its blocks were written: leave
-		// the blocks as orphans (Open drops them) and load through the log.
-		return db.loadLoggedLocked(cs, rows, st)
+		// the blocks as orphans (Open drops them) and load through the log,
+		// all-zero rows included: now there may be rows to delete.
+		all := &compaction.Rows{NCols: n, Vals: local.Vals}
+		for _, k := range local.Keys {
+			all.Keys = append(all.Keys, rid<<cs.rangeBits|k)
+		}
+		for _, id := range zeroIDs {
+			all.Keys = append(all.Keys, id)
+			all.Vals = append(all.Vals, make([]uint64, n)...)
+		}
+		return db.loadLoggedLocked(cs, all, st)
 	}
 	if err := db.pdb.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), pebble.Sync); err != nil {
 		return err
