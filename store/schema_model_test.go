@@ -560,8 +560,8 @@ func (s *schemaSim) close() {
 // TALLY_SCHEMA_SEEDS and TALLY_SCHEMA_STEPS (defaults 6 and 500).
 func TestSchemaModel(t *testing.T) {
 	seeds, steps := envOr("TALLY_SCHEMA_SEEDS", 6), envOr("TALLY_SCHEMA_STEPS", 500)
-	if testing.Short() {
-		seeds = 2
+	if testing.Short() || raceEnabled {
+		seeds, steps = 3, min(steps, 300) // -race makes each step ~10× slower
 	}
 	total := map[string]int{}
 	for seed := 0; seed < seeds; seed++ {
