@@ -47,8 +47,9 @@ var (
 	// ErrCorrupt marks damaged bytes read from disk (a log record, a
 	// checkpoint chunk, a schema record, a cold block): a checksum or decode
 	// failure, or a block the range's index names but Pebble does not hold.
-	// It tells damage apart from misuse: a closed store, bad input or an I/O
-	// error is never ErrCorrupt.
+	// It tells damage apart from misuse: a read on a closed store or bad
+	// input is never ErrCorrupt, and a read that fails for another reason
+	// (an I/O error) returns that error.
 	ErrCorrupt = errors.New("tally: corrupt data")
 	// ErrClosed is returned by operations on a closed DB.
 	ErrClosed = errors.New("tally: store is closed")
