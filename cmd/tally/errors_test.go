@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tallydb/tally/internal/limits"
 	"github.com/tallydb/tally/store"
@@ -267,6 +268,10 @@ func TestHelpQuotesTheLimits(t *testing.T) {
 		if !strings.Contains(cmdColumnAdd.help, s) {
 			t.Errorf("column add help does not say %q", s)
 		}
+	}
+	if err := (store.CounterOptions{Age: store.AgePolicy{Kind: store.AgeByTime, MaxAge: time.Hour, IDEpochMs: 1 << 50}}).Validate(); err != nil ||
+		!strings.Contains(cmdCounterAdd.help, "(0..2^50, default") {
+		t.Errorf("epoch limit: store says %v for 2^50; help: %s", err, cmdCounterAdd.help)
 	}
 	for _, s := range []string{fmt.Sprintf("0..%d, default 22", limits.MaxIDTimeShift), fmt.Sprintf("1 to %d letters", limits.MaxNameLen)} {
 		if !strings.Contains(cmdCounterAdd.help, s) {

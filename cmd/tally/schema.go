@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,14 +41,14 @@ Flags:
   --age DURATION        age a range once the time in its ids is older than
                         DURATION (e.g. 4320h), a whole number of
                         milliseconds; ids are snowflake-like:
-  --id-epoch-ms MS      ... milliseconds since this Unix epoch (0..%[4]d,
-                        default 1288834974657, Twitter's)
+  --id-epoch-ms MS      ... milliseconds since this Unix epoch
+                        (0..2^%[4]d, default 1288834974657, Twitter's)
   --id-time-shift BITS  ... shifted left by BITS (0..%[5]d, default 22)
 The policy flags --keep-hot, --hot-ranges and --age are mutually exclusive.
 
 Example:
   tally -d /var/lib/tally counter add posts --range-bits 40 --age 4320h
-`, limits.MaxNameLen, limits.MinRangeBits, limits.MaxRangeBits, int64(limits.MaxIDTimeMs), limits.MaxIDTimeShift),
+`, limits.MaxNameLen, limits.MinRangeBits, limits.MaxRangeBits, bits.TrailingZeros64(limits.MaxIDTimeMs), limits.MaxIDTimeShift),
 }
 
 var cmdCounterList = &command{
