@@ -1,0 +1,2 @@
+// Package server is the Redis-protocol (RESP) front end of tally.
+package server
