@@ -386,8 +386,8 @@ func hgetallHandler(c *Conn, args [][]byte) {
 	}
 }
 
-// hsetArgs parses HSET's field/value pairs into column positions and
-// values (c.ids holds positions, c.vals... no: returned slices are scratch).
+// hsetArgs is a parsed HSET: the row and the column positions and values
+// of its field/value pairs, in order (a repeated column: the last wins).
 type hsetArgs struct {
 	e    *counterEntry
 	id   uint64
@@ -430,7 +430,10 @@ func (a *hsetArgs) fullRow(n int, dst []uint64) ([]uint64, bool) {
 		return nil, false
 	}
 	var seen [store.MaxColumns]bool
-	dst = append(dst[:0], make([]uint64, n)...)
+	dst = dst[:0]
+	for i := 0; i < n; i++ {
+		dst = append(dst, 0)
+	}
 	k := 0
 	for i, col := range a.cols {
 		if !seen[col] {
