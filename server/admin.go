@@ -261,7 +261,7 @@ func connectionCommands() []Command {
 			Args:    []Arg{{Name: "index", Type: "integer"}}, Handler: selectHandler},
 		{Name: "AUTH", Arity: -2, Flags: FlagFast | FlagNoAuth, Group: "connection", Since: "1.0.0", Complexity: "O(N) where N is the password's length",
 			Summary: "Authenticates the connection with the server's password (user \"default\" or none).",
-			Args: []Arg{{Name: "username", Type: "string", Optional: true}, {Name: "password", Type: "string"}},
+			Args:    []Arg{{Name: "username", Type: "string", Optional: true}, {Name: "password", Type: "string"}},
 			Handler: authHandler},
 		{Name: "HELLO", Arity: -1, Flags: FlagFast | FlagNoAuth, Group: "connection", Since: "6.0.0", Complexity: "O(1)",
 			Summary: "Handshake: protocol 2 only (3 is refused with NOPROTO), optional AUTH and SETNAME.",

@@ -704,13 +704,13 @@ func counterCommands() []Command {
 			Name: "HMGET", Arity: -3, Flags: FlagReadOnly | FlagFast, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: g,
 			Summary: "Returns the given columns of a counter row (nil for an unknown column).",
 			Since:   "2.0.0", Complexity: "O(N) where N is the number of fields",
-			Args:    []Arg{key, {Name: "field", Type: "string", Multiple: true}}, Handler: hmgetHandler,
+			Args: []Arg{key, {Name: "field", Type: "string", Multiple: true}}, Handler: hmgetHandler,
 		},
 		{
 			Name: "HGETALL", Arity: 2, Flags: FlagReadOnly, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: g,
 			Summary: "Returns every column of a counter row with its value, zeros included.",
 			Since:   "2.0.0", Complexity: "O(N) where N is the number of columns",
-			Args:    []Arg{key}, Handler: hgetallHandler,
+			Args: []Arg{key}, Handler: hgetallHandler,
 		},
 		hsetCommand(Command{
 			Name: "HSET", Arity: -4, Flags: FlagWrite | FlagFast, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: g,
@@ -723,25 +723,25 @@ func counterCommands() []Command {
 			Name: "HMSET", Arity: -4, Flags: FlagWrite | FlagFast, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: g,
 			Summary: "Sets the given columns of a counter row (as HSET); replies OK.",
 			Since:   "2.0.0", Complexity: "O(N) where N is the number of fields",
-			Args:    []Arg{key, {Name: "data", Type: "block", Multiple: true, Args: []Arg{field, {Name: "value", Type: "integer"}}}},
+			Args: []Arg{key, {Name: "data", Type: "block", Multiple: true, Args: []Arg{field, {Name: "value", Type: "integer"}}}},
 		}, true),
 		{
 			Name: "DEL", Arity: -2, Flags: FlagWrite, FirstKey: 1, LastKey: -1, KeyStep: 1, Group: "generic",
 			Summary: "Deletes counter rows atomically (every column reads 0 afterwards); replies the number of rows that held a non-zero value.",
 			Since:   "1.0.0", Complexity: "O(N) where N is the number of keys",
-			Args:    []Arg{{Name: "key", Type: "key", Multiple: true}}, Handler: delHandler,
+			Args: []Arg{{Name: "key", Type: "key", Multiple: true}}, Handler: delHandler,
 		},
 		{
 			Name: "UNLINK", Arity: -2, Flags: FlagWrite | FlagFast, FirstKey: 1, LastKey: -1, KeyStep: 1, Group: "generic",
 			Summary: "Same as DEL.",
 			Since:   "4.0.0", Complexity: "O(N) where N is the number of keys",
-			Args:    []Arg{{Name: "key", Type: "key", Multiple: true}}, Handler: delHandler,
+			Args: []Arg{{Name: "key", Type: "key", Multiple: true}}, Handler: delHandler,
 		},
 		{
 			Name: "EXISTS", Arity: -2, Flags: FlagReadOnly | FlagFast, FirstKey: 1, LastKey: -1, KeyStep: 1, Group: "generic",
 			Summary: "Counts the given counter rows that hold a non-zero value.",
 			Since:   "1.0.0", Complexity: "O(N) where N is the number of keys",
-			Args:    []Arg{{Name: "key", Type: "key", Multiple: true}}, Handler: existsHandler,
+			Args: []Arg{{Name: "key", Type: "key", Multiple: true}}, Handler: existsHandler,
 		},
 		incrCommand(Command{
 			Name: "INCR", Arity: 2, Flags: FlagWrite | FlagFast, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "string",
@@ -772,14 +772,14 @@ func counterCommands() []Command {
 			Name: "MGET", Arity: -2, Flags: FlagReadOnly | FlagFast, FirstKey: 1, LastKey: -1, KeyStep: 1, Group: "string",
 			Summary: "Returns the first column of every counter row named; nil for a key that names no counter row.",
 			Since:   "1.0.0", Complexity: "O(N) where N is the number of keys",
-			Args:    []Arg{{Name: "key", Type: "key", Multiple: true}}, Handler: mgetHandler,
+			Args: []Arg{{Name: "key", Type: "key", Multiple: true}}, Handler: mgetHandler,
 		},
 		{
 			Name: "TALLY.MGET", Arity: -3, Flags: FlagReadOnly | FlagFast, Group: "tally",
 			Summary: "Returns every column of every id of a counter in one call (a feed page): an array with one array " +
 				"of column values per id, in request order.",
 			Since: "0.1.0", Complexity: "O(N) where N is the number of ids",
-			Args:  []Arg{{Name: "counter", Type: "string"}, {Name: "id", Type: "integer", Multiple: true}}, Handler: tallyMgetHandler,
+			Args: []Arg{{Name: "counter", Type: "string"}, {Name: "id", Type: "integer", Multiple: true}}, Handler: tallyMgetHandler,
 		},
 	}
 }

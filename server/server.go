@@ -142,8 +142,8 @@ type Server struct {
 	conns      sync.WaitGroup
 	stats      struct {
 		clients, accepted, rejected, dropped atomic.Int64
-		commands, errorReplies            atomic.Int64
-		netIn, netOut                     atomic.Uint64
+		commands, errorReplies               atomic.Int64
+		netIn, netOut                        atomic.Uint64
 	}
 
 	mu struct {
