@@ -24,9 +24,11 @@
 // # Keys
 //
 // A key is COUNTER:ID: a counter's name, a colon, a decimal id (leading
-// zeros allowed, so redis-benchmark's "key:__rand_int__" is counter "key",
-// id N). Hash fields are the counter's columns. Every row of an existing
-// counter exists: a row never written reads as zeros.
+// zeros allowed, so redis-benchmark -r's "counter:__rand_int__", which
+// "-t incr" sends since Redis 6.2, is counter "counter", id N; older
+// versions send "key:__rand_int__"). Hash fields are the counter's columns.
+// Every row of an existing counter exists: a row never written reads as
+// zeros.
 //
 // # Commands
 //
