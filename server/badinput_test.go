@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"reflect"
@@ -494,4 +495,57 @@ func TestOptionsAndRegister(t *testing.T) {
 	if err := s.Serve(ln); err != ErrServerClosed {
 		t.Fatalf("Serve on a closed server: %v", err)
 	}
+}
+
+// FuzzRequest sends arbitrary bytes as one client's input: the server must
+// neither panic nor hang, must end the connection when the client leaves,
+// and must leave a store that passes Check. Seeds run in every go test;
+// go test -fuzz=FuzzRequest ./server/ explores further.
+func FuzzRequest(f *testing.F) {
+	for _, seed := range []string{
+		resp("HINCRBY", "posts:1", "likes", "1"),
+		resp("HSET", "posts:2", "reposts", "1", "comments", "2", "likes", "3") + resp("HGETALL", "posts:2"),
+		resp("TALLY.MGET", "posts", "1", "2") + resp("DEL", "posts:1", "posts:2"),
+		resp("INCR", "key:1") + resp("DECRBY", "key:1", "5") + resp("MGET", "key:1", "posts:1", "x"),
+		"PING\r\nHINCRBY posts:3 likes -1\r\n",
+		"*1\r\n$9223372036854775807\r\nx\r\n",
+		"*2\r\n$4\r\nECHO\r\n$3\r\nab",
+		"*-1\r\n", "$5\r\nhello\r\n", "\x00\xff\r\n", "PING \"a\n", resp("COMMAND", "DOCS"), resp("INFO"),
+		resp("CLIENT", "SETNAME", "x") + resp("QUIT") + resp("INCR", "key:9"),
+	} {
+		f.Add([]byte(seed))
+	}
+	ts := newTestServer(f, &Options{MaxRequestBytes: 1 << 16, MaxArgs: 64})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		nc, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		go func() {
+			nc.Write(data)
+			nc.(*net.TCPConn).CloseWrite() // the client leaves
+		}()
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := nc.Read(buf); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					t.Fatal("the server did not close the connection after the client left")
+				}
+				break
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for ts.s.Clients() > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if n := ts.s.Clients(); n > 0 {
+			t.Fatalf("%d connections still open after the client left", n)
+		}
+		if err := ts.db.Check(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
