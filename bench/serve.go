@@ -23,6 +23,21 @@ import (
 // and redis-server on the same machine, in one run, with the same commands
 // and flags, and each server's memory after loading the same items through
 // RESP.
+//
+// Caveats, so the figures are read right:
+//   - redis-benchmark draws ids uniformly from -r; ids that were not loaded
+//     (all-zero items, and ids past Items) are misses: Redis answers nil or
+//     an empty hash, tally answers the row's zeros (HGETALL: every column),
+//     so tally sends more bytes for them.
+//   - RSS counts each server's fixed costs. tally's include Pebble's
+//     memtables (up to two of 32 MiB: the load's log records live there
+//     until a flush), its block cache, and the Go heap's headroom between
+//     collections (GOGC; set GOGC or GOMEMLIMIT in the server's environment
+//     to trade CPU for memory). "tally tables" is the store's own account of
+//     its rows (INFO tally_table_bytes). Small runs are dominated by these
+//     fixed costs; the per-item figure means something from millions of
+//     items on.
+//   - The servers and redis-benchmark share the machine's cores.
 
 // ServeConfig configures RunServe. Zero fields take the defaults of the
 // full run.
@@ -275,8 +290,12 @@ func startServeTarget(cfg *ServeConfig, name, dir string) (*serveTarget, error) 
 			{"TALLY.COLUMN", "ADD", "posts", "reposts"},
 			{"TALLY.COLUMN", "ADD", "posts", "comments"},
 			{"TALLY.COLUMN", "ADD", "posts", "likes"},
-			{"TALLY.COUNTER", "ADD", "counter"}, // redis-benchmark -t incr: counter:__rand_int__
+			// redis-benchmark -t incr: INCR counter:__rand_int__ (Redis 6.2+),
+			// INCR key:__rand_int__ before.
+			{"TALLY.COUNTER", "ADD", "counter"},
 			{"TALLY.COLUMN", "ADD", "counter", "value"},
+			{"TALLY.COUNTER", "ADD", "key"},
+			{"TALLY.COLUMN", "ADD", "key", "value"},
 		} {
 			if _, err := c.do(cmd...); err != nil {
 				t.stop()
