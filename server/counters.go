@@ -494,6 +494,7 @@ func hsetCommand(cmd Command, okReply bool) Command {
 		if !ok {
 			return false
 		}
+		c.ids = row[:0] // keep the grown scratch; Set copies the row
 		if err := b.Set(a.e.name, a.id, row...); err != nil {
 			return false
 		}
