@@ -173,4 +173,17 @@
 // tally_store_cold_disk_bytes{counter}, log, checkpoint, disk, block cache,
 // job and recovery figures, tally_pebble_memory_bytes; and the Go runtime
 // and process collectors.
+//
+// # Tests and benchmarks
+//
+// The tests drive an in-process server over loopback with go-redis and raw
+// sockets: every command, each bad input, limits, garbage, stuck and idle
+// clients, protected mode, pipelining, 100 concurrent clients, AUTH,
+// shutdown and metrics, in a few seconds. FuzzRequest's seeds run with
+// them; "go test -fuzz=FuzzRequest ./server/" explores arbitrary client
+// input. cmd/tally's tests run "tally serve" as a child process (SIGTERM,
+// kill -9 under writes, redis-cli and redis-benchmark when installed).
+// BenchmarkServer measures commands through 50 pipelining connections in
+// this process; bench/cmd/servebench compares "tally serve" with
+// redis-server using redis-benchmark itself.
 package server

@@ -18,7 +18,7 @@ import (
 
 var cmdServe = &command{
 	name:     "serve",
-	synopsis: "serve the store over the Redis protocol (redis-cli, redis-benchmark, client libraries)",
+	synopsis: "serve the store to Redis clients (RESP: redis-cli, redis-benchmark, libraries)",
 	help: `Usage: tally -d DIR serve [--addr HOST:PORT] [--requirepass PASSWORD] [--maxclients N]
            [--metrics-addr HOST:PORT] [--allow-remote] [--create] [--durability MODE]
 
