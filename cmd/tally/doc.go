@@ -36,6 +36,11 @@
 //	stats                       "key value" lines per tier, block cache and
 //	                            jobs; per counter as counter.NAME.KEY
 //	checkpoint                  force a checkpoint, print its sequence
+//	serve [--addr HOST:PORT] [--requirepass P] [--maxclients N]
+//	    [--metrics-addr HOST:PORT] [--allow-remote] [--create]
+//	                            serve the store over the Redis protocol
+//	                            until SIGTERM/SIGINT (then finish commands
+//	                            in flight, checkpoint, close, exit 0)
 //	demo [-d DIR] [--items N] [--duration D] [--clients C] ...
 //	                            end-to-end demo on a temporary store
 //
@@ -79,11 +84,22 @@
 // Commands other than "counter add" and "demo" refuse a missing or empty
 // directory instead of creating a store there, so a mistyped -d fails.
 //
+// # Serving
+//
+// serve keeps the store open and answers Redis clients (package server):
+// keys are COUNTER:ID and hash fields are columns, so redis-cli,
+// redis-benchmark and client libraries work unchanged. It binds loopback by
+// default; a non-loopback --addr is refused unless --requirepass (clients
+// must AUTH) or --allow-remote is given, and a non-loopback --metrics-addr
+// needs --allow-remote. It prints "addr HOST:PORT" (and "metrics_addr ...")
+// once serving and "checkpoint_seq N" after its shutdown checkpoint.
+//
 // # Caveats
 //
-// Each invocation opens the store, which replays the log since the last
-// checkpoint, and closes it, which checkpoints: fine for administration and
-// scripts, far too slow for serving traffic. Embed package store for that.
+// Each other invocation opens the store, which replays the log since the
+// last checkpoint, and closes it, which checkpoints: fine for
+// administration and scripts, far too slow for serving traffic. Use serve,
+// or embed package store.
 // incr, set, get and delete take their flags before NAME, so that a negative
 // DELTA is not read as a flag.
 package main

@@ -43,7 +43,7 @@ func init() {
 		cmdIncr, cmdSet, cmdGet, cmdDelete,
 		cmdLoad, cmdCompact, cmdVerify,
 		cmdReplay, cmdStats, cmdCheckpoint,
-		cmdDemo, cmdHelp,
+		cmdServe, cmdDemo, cmdHelp,
 	}
 }
 

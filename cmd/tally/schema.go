@@ -8,10 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/tallydb/tally/internal/limits"
 	"github.com/tallydb/tally/internal/quote"
+	"github.com/tallydb/tally/server"
 	"github.com/tallydb/tally/store"
 )
 
@@ -233,27 +233,9 @@ func runCounterList(e *env, args []string) error {
 	return closeDB(db, nil)
 }
 
-// counterLine formats one counter for "counter list".
-func counterLine(ci store.CounterInfo) string {
-	cols := make([]string, len(ci.Columns))
-	for i, c := range ci.Columns {
-		cols[i] = fmt.Sprintf("%s:%d/%d", c.Name, c.HintBits, c.MaxBits)
-	}
-	return fmt.Sprintf("%s range_bits=%d policy=%s columns=%s",
-		ci.Name, ci.RangeBits, policyString(ci.Age), strings.Join(cols, ","))
-}
-
-func policyString(a store.AgePolicy) string {
-	switch a.Kind {
-	case store.KeepHot:
-		return "keep-hot"
-	case store.KeepNewest:
-		return fmt.Sprintf("hot-ranges:%d", a.HotRanges)
-	case store.AgeByTime:
-		return fmt.Sprintf("age:%v:%d:%d", a.MaxAge.Round(time.Millisecond), a.IDEpochMs, a.IDTimeShift)
-	}
-	return a.Kind.String()
-}
+// counterLine formats one counter for "counter list": the format of
+// TALLY.COUNTER LIST, from package server, so the two cannot drift.
+func counterLine(ci store.CounterInfo) string { return server.CounterLine(ci) }
 
 func runColumnAdd(e *env, args []string) error {
 	fs := e.flags(cmdColumnAdd)
