@@ -30,7 +30,9 @@ func BenchmarkServer(b *testing.B) {
 			return []string{"HINCRBY", "posts:" + strconv.Itoa(r.IntN(benchKeyspace)), "likes", "1"}
 		}},
 		{"INCR", func(r *rand.Rand) []string { return []string{"INCR", "key:" + strconv.Itoa(r.IntN(benchKeyspace))} }},
-		{"HGETALL", func(r *rand.Rand) []string { return []string{"HGETALL", "posts:" + strconv.Itoa(r.IntN(benchKeyspace))} }},
+		{"HGETALL", func(r *rand.Rand) []string {
+			return []string{"HGETALL", "posts:" + strconv.Itoa(r.IntN(benchKeyspace))}
+		}},
 		{"TALLY.MGET-10", func(r *rand.Rand) []string {
 			a := []string{"TALLY.MGET", "posts"}
 			for i := 0; i < 10; i++ {
