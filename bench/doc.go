@@ -10,6 +10,12 @@
 // markdown report (Table, Machine). The command
 // bench/cmd/tallybench puts them together.
 //
+// RunServe (serve.go, command bench/cmd/servebench) is the server
+// comparison: redis-benchmark, unchanged, against "tally serve" and
+// redis-server in one run with the same commands and flags (-c 50 -P 16 -r
+// 1000000 by default), and each server's RSS growth per item after loading
+// the same items through RESP.
+//
 // # Targets
 //
 //   - tally: one counter "posts" with the workload's columns (16-bit width

@@ -81,7 +81,8 @@
 //
 // # Columns
 //
-// A table has up to 16 columns of 1, 2 or 4 bytes. AddColumn only changes
+// A table has up to MaxColumns (limits.MaxTableColumns: a counter's 16 plus
+// a cold delta's marker) columns of 1, 2 or 4 bytes. AddColumn only changes
 // the table's target layout; each segment records its own column count and
 // is rewritten with wider rows on its next growth or on the first Put into
 // it. Until then reads of the new column in that segment return 0. A

@@ -265,17 +265,33 @@ func (t *Table) Delete(key uint64) error {
 // rewritten: a segment migrates to the new layout on its next growth or Put;
 // until then the new column reads as 0 there.
 func (t *Table) AddColumn(width int) error {
+	t.layout.Lock()
+	defer t.layout.Unlock()
+	if err := t.canAddColumn(width); err != nil {
+		return err
+	}
+	n := int(t.ncols.Load())
+	t.setColumn(n, width)
+	t.ncols.Store(int32(n + 1))
+	return nil
+}
+
+// CanAddColumn reports the error AddColumn(width) would return now, without
+// changing the table. A caller that must not fail half-way (a schema change
+// over many tables) checks every table first.
+func (t *Table) CanAddColumn(width int) error {
+	t.layout.Lock()
+	defer t.layout.Unlock()
+	return t.canAddColumn(width)
+}
+
+func (t *Table) canAddColumn(width int) error {
 	if !validWidth(width) {
 		return fmt.Errorf("%w: column width %d not 1, 2 or 4", ErrBadLayout, width)
 	}
-	t.layout.Lock()
-	defer t.layout.Unlock()
-	n := int(t.ncols.Load())
-	if n >= MaxColumns {
-		return fmt.Errorf("%w: more than %d columns", ErrBadLayout, MaxColumns)
+	if n := int(t.ncols.Load()); n >= MaxColumns {
+		return fmt.Errorf("%w: %d columns, cannot add one (limit %d)", ErrBadLayout, n, MaxColumns)
 	}
-	t.setColumn(n, width)
-	t.ncols.Store(int32(n + 1))
 	return nil
 }
 

@@ -188,14 +188,24 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("GetColumn big key = %d", v)
 	}
 	for _, w := range []int{0, 3, 8, -2} {
+		if err := tb.CanAddColumn(w); !errors.Is(err, ErrBadLayout) {
+			t.Errorf("CanAddColumn(%d) = %v", w, err)
+		}
 		if err := tb.AddColumn(w); !errors.Is(err, ErrBadLayout) {
 			t.Errorf("AddColumn(%d) = %v", w, err)
 		}
 	}
 	for tb.NumColumns() < MaxColumns {
+		n := tb.NumColumns()
+		if err := tb.CanAddColumn(1); err != nil || tb.NumColumns() != n {
+			t.Fatalf("CanAddColumn at %d columns: %v, now %d columns", n, err, tb.NumColumns())
+		}
 		if err := tb.AddColumn(1); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := tb.CanAddColumn(1); !errors.Is(err, ErrBadLayout) {
+		t.Errorf("CanAddColumn at %d: %v", MaxColumns, err)
 	}
 	if err := tb.AddColumn(1); !errors.Is(err, ErrBadLayout) {
 		t.Errorf("column %d: %v", MaxColumns+1, err)

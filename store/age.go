@@ -81,7 +81,7 @@ func (db *DB) Compact(ctx context.Context) error {
 func (db *DB) SealRange(ctx context.Context, counter string, rangeID uint64) error {
 	cs := db.cat.Load().byName[counter]
 	if cs == nil {
-		return fmt.Errorf("%w: %q", ErrCounterNotFound, counter)
+		return counterNotFound(counter)
 	}
 	return db.runJobs(ctx, []pendingJob{{jobSeal, cs, rangeID}})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/tallydb/tally/hot"
+	"github.com/tallydb/tally/internal/limits"
 )
 
 // Checkpoints.
@@ -102,11 +103,11 @@ func decodeChunk(b []byte, fn func(h *chunkHeader, key uint64, vals []uint64) er
 	if d.err != nil {
 		return h, d.err
 	}
-	if ncols > MaxColumns+1 || nrows > uint64(len(body)) || rangeRows > 1<<48 {
+	if ncols > limits.MaxTableColumns || nrows > uint64(len(body)) || rangeRows > 1<<limits.MaxRangeBits {
 		return h, fmt.Errorf("%w: checkpoint chunk header (ncols %d, rows %d)", ErrCorrupt, ncols, nrows)
 	}
 	h.ncols, h.rangeRows, h.nrows = int(ncols), int(rangeRows), int(nrows)
-	var buf [MaxColumns + 1]uint64
+	var buf [limits.MaxTableColumns]uint64
 	vals := buf[:h.ncols]
 	for i := 0; i < h.nrows; i++ {
 		key := d.uvarint()
@@ -167,7 +168,7 @@ func (db *DB) Checkpoint() error {
 		// A seal or merge changed what the chunks must hold (a delta was
 		// folded into blocks) without a log record: an empty record gives
 		// the new checkpoint its own sequence.
-		if err := db.commitLocked(&Batch{db: db, record: true}); err != nil {
+		if err := db.commitEmptyRecordLocked(); err != nil {
 			db.commit.Unlock()
 			return err
 		}

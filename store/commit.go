@@ -150,7 +150,7 @@ func (b *Batch) Result(i int) uint64 { return b.results[i] }
 func (b *Batch) counter(name string) (*counterState, error) {
 	cs := b.db.cat.Load().byName[name]
 	if cs == nil {
-		return nil, fmt.Errorf("%w: %q", ErrCounterNotFound, name)
+		return nil, counterNotFound(name)
 	}
 	return cs, nil
 }
@@ -170,14 +170,14 @@ func (b *Batch) Incr(counter string, id uint64, column string, delta int64) erro
 func (b *Batch) incr(cs *counterState, id uint64, column string, delta int64) error {
 	col, ok := cs.cols.Load().byName[column]
 	if !ok {
-		return b.fail(fmt.Errorf("%w: %s.%s", ErrColumnNotFound, cs.name, column))
+		return b.fail(columnNotFound(cs, column))
 	}
 	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opIncr, col: col, delta: delta})
 	return nil
 }
 
 // Set sets every column of row id of counter, in column order; the number of
-// values must equal the number of columns.
+// values must equal the number of columns (ErrColumnCount otherwise).
 func (b *Batch) Set(counter string, id uint64, values ...uint64) error {
 	cs, err := b.counter(counter)
 	if err != nil {
@@ -188,7 +188,7 @@ func (b *Batch) Set(counter string, id uint64, values ...uint64) error {
 
 func (b *Batch) set(cs *counterState, id uint64, values []uint64) error {
 	if n := len(cs.cols.Load().cols); len(values) != n {
-		return b.fail(fmt.Errorf("%w: %s has %d columns, got %d values", ErrValueRange, cs.name, n, len(values)))
+		return b.fail(fmt.Errorf("%w: %s has %d columns, got %d values", ErrColumnCount, cs.name, n, len(values)))
 	}
 	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opSet, valOff: len(b.vals), valN: len(values)})
 	b.vals = append(b.vals, values...)
@@ -322,6 +322,14 @@ func (db *DB) commitBatch(b *Batch) error {
 		return err
 	}
 	return db.finishCommit(c)
+}
+
+// commitEmptyRecordLocked commits a log record with no ops, moving the
+// sequence on: for changes that write no record of their own (a seal, a
+// merge, hot rows of a bulk load) but must not let the next checkpoint be
+// skipped as "nothing new". The caller holds DB.commit.
+func (db *DB) commitEmptyRecordLocked() error {
+	return db.commitLocked(&Batch{db: db, record: true})
 }
 
 // commitLocked commits b while the caller holds DB.commit (bulk load). The

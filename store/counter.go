@@ -53,7 +53,7 @@ func (c *Counter) GetColumn(id uint64, column string) (uint64, error) {
 	cols := c.cs.cols.Load()
 	col, ok := cols.byName[column]
 	if !ok {
-		return 0, fmt.Errorf("%w: %s.%s", ErrColumnNotFound, c.cs.name, column)
+		return 0, columnNotFound(c.cs, column)
 	}
 	var tmp [MaxColumns]uint64
 	row := tmp[:len(cols.cols)]
@@ -127,7 +127,8 @@ func (c *Counter) Incr(id uint64, column string, delta int64) (uint64, error) {
 	return c.db.commitOne(func(b *Batch) error { return b.incr(c.cs, id, column, delta) })
 }
 
-// Set sets every column of row id; len(values) must equal NumColumns.
+// Set sets every column of row id; len(values) must equal NumColumns
+// (ErrColumnCount otherwise). All-zero values delete the row.
 func (c *Counter) Set(id uint64, values ...uint64) error {
 	_, err := c.db.commitOne(func(b *Batch) error { return b.set(c.cs, id, values) })
 	return err

@@ -13,6 +13,8 @@ import (
 
 	"github.com/tallydb/tally/cold"
 	"github.com/tallydb/tally/compaction"
+	"github.com/tallydb/tally/hot"
+	"github.com/tallydb/tally/internal/quote"
 )
 
 // DB is an open tally store. All methods are safe for concurrent use.
@@ -142,8 +144,13 @@ func (db *DB) Close() error {
 }
 
 // CreateCounter creates an empty counter without columns.
+//
+// The name and options are validated (ValidateName, CounterOptions.Validate)
+// and the schema is checked to read back as given before it is written; a
+// refused counter changes nothing in memory or on disk. Errors:
+// ErrInvalidName, ErrInvalidOption, ErrExists, ErrClosed, ErrFailed.
 func (db *DB) CreateCounter(name string, opts CounterOptions) error {
-	if err := validName(name); err != nil {
+	if err := validName("counter name", name); err != nil {
 		return err
 	}
 	o := opts.withDefaults()
@@ -157,9 +164,12 @@ func (db *DB) CreateCounter(name string, opts CounterOptions) error {
 	}
 	cat := db.cat.Load()
 	if cat.byName[name] != nil {
-		return fmt.Errorf("%w: counter %q", ErrExists, name)
+		return fmt.Errorf("%w: counter %s", ErrExists, quote.Input(name))
 	}
 	ci := &CounterInfo{ID: cat.nextID, Name: name, RangeBits: o.RangeBits, Age: o.Age}
+	if err := checkSchema(ci); err != nil {
+		return err
+	}
 	if err := db.writeSchemaLocked(ci); err != nil {
 		return err
 	}
@@ -170,8 +180,16 @@ func (db *DB) CreateCounter(name string, opts CounterOptions) error {
 // AddColumn adds a column to a live counter. Existing rows are not rewritten:
 // each hot table migrates its rows lazily, and the new column reads 0 until
 // written.
+//
+// Before the new schema is written, AddColumn checks it against every tier:
+// it must read back as given, every hot table, cold delta and frozen delta
+// of the counter must be able to take the column, and a future cold delta
+// (the counter's columns plus a marker) must fit a hot table. A refused
+// column changes nothing in memory or on disk. Errors: ErrInvalidName,
+// ErrInvalidOption, ErrCounterNotFound, ErrExists, ErrTooManyColumns,
+// ErrClosed, ErrFailed.
 func (db *DB) AddColumn(counter, column string, opts ColumnOptions) error {
-	if err := validName(column); err != nil {
+	if err := validName("column name", column); err != nil {
 		return err
 	}
 	o := opts.withDefaults()
@@ -185,28 +203,66 @@ func (db *DB) AddColumn(counter, column string, opts ColumnOptions) error {
 	}
 	cs := db.cat.Load().byName[counter]
 	if cs == nil {
-		return fmt.Errorf("%w: %q", ErrCounterNotFound, counter)
+		return counterNotFound(counter)
 	}
 	old := cs.cols.Load()
 	if _, ok := old.byName[column]; ok {
-		return fmt.Errorf("%w: column %s.%s", ErrExists, counter, column)
+		return fmt.Errorf("%w: column %s.%s", ErrExists, cs.name, column)
 	}
 	if len(old.cols) >= MaxColumns {
-		return fmt.Errorf("%w: %s has %d", ErrTooManyColumns, counter, len(old.cols))
+		return fmt.Errorf("%w: counter %s has %d columns, the limit", ErrTooManyColumns, cs.name, len(old.cols))
 	}
 	ci := cs.info()
 	ci.Columns = append(ci.Columns, Column{Name: column, HintBits: o.HintBits, MaxBits: o.MaxBits})
+	if err := checkSchema(&ci); err != nil {
+		return err
+	}
+	width := int(o.HintBits / 8)
+	if err := cs.canAddColumnLocked(len(ci.Columns), width); err != nil {
+		return err
+	}
+	// From here nothing can refuse the column: write it, then widen.
 	if err := db.writeSchemaLocked(&ci); err != nil {
 		return err
 	}
 	for _, rs := range cs.ranges.Load().m {
-		if err := rs.addColumnLocked(int(o.HintBits / 8)); err != nil {
-			// Only a broken invariant gets here (the layout was validated).
+		if err := rs.addColumnLocked(width); err != nil {
+			// Only a broken invariant gets here (every table was checked).
 			db.setFailed(err)
 			return fmt.Errorf("%w: add column to range %d: %v", ErrFailed, rs.id, err)
 		}
 	}
 	cs.cols.Store(newColSet(ci.Columns))
+	return nil
+}
+
+// canAddColumnLocked reports whether every tier of cs can hold ncols
+// columns, the last of the given width: every table of every range, the
+// blocks of cold ranges, and the delta a cold range creates later. The
+// caller holds DB.commit, so no range changes shape underneath.
+func (cs *counterState) canAddColumnLocked(ncols, width int) error {
+	if ncols > cold.MaxColumns {
+		return fmt.Errorf("%w: counter %s: %d columns do not fit a cold block (limit %d)", ErrTooManyColumns, cs.name, ncols, cold.MaxColumns)
+	}
+	if ncols+1 > hot.MaxColumns {
+		return fmt.Errorf("%w: counter %s: %d columns and a delta marker do not fit a hot table (limit %d)", ErrTooManyColumns, cs.name, ncols, hot.MaxColumns)
+	}
+	for _, rs := range cs.ranges.Load().m {
+		for _, t := range []struct {
+			t    *hot.Table
+			what string
+		}{{rs.hot, "hot table"}, {rs.delta, "delta"}, {rs.frozen, "frozen delta"}} {
+			if t.t == nil {
+				continue
+			}
+			if err := t.t.CanAddColumn(width); err != nil {
+				return fmt.Errorf("%w: counter %s range %d %s: %v", ErrTooManyColumns, cs.name, rs.id, t.what, err)
+			}
+		}
+		if rs.cold != nil && rs.cold.Desc().NumColumns() > ncols {
+			return fmt.Errorf("%w: counter %s range %d: blocks have %d columns, more than %d", ErrCorrupt, cs.name, rs.id, rs.cold.Desc().NumColumns(), ncols)
+		}
+	}
 	return nil
 }
 
@@ -235,7 +291,7 @@ func (db *DB) Counters() []CounterInfo {
 func (db *DB) Counter(name string) (*Counter, error) {
 	cs := db.cat.Load().byName[name]
 	if cs == nil {
-		return nil, fmt.Errorf("%w: %q", ErrCounterNotFound, name)
+		return nil, counterNotFound(name)
 	}
 	return &Counter{db: db, cs: cs}, nil
 }

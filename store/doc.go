@@ -55,6 +55,17 @@
 // records after S. An interrupted checkpoint leaves "ckpt" at the previous
 // one; its partial chunks are deleted on the next Open.
 //
+// # Schema changes
+//
+// CreateCounter and AddColumn validate a change against every tier before
+// it becomes durable (see DB.AddColumn and docs/ARCHITECTURE.md), with the
+// limits of package internal/limits; a refused change leaves memory and
+// disk as they were. TestSchemaModel checks this against a model with
+// options at and past every limit, interleaved with writes, seals, merges,
+// reopens and crashes; heavier runs set TALLY_SCHEMA_SEEDS and
+// TALLY_SCHEMA_STEPS (defaults 6 and 500), and FuzzSchemaOps drives the same
+// simulation from fuzzer bytes (go test -fuzz=FuzzSchemaOps ./store/).
+//
 // # Caveats
 //
 // A write is visible to readers as soon as it is in Pebble's WAL buffer, a

@@ -1,6 +1,14 @@
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/tallydb/tally/cold"
+	"github.com/tallydb/tally/internal/quote"
+)
 
 // Errors returned by the store. Test for them with errors.Is; the returned
 // error usually wraps one of these with detail.
@@ -17,12 +25,19 @@ var (
 	// ColumnOptions for a value outside its allowed set.
 	ErrInvalidOption = errors.New("tally: invalid option")
 	// ErrValueRange is returned when a value or the result of an increment
-	// does not fit the column's maximum, or when a Set has the wrong number
-	// of values.
+	// does not fit the column's maximum.
 	ErrValueRange = errors.New("tally: value out of range")
+	// ErrColumnCount is returned when a Set or Load row has a different
+	// number of values than the counter has columns (including a counter
+	// without columns).
+	ErrColumnCount = errors.New("tally: wrong number of values")
 	// ErrLocked is returned by Open when another process (or another DB in
 	// this process) has the directory open.
 	ErrLocked = errors.New("tally: directory is locked by another process")
+	// ErrPermission is returned by Open when the store directory or its lock
+	// file cannot be created or written: permission denied or a read-only
+	// filesystem. The error also wraps the operating system's error.
+	ErrPermission = errors.New("tally: no permission to write the store directory")
 	// ErrNotStore is returned by Open for a non-empty directory that is not
 	// a tally store.
 	ErrNotStore = errors.New("tally: directory is not a tally store")
@@ -30,8 +45,11 @@ var (
 	// incompatible format version.
 	ErrIncompatible = errors.New("tally: incompatible store format version")
 	// ErrCorrupt marks damaged bytes read from disk (a log record, a
-	// checkpoint chunk, a schema record): a checksum or decode failure. It
-	// tells damage apart from misuse.
+	// checkpoint chunk, a schema record, a cold block): a checksum or decode
+	// failure, or a block the range's index names but Pebble does not hold.
+	// It tells damage apart from misuse: a read on a closed store or bad
+	// input is never ErrCorrupt, and a read that fails for another reason
+	// (an I/O error) returns that error.
 	ErrCorrupt = errors.New("tally: corrupt data")
 	// ErrClosed is returned by operations on a closed DB.
 	ErrClosed = errors.New("tally: store is closed")
@@ -58,3 +76,41 @@ var (
 	// an operator.
 	ErrBadOperand = errors.New("tally: bad merge operand")
 )
+
+// coldReadError classifies an error of a cold block read: damage (a block
+// that fails its checks, a block the index names but Pebble lacks, Pebble's
+// own corruption) wraps ErrCorrupt; anything else (ErrClosed, an I/O error,
+// a cancelled context) is returned as it is, so a reader is never told its
+// data is damaged when it is not.
+func coldReadError(err error) error {
+	if errors.Is(err, cold.ErrCorrupt) || errors.Is(err, cold.ErrMissingBlock) || errors.Is(err, pebble.ErrCorruption) {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return err
+}
+
+// counterNotFound is the error of a lookup of a counter named name that
+// does not exist. A name that could never be a counter says so: it wraps
+// ErrInvalidName (with the rule it breaks) as well as ErrCounterNotFound.
+func counterNotFound(name string) error {
+	if err := validName("counter name", name); err != nil {
+		return notFoundError{err, ErrCounterNotFound}
+	}
+	return fmt.Errorf("%w: %s", ErrCounterNotFound, quote.Input(name))
+}
+
+// columnNotFound is the error of a lookup of a column of cs that does not
+// exist; like counterNotFound, an impossible name says why.
+func columnNotFound(cs *counterState, column string) error {
+	if err := validName("column name", column); err != nil {
+		return notFoundError{err, ErrColumnNotFound}
+	}
+	return fmt.Errorf("%w: %s.%s", ErrColumnNotFound, cs.name, column)
+}
+
+// notFoundError is an invalid-name error that also matches a not-found
+// sentinel.
+type notFoundError struct{ err, notFound error }
+
+func (e notFoundError) Error() string   { return e.err.Error() }
+func (e notFoundError) Unwrap() []error { return []error{e.err, e.notFound} }

@@ -31,6 +31,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/tallydb/tally/internal/limits"
+	"github.com/tallydb/tally/internal/quote"
 )
 
 // Limits of family keys and values.
@@ -116,8 +117,8 @@ func (s *FamilySpec) withDefaults() FamilySpec {
 }
 
 func (s *FamilySpec) validate() error {
-	if err := validName(s.Name); err != nil {
-		return fmt.Errorf("family: %w", err)
+	if err := validName("family", s.Name); err != nil {
+		return err
 	}
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -199,9 +200,9 @@ func decodeFamilyRecord(b []byte) (*familyRecord, error) {
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
-	if r.prefix < FirstFamilyPrefix || validName(r.name) != nil || len(r.mergeName) > limits.MaxNameLen ||
+	if r.prefix < FirstFamilyPrefix || validName("", r.name) != nil || len(r.mergeName) > limits.MaxNameLen ||
 		(r.mergeID == 0) != (r.mergeName == "") {
-		return nil, fmt.Errorf("%w: family record %q at %#02x", ErrCorrupt, shortName(r.name), r.prefix)
+		return nil, fmt.Errorf("%w: family record %s at %#02x", ErrCorrupt, quote.Input(r.name), r.prefix)
 	}
 	return r, nil
 }
@@ -318,7 +319,7 @@ func (db *DB) Family(name string) (*Family, error) {
 			return f, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: %q", ErrFamilyNotFound, shortName(name))
+	return nil, fmt.Errorf("%w: %s", ErrFamilyNotFound, quote.Input(name))
 }
 
 // Families returns the declared families, by prefix.
@@ -723,15 +724,6 @@ func (s *Snapshot) Close() error { return s.snap.Close() }
 // AppendUint64 appends v big-endian: the building block of family keys, so
 // Pebble's byte order is numeric order.
 func AppendUint64(dst []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(dst, v) }
-
-// shortName returns s, cut to 64 bytes with a marker, for error messages
-// that echo user input.
-func shortName(s string) string {
-	if len(s) <= limits.MaxNameLen {
-		return s
-	}
-	return fmt.Sprintf("%s… (%d bytes)", s[:limits.MaxNameLen], len(s))
-}
 
 // View runs fn while no batch commits, so reads inside fn (any Counter,
 // Family, or Snapshot taken inside) see counters and families at one

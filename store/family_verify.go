@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/tallydb/tally/internal/quote"
 )
 
 // verifyFamilies checks, on snap, every key outside the counter families:
@@ -53,7 +55,7 @@ func (db *DB) verifyFamilies(ctx context.Context, snap *pebble.Snapshot, report 
 			return report(fmt.Errorf("%w: source key %x", ErrCorrupt, head(k)))
 		}
 		if _, err := decodeSourceMark(v); err != nil {
-			return report(fmt.Errorf("source %q: %w", shortName(string(k[1:])), err))
+			return report(fmt.Errorf("source %s: %w", quote.Input(string(k[1:])), err))
 		}
 		return true
 	}); err != nil {

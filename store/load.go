@@ -14,7 +14,7 @@ import (
 
 // LoadRows is input to Load: IDs[i]'s values are Vals[i*n : (i+1)*n] for a
 // counter of n columns. IDs need not be sorted; when an id repeats, its last
-// row wins.
+// row wins, all-zero or not.
 type LoadRows struct {
 	IDs  []uint64
 	Vals []uint64
@@ -22,8 +22,9 @@ type LoadRows struct {
 
 // LoadStats reports what a Load did.
 type LoadStats struct {
-	Rows        int // rows loaded (after removing repeats and all-zero rows)
-	ColdRows    int // rows written straight into cold blocks
+	Rows        int // distinct ids loaded (after repeats collapse): ColdRows+HotRows+LoggedRows
+	ZeroRows    int // of Rows, all-zero rows: each deletes its id's row, like Set
+	ColdRows    int // rows of new ranges built straight into cold blocks (all-zero rows are absent there already)
 	HotRows     int // rows put into hot tables
 	LoggedRows  int // rows that went through the log (ranges already cold)
 	ColdRanges  int // ranges built as cold
@@ -32,7 +33,9 @@ type LoadStats struct {
 }
 
 // Load bulk-loads rows into counter, replacing the loaded rows' values (like
-// Set). It is meant for offline tools and host processes importing data:
+// Set): the last row of an id wins, and an all-zero row deletes the id's row
+// on every path. It is meant for offline tools and host processes importing
+// data:
 //
 //   - ranges that do not exist yet and that the counter's age policy would
 //     age are built straight into cold blocks, sorted, with no log records
@@ -48,15 +51,18 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 	var st LoadStats
 	cs := db.cat.Load().byName[counter]
 	if cs == nil {
-		return st, fmt.Errorf("%w: %q", ErrCounterNotFound, counter)
+		return st, counterNotFound(counter)
 	}
 	cols := cs.cols.Load()
 	n := len(cols.cols)
 	if len(in.IDs) >= 1<<32 {
 		return st, fmt.Errorf("%w: %d rows in one Load (split it)", ErrValueRange, len(in.IDs))
 	}
-	if n == 0 || len(in.Vals) != len(in.IDs)*n {
-		return st, fmt.Errorf("%w: %d ids and %d values for %d columns", ErrValueRange, len(in.IDs), len(in.Vals), n)
+	if n == 0 {
+		return st, fmt.Errorf("%w: counter %s has no columns", ErrColumnCount, cs.name)
+	}
+	if len(in.Vals) != len(in.IDs)*n {
+		return st, fmt.Errorf("%w: %d ids and %d values for %d columns", ErrColumnCount, len(in.IDs), len(in.Vals), n)
 	}
 	for i, v := range in.Vals {
 		if c := i % n; v > cols.max[c] {
@@ -71,6 +77,11 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 
 	rows := sortForLoad(in, n)
 	st.Rows = rows.Len()
+	for i := range rows.Len() {
+		if allZero(rows.Row(i)) {
+			st.ZeroRows++
+		}
+	}
 	// Rank ranges newest first across the store and the input, for the
 	// KeepNewest policy.
 	existing := cs.ranges.Load().m
@@ -128,7 +139,7 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 		// moves the sequence on so the checkpoint cannot be skipped as
 		// "nothing new".
 		db.commit.Lock()
-		err := db.commitLocked(&Batch{db: db})
+		err := db.commitEmptyRecordLocked()
 		db.commit.Unlock()
 		if err != nil {
 			return st, err
@@ -140,8 +151,9 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 	return st, nil
 }
 
-// sortForLoad sorts rows by id (keeping the last of repeated ids) and drops
-// all-zero rows; keys in the result are full ids.
+// sortForLoad sorts rows by id, keeping the last of repeated ids whatever
+// its values: an all-zero last row must reach the store to delete the row.
+// Keys in the result are full ids.
 func sortForLoad(in LoadRows, n int) *compaction.Rows {
 	keys := slices.Clone(in.IDs)
 	idx := make([]uint32, len(keys))
@@ -155,22 +167,37 @@ func sortForLoad(in LoadRows, n int) *compaction.Rows {
 			continue // a later row for the same id wins
 		}
 		vals := in.Vals[int(i)*n : (int(i)+1)*n]
-		if allZero(vals) {
-			continue
-		}
 		out.Keys = append(out.Keys, keys[j])
 		out.Vals = append(out.Vals, vals...)
 	}
 	return out
 }
 
-// loadCold builds a new range straight into blocks.
+// loadCold builds a new range straight into blocks. All-zero rows are not
+// written: the range is new, so their ids read as zeros already. It
+// compacts rows.Vals in place (Load owns them; they are not used after).
 func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *compaction.Rows, st *LoadStats) error {
-	keys := make([]uint64, len(rows.Keys))
+	n := rows.NCols
+	keys := make([]uint64, 0, rows.Len())
+	var zeroIDs []uint64
+	w := 0
 	for i, id := range rows.Keys {
-		keys[i] = id & cs.keyMask
+		row := rows.Row(i)
+		if allZero(row) {
+			zeroIDs = append(zeroIDs, id)
+			continue
+		}
+		if w != i {
+			copy(rows.Vals[w*n:(w+1)*n], row) // w < i: no overlap
+		}
+		keys = append(keys, id&cs.keyMask)
+		w++
 	}
-	local := &compaction.Rows{NCols: rows.NCols, Keys: keys, Vals: rows.Vals}
+	local := &compaction.Rows{NCols: n, Keys: keys, Vals: rows.Vals[:w*n]}
+	if local.Len() == 0 {
+		st.ColdRows += rows.Len() // nothing to store; no range is created
+		return nil
+	}
 	prefix := appendColdBlockPrefix(nil, cs.id, rid)
 	if err := db.pdb.DeleteRange(prefix, prefixEnd(prefix), pebble.NoSync); err != nil {
 		return err
@@ -191,8 +218,17 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 	defer db.commit.Unlock()
 	if cs.ranges.Load().m[rid] != nil {
 		// A writer created the range while its blocks were written: leave
-		// the blocks as orphans (Open drops them) and load through the log.
-		return db.loadLoggedLocked(cs, rows, st)
+		// the blocks as orphans (Open drops them) and load through the log,
+		// all-zero rows included: now there may be rows to delete.
+		all := &compaction.Rows{NCols: n, Vals: local.Vals}
+		for _, k := range local.Keys {
+			all.Keys = append(all.Keys, rid<<cs.rangeBits|k)
+		}
+		for _, id := range zeroIDs {
+			all.Keys = append(all.Keys, id)
+			all.Vals = append(all.Vals, make([]uint64, n)...)
+		}
+		return db.loadLoggedLocked(cs, all, st)
 	}
 	if err := db.pdb.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), pebble.Sync); err != nil {
 		return err
@@ -210,6 +246,10 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 func (db *DB) loadHot(cs *counterState, rid uint64, rows *compaction.Rows, st *LoadStats) error {
 	db.commit.Lock()
 	defer db.commit.Unlock()
+	if cs.ranges.Load().m[rid] == nil && allZero(rows.Vals) {
+		st.HotRows += rows.Len() // only deletes of absent rows: no range needed
+		return nil
+	}
 	rs, err := cs.ensureRangeLocked(rid<<cs.rangeBits, rows.Len())
 	if err != nil {
 		return err
@@ -218,6 +258,7 @@ func (db *DB) loadHot(cs *counterState, rid uint64, rows *compaction.Rows, st *L
 		return db.loadLoggedLocked(cs, rows, st)
 	}
 	for i, id := range rows.Keys {
+		// An all-zero row deletes (hot.Table.Put).
 		if err := rs.put(id&cs.keyMask, rows.Row(i)); err != nil {
 			return err
 		}

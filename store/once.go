@@ -26,6 +26,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/tallydb/tally/internal/quote"
 )
 
 // MaxSourceLen is the longest source name.
@@ -158,7 +160,7 @@ func (db *DB) loadSources() error {
 		}
 		seq, err := decodeSourceMark(v)
 		if err != nil {
-			return fmt.Errorf("source %q: %w", shortName(source), err)
+			return fmt.Errorf("source %s: %w", quote.Input(source), err)
 		}
 		db.sources[source] = seq
 		return nil

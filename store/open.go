@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -40,7 +42,8 @@ type RecoveryStats struct {
 // checkpoint and replays the log after it.
 //
 // Errors: ErrInvalidOption for bad options, ErrLocked when the directory is
-// open elsewhere, ErrNotStore for a non-empty directory that is not a store,
+// open elsewhere, ErrPermission when the directory or its lock file cannot
+// be created or written (permission denied, read-only filesystem), ErrNotStore for a non-empty directory that is not a store,
 // ErrIncompatible for another format version, ErrCorrupt for damaged data (in
 // which case nothing on disk was changed).
 func Open(dir string, opts *Options) (*DB, error) {
@@ -55,11 +58,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("tally: create %s: %w", dir, err)
+		return nil, dirError("create", dir, err)
 	}
 	lock, err := fs.Lock(fs.PathJoin(dir, lockFile))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+		return nil, lockError(dir, err)
 	}
 	db, err := open(dir, o, lock)
 	if err != nil {
@@ -115,6 +118,32 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// lockError names why the lock file of dir could not be taken. Only a lock
+// that is held (EAGAIN or EACCES from fcntl, which Pebble's vfs returns
+// bare, or a lock held by this process) is ErrLocked; a lock file that
+// cannot be created is a problem of the directory (dirError).
+func lockError(dir string, err error) error {
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return dirError("lock", dir, err) // creating the lock file failed
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno != syscall.EAGAIN && errno != syscall.EWOULDBLOCK && errno != syscall.EACCES {
+		return fmt.Errorf("tally: lock %s: %w", dir, err) // e.g. ENOLCK: locks unsupported
+	}
+	return fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+}
+
+// dirError wraps an error of creating or writing in the store directory:
+// ErrPermission for permission denied or a read-only filesystem, else the
+// operating system's error (a missing parent, a file in the way) as it is.
+func dirError(op, dir string, err error) error {
+	if errors.Is(err, iofs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return fmt.Errorf("%w: %s %s: %w", ErrPermission, op, dir, err)
+	}
+	return fmt.Errorf("tally: %s %s: %w", op, dir, err)
 }
 
 // checkForeign returns ErrNotStore if dir exists, is not empty and has no

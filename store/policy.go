@@ -3,6 +3,8 @@ package store
 import (
 	"sort"
 	"time"
+
+	"github.com/tallydb/tally/internal/limits"
 )
 
 // Aging policy: which ranges are due to leave memory and which cold deltas
@@ -54,9 +56,11 @@ func (cs *counterState) shouldAge(rid uint64, newestRank int, now time.Time) boo
 			last = (rid+1)<<cs.rangeBits - 1
 		}
 		ms := int64(last >> a.IDTimeShift)
-		if ms < 0 || ms > 1<<50 {
+		if ms < 0 || ms > limits.MaxIDTimeMs {
 			return false // beyond any real clock: not a time-ordered id
 		}
+		// NB: IDEpochMs ≤ limits.MaxIDTimeMs too (validated), so the sum
+		// cannot overflow.
 		return now.Sub(time.UnixMilli(a.IDEpochMs+ms)) > a.MaxAge
 	}
 	return false

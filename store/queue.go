@@ -43,6 +43,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/tallydb/tally/compaction"
+	"github.com/tallydb/tally/internal/quote"
 )
 
 // Limits of a job.
@@ -161,7 +162,7 @@ func decodeJobRecord(id JobID, b []byte) (*jobRecord, error) {
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
-	if validName(r.kind) != nil || len(r.key) > MaxJobKeyLen || len(r.payload) > MaxJobPayloadLen ||
+	if validName("", r.kind) != nil || len(r.key) > MaxJobKeyLen || len(r.payload) > MaxJobPayloadLen ||
 		len(r.cursor) > MaxJobPayloadLen || done > 1<<62 || total > 1<<62 || created > 1<<62 {
 		return nil, fmt.Errorf("%w: job record %d out of bounds", ErrCorrupt, id)
 	}
@@ -293,8 +294,8 @@ type jobEnqueue struct {
 // number of chunks if known (0 otherwise). JobIDs returns the new jobs'
 // ids after Commit.
 func (b *Batch) Enqueue(kind string, key, payload []byte, total int64) error {
-	if err := validName(kind); err != nil {
-		return b.fail(fmt.Errorf("job kind: %w", err))
+	if err := validName("job kind", kind); err != nil {
+		return b.fail(err)
 	}
 	if len(key) > MaxJobKeyLen {
 		return b.fail(fmt.Errorf("%w: job key of %d bytes (limit %d)", ErrValueTooLarge, len(key), MaxJobKeyLen))
@@ -453,8 +454,8 @@ func (qc *queueCommit) apply() {
 // run them in the caller. A kind has one handler; registering it again
 // replaces it.
 func (db *DB) RegisterJobHandler(kind string, h JobHandler) error {
-	if err := validName(kind); err != nil {
-		return fmt.Errorf("job kind: %w", err)
+	if err := validName("job kind", kind); err != nil {
+		return err
 	}
 	if h == nil {
 		return fmt.Errorf("%w: nil handler for job kind %q", ErrInvalidOption, kind)
@@ -570,7 +571,7 @@ func (q *queue) leaseLocked(db *DB, st *jobState) *JobRun {
 	r := &JobRun{db: db, rec: st.rec}
 	what := fmt.Sprintf("job %d", st.rec.id)
 	if st.rec.key != nil {
-		what += fmt.Sprintf(" key %q", shortName(string(st.rec.key)))
+		what += fmt.Sprintf(" key %s", quote.Input(string(st.rec.key)))
 	}
 	r.job = q.tracker.Start(st.rec.kind, what, 0, st.rec.total)
 	r.job.Add(st.rec.done)

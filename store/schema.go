@@ -2,10 +2,15 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
+	"reflect"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tallydb/tally/internal/limits"
+	"github.com/tallydb/tally/internal/quote"
 )
 
 // MaxColumns is the most columns a counter can have.
@@ -41,25 +46,31 @@ func (k AgeKind) String() string {
 	return fmt.Sprintf("AgeKind(%d)", uint8(k))
 }
 
-// AgePolicy says when a range of a counter leaves memory.
+// AgePolicy says when a range of a counter leaves memory. Fields the Kind
+// does not use are ignored, and not stored.
 type AgePolicy struct {
 	// Kind selects the policy. The default is KeepHot.
 	Kind AgeKind
-	// HotRanges is the number of newest ranges kept hot under KeepNewest.
+	// HotRanges is the number of newest ranges kept hot under KeepNewest
+	// (at least 1).
 	HotRanges int
-	// MaxAge is the age after which a range is aged under AgeByTime.
+	// MaxAge is the age after which a range is aged under AgeByTime: a
+	// positive whole number of milliseconds (the schema stores
+	// milliseconds; a fraction is refused rather than rounded).
 	MaxAge time.Duration
-	// IDEpochMs is the snowflake epoch in Unix milliseconds under AgeByTime.
+	// IDEpochMs is the snowflake epoch in Unix milliseconds under
+	// AgeByTime, between 0 and 2^50.
 	IDEpochMs int64
 	// IDTimeShift is the number of id bits below the timestamp under
-	// AgeByTime (22 for Twitter's snowflake).
+	// AgeByTime (22 for Twitter's snowflake), at most 40.
 	IDTimeShift uint8
 }
 
 // CounterOptions describe a counter at creation.
 type CounterOptions struct {
 	// RangeBits is the number of low id bits kept per row; a range holds the
-	// ids that share the bits above. Between 8 and 48. The default is 32.
+	// ids that share the bits above. Between 8 and 48 (limits.MinRangeBits,
+	// limits.MaxRangeBits). The default is 32.
 	RangeBits uint8
 	// Age is the counter's aging policy. The default is KeepHot.
 	Age AgePolicy
@@ -104,31 +115,65 @@ func (o *CounterOptions) withDefaults() CounterOptions {
 	if c.RangeBits == 0 {
 		c.RangeBits = 32
 	}
+	// Fields the policy kind does not use are not stored: clear them, so
+	// the schema a caller reads back is the one that was stored.
+	switch a := c.Age; a.Kind {
+	case KeepHot:
+		c.Age = AgePolicy{Kind: KeepHot}
+	case KeepNewest:
+		c.Age = AgePolicy{Kind: KeepNewest, HotRanges: a.HotRanges}
+	case AgeByTime:
+		c.Age = AgePolicy{Kind: AgeByTime, MaxAge: a.MaxAge, IDEpochMs: a.IDEpochMs, IDTimeShift: a.IDTimeShift}
+	}
 	return c
 }
 
+// Validate reports every problem with the options in one error wrapping
+// ErrInvalidOption. Zero fields stand for their defaults, as in
+// CreateCounter. CreateCounter runs the same checks; Validate lets a tool
+// check its input before it opens or creates a store.
+//
+// The limits: RangeBits between 8 and 48; KeepNewest needs HotRanges ≥ 1;
+// AgeByTime needs a MaxAge that is a positive whole number of milliseconds
+// (the schema stores milliseconds; a fraction is refused, not rounded, so
+// the stored age is the age given), an IDTimeShift ≤ 40 and an IDEpochMs in
+// [0, 2^50]. The bounds are those of package internal/limits.
+func (o CounterOptions) Validate() error {
+	return o.withDefaults().validate()
+}
+
 func (o CounterOptions) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+	}
 	if o.RangeBits < limits.MinRangeBits || o.RangeBits > limits.MaxRangeBits {
-		return fmt.Errorf("%w: range bits %d (want %d..%d)", ErrInvalidOption, o.RangeBits, limits.MinRangeBits, limits.MaxRangeBits)
+		bad("range bits %d (want %d..%d)", o.RangeBits, limits.MinRangeBits, limits.MaxRangeBits)
 	}
 	a := o.Age
 	switch a.Kind {
 	case KeepHot:
 	case KeepNewest:
 		if a.HotRanges < 1 {
-			return fmt.Errorf("%w: hot ranges %d (want ≥ 1)", ErrInvalidOption, a.HotRanges)
+			bad("hot ranges %d (want ≥ 1)", a.HotRanges)
 		}
 	case AgeByTime:
-		if a.MaxAge <= 0 {
-			return fmt.Errorf("%w: age %v (want > 0)", ErrInvalidOption, a.MaxAge)
+		switch {
+		case a.MaxAge <= 0:
+			bad("age %v (want > 0)", a.MaxAge)
+		case a.MaxAge%time.Millisecond != 0:
+			bad("age %v is not a whole number of milliseconds (ages are stored in ms)", a.MaxAge)
 		}
-		if a.IDTimeShift > 40 || a.IDEpochMs < 0 {
-			return fmt.Errorf("%w: id time shift %d / epoch %d (want shift ≤ 40, epoch ≥ 0)", ErrInvalidOption, a.IDTimeShift, a.IDEpochMs)
+		if a.IDTimeShift > limits.MaxIDTimeShift {
+			bad("id time shift %d (want 0..%d)", a.IDTimeShift, limits.MaxIDTimeShift)
+		}
+		if a.IDEpochMs < 0 || a.IDEpochMs > limits.MaxIDTimeMs {
+			bad("id epoch %d ms (want 0..%d)", a.IDEpochMs, int64(limits.MaxIDTimeMs))
 		}
 	default:
-		return fmt.Errorf("%w: age kind %d", ErrInvalidOption, a.Kind)
+		bad("age kind %d (want KeepHot, KeepNewest or AgeByTime)", a.Kind)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (o *ColumnOptions) withDefaults() ColumnOptions {
@@ -142,34 +187,76 @@ func (o *ColumnOptions) withDefaults() ColumnOptions {
 	return c
 }
 
+// Validate reports every problem with the options in one error wrapping
+// ErrInvalidOption. Zero fields stand for their defaults, as in AddColumn.
+func (o ColumnOptions) Validate() error {
+	return o.withDefaults().validate()
+}
+
 func (o ColumnOptions) validate() error {
+	var errs []error
 	switch o.HintBits {
 	case 8, 16, 32:
 	default:
-		return fmt.Errorf("%w: column hint %d bits (want 8, 16 or 32)", ErrInvalidOption, o.HintBits)
+		errs = append(errs, fmt.Errorf("%w: column hint %d bits (want 8, 16 or 32)", ErrInvalidOption, o.HintBits))
 	}
 	switch o.MaxBits {
 	case 32, 64:
 	default:
-		return fmt.Errorf("%w: column max %d bits (want 32 or 64)", ErrInvalidOption, o.MaxBits)
+		errs = append(errs, fmt.Errorf("%w: column max %d bits (want 32 or 64)", ErrInvalidOption, o.MaxBits))
 	}
-	if o.HintBits > o.MaxBits {
-		return fmt.Errorf("%w: column hint %d > max %d bits", ErrInvalidOption, o.HintBits, o.MaxBits)
+	if errs == nil && o.HintBits > o.MaxBits {
+		errs = append(errs, fmt.Errorf("%w: column hint %d > max %d bits", ErrInvalidOption, o.HintBits, o.MaxBits))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// validName accepts 1-64 characters of [A-Za-z0-9_-], not starting with '-'.
-// Names appear in CLI arguments as "ID.column", so '.' is excluded.
-func validName(s string) error {
-	if len(s) == 0 || len(s) > limits.MaxNameLen || s[0] == '-' {
-		return fmt.Errorf("%w: %q", ErrInvalidName, s)
+// ValidateName reports why s cannot name a counter or column, or nil. A
+// name is 1 to 64 bytes of [A-Za-z0-9_-], not starting with '-' (names
+// appear in CLI arguments as "ID.column", so '.' is excluded). Errors wrap
+// ErrInvalidName and say which rule s breaks.
+func ValidateName(s string) error { return validName("", s) }
+
+// validName is ValidateName with what ("counter name", "column name") in
+// the message. Input is echoed through quote.Input, never in full.
+func validName(what, s string) error {
+	q := quote.Input(s)
+	if what != "" {
+		q = what + " " + q
+	}
+	switch {
+	case len(s) == 0 && what == "":
+		return fmt.Errorf("%w: empty name", ErrInvalidName)
+	case len(s) == 0:
+		return fmt.Errorf("%w: empty %s", ErrInvalidName, what)
+	case len(s) > limits.MaxNameLen:
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidName, q, len(s), limits.MaxNameLen)
+	case s[0] == '-':
+		return fmt.Errorf("%w: %s starts with '-'", ErrInvalidName, q)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %q (use letters, digits, '_' and '-')", ErrInvalidName, s)
+			r, _ := utf8.DecodeRuneInString(s[i:])
+			return fmt.Errorf("%w: %s has %q at byte %d (use letters, digits, '_' and '-')", ErrInvalidName, q, r, i)
 		}
+	}
+	return nil
+}
+
+// checkSchema makes sure ci is a schema Open will read back as it is: it
+// encodes ci, decodes it with the decoder Open uses and compares. Every
+// schema change runs it before anything becomes durable, so no accepted
+// change can leave a store that Open refuses. A failure means a validation
+// rule is missing (a bug); it is reported as ErrInvalidOption, never as
+// ErrCorrupt, because nothing on disk is damaged.
+func checkSchema(ci *CounterInfo) error {
+	got, err := decodeSchema(appendSchema(nil, ci))
+	if err != nil {
+		return fmt.Errorf("%w: schema of counter %s would not read back: %v", ErrInvalidOption, quote.Input(ci.Name), err)
+	}
+	if !reflect.DeepEqual(got, ci) {
+		return fmt.Errorf("%w: schema of counter %s would read back as %+v, not %+v", ErrInvalidOption, quote.Input(ci.Name), *got, *ci)
 	}
 	return nil
 }
@@ -228,11 +315,15 @@ func decodeSchema(b []byte) (*CounterInfo, error) {
 	ci.RangeBits = d.byte()
 	ci.Age.Kind = AgeKind(d.byte())
 	ci.Age.HotRanges = int(d.uvarint())
-	ci.Age.MaxAge = time.Duration(d.uvarint()) * time.Millisecond
+	ageMs := d.uvarint()
+	if d.err == nil && ageMs > math.MaxInt64/uint64(time.Millisecond) {
+		return nil, fmt.Errorf("%w: schema age %d ms overflows", ErrCorrupt, ageMs)
+	}
+	ci.Age.MaxAge = time.Duration(ageMs) * time.Millisecond
 	ci.Age.IDEpochMs = int64(d.uvarint())
 	ci.Age.IDTimeShift = d.byte()
 	n := d.uvarint()
-	if n > MaxColumns {
+	if n > limits.MaxColumns {
 		return nil, fmt.Errorf("%w: schema has %d columns", ErrCorrupt, n)
 	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
@@ -244,12 +335,29 @@ func decodeSchema(b []byte) (*CounterInfo, error) {
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
-	if err := (CounterOptions{RangeBits: ci.RangeBits, Age: ci.Age}).validate(); err != nil {
-		return nil, fmt.Errorf("%w: schema of %q: %v", ErrCorrupt, ci.Name, err)
+	// Everything the encoder's callers validate is checked again: a schema
+	// that fails here was damaged (its checksum matched by chance) or
+	// written by a build that validated less.
+	bad := func(err error) (*CounterInfo, error) {
+		return nil, fmt.Errorf("%w: schema of counter %s: %v", ErrCorrupt, quote.Input(ci.Name), err)
 	}
+	if err := validName("counter name", ci.Name); err != nil {
+		return bad(err)
+	}
+	if err := (CounterOptions{RangeBits: ci.RangeBits, Age: ci.Age}).validate(); err != nil {
+		return bad(err)
+	}
+	seen := make(map[string]bool, len(ci.Columns))
 	for _, c := range ci.Columns {
+		if err := validName("column name", c.Name); err != nil {
+			return bad(err)
+		}
+		if seen[c.Name] {
+			return bad(fmt.Errorf("column %s twice", quote.Input(c.Name)))
+		}
+		seen[c.Name] = true
 		if err := (ColumnOptions{HintBits: c.HintBits, MaxBits: c.MaxBits}).validate(); err != nil {
-			return nil, fmt.Errorf("%w: schema of %q: %v", ErrCorrupt, ci.Name, err)
+			return bad(err)
 		}
 	}
 	return ci, nil

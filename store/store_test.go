@@ -106,11 +106,12 @@ func TestBadInput(t *testing.T) {
 		{"unknown counter handle", func() error { _, err := db.Counter("nope"); return err }(), ErrCounterNotFound},
 		{"unknown column incr", func() error { _, err := c.Incr(1, "nope", 1); return err }(), ErrColumnNotFound},
 		{"unknown column get", func() error { _, err := c.GetColumn(1, "nope"); return err }(), ErrColumnNotFound},
-		{"set arity", c.Set(1, 1, 2), ErrValueRange},
+		{"set arity", c.Set(1, 1, 2), ErrColumnCount},
+		{"batch set arity", b.Set("posts", 1, 1), ErrColumnCount},
 		{"set above max", c.Set(1, math.MaxUint32+1, 0, 0, 0), ErrValueRange},
 		{"incr above max", func() error { _, err := c.Incr(1, "reposts", math.MaxUint32); return err }(), ErrValueRange},
 		{"batch unknown counter", b.Incr("nope", 1, "x", 1), ErrCounterNotFound},
-		{"batch commit after error", b.Commit(), ErrCounterNotFound},
+		{"batch commit after error", b.Commit(), ErrColumnCount}, // the first error
 	}
 	for _, tc := range cases {
 		if tc.want == nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tallydb/tally/cold"
 	"github.com/tallydb/tally/hot"
+	"github.com/tallydb/tally/internal/limits"
 )
 
 // rangeState is one id range of a counter in one of three shapes:
@@ -57,7 +58,7 @@ func newDeltaTable(cs *counterState) (*hot.Table, error) {
 // readDelta reads key from a delta table: found reports whether the delta
 // decides the row (live or deleted).
 func readDelta(t *hot.Table, key uint64, out []uint64) bool {
-	var tmp [MaxColumns + 1]uint64
+	var tmp [limits.MaxTableColumns]uint64
 	row, ok := t.Get(key, tmp[:0])
 	if !ok {
 		return false
@@ -84,7 +85,7 @@ func (rs *rangeState) readRow(key uint64, out []uint64) error {
 		row, _, err := rs.cold.Get(key, tmp[:0])
 		if err != nil {
 			clear(out)
-			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return coldReadError(err)
 		}
 		n := copy(out, row)
 		clear(out[n:])
@@ -106,7 +107,7 @@ func (rs *rangeState) put(key uint64, vals []uint64) error {
 		}
 		return rs.hot.Put(key, vals)
 	}
-	var tmp [MaxColumns + 1]uint64
+	var tmp [limits.MaxTableColumns]uint64
 	row := tmp[:1+len(vals)]
 	if allZero(vals) {
 		row[0] = deltaDeleted

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
 )
 
@@ -109,7 +110,7 @@ func noArgs(e *env, c *command, args []string) (*store.DB, error) {
 		return nil, err
 	}
 	if len(pos) != 0 {
-		return nil, usagef("takes no arguments, got %q", strings.Join(pos, " "))
+		return nil, usagef("takes no arguments, got %s", quote.Input(strings.Join(pos, " ")))
 	}
 	return e.open(false)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
 )
 
@@ -102,7 +103,7 @@ func runCompact(e *env, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("takes no arguments, got %q", pos)
+		return usagef("takes no arguments, got %s", quote.Input(strings.Join(pos, " ")))
 	}
 	if *rate < 0 {
 		return usagef("bad --bytes-per-sec %d", *rate)
@@ -126,7 +127,7 @@ func runCompact(e *env, args []string) error {
 	defer stop()
 	before := db.Stats()
 	start := time.Now()
-	err = compactWithProgress(ctx, db, e.stdout)
+	err = compactWithProgress(ctx, e, db, e.stdout)
 	el := time.Since(start)
 	if err != nil {
 		return closeDB(db, err)
@@ -149,12 +150,12 @@ func runCompact(e *env, args []string) error {
 
 // compactWithProgress runs db.Compact, and on a terminal w redraws a line
 // with the running job's progress until it returns.
-func compactWithProgress(ctx context.Context, db *store.DB, w io.Writer) error {
+func compactWithProgress(ctx context.Context, e *env, db *store.DB, w io.Writer) error {
 	if !isTerminal(w) {
 		return db.Compact(ctx)
 	}
 	done := make(chan error, 1)
-	go func() { done <- db.Compact(ctx) }()
+	e.goSafe(func() { done <- db.Compact(ctx) })
 	bar := newProgress(w, "compact", "rows", 0)
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()

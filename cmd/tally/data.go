@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
 )
 
@@ -81,7 +82,7 @@ func init() {
 func splitIDColumn(arg string) (id uint64, column string, ok bool, err error) {
 	idStr, column, ok := strings.Cut(arg, ".")
 	if ok && column == "" {
-		return 0, "", false, usagef("bad ID.COLUMN %q: missing COLUMN", arg)
+		return 0, "", false, usagef("bad ID.COLUMN %s: missing COLUMN", quote.Input(arg))
 	}
 	id, err = parseUint("ID", idStr)
 	return id, column, ok, err
@@ -115,7 +116,7 @@ func runIncr(e *env, args []string) error {
 			return err
 		}
 	default:
-		return usagef("too many arguments: %q", strings.Join(rest[1:], " "))
+		return usagef("too many arguments: %s", quote.Input(strings.Join(rest[1:], " ")))
 	}
 	return e.withCounter(name, func(_ *store.DB, c *store.Counter) error {
 		v, err := c.Incr(id, column, delta)
@@ -147,7 +148,7 @@ func runSet(e *env, args []string) error {
 	return e.withCounter(pos[0], func(_ *store.DB, c *store.Counter) error {
 		if cols := c.Columns(); len(cols) != len(vals) {
 			return fmt.Errorf("%w: set %s: got %d values, the counter has %d columns (%s)",
-				store.ErrValueRange, pos[0], len(vals), len(cols), strings.Join(cols, " "))
+				store.ErrColumnCount, pos[0], len(vals), len(cols), strings.Join(cols, " "))
 		}
 		return c.Set(id, vals...)
 	})

@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tallydb/tally/bench/workload"
 	"github.com/tallydb/tally/internal/hist"
+	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
 )
 
@@ -106,7 +108,7 @@ func runDemo(e *env, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("takes no arguments, got %q", pos)
+		return usagef("takes no arguments, got %s", quote.Input(strings.Join(pos, " ")))
 	}
 	durSet := false
 	fs.Visit(func(f *flag.Flag) { durSet = durSet || f.Name == "durability" })
@@ -114,7 +116,7 @@ func runDemo(e *env, args []string) error {
 		e.durability = "interval"
 	}
 	if d.durability, err = store.ParseDurability(e.durability); err != nil {
-		return usagef("bad --durability %q: want sync, interval or nosync", e.durability)
+		return usagef("bad --durability %s: want sync, interval or nosync", quote.Input(e.durability))
 	}
 	if d.items == 0 {
 		return usagef("--items must be at least 1")
@@ -289,7 +291,7 @@ func (d *demo) driveClients(dur time.Duration, next func(c int) func(*workload.O
 	)
 	for c := 0; c < d.clients; c++ {
 		wg.Add(1)
-		go func(c int) {
+		d.e.goSafe(func() {
 			defer wg.Done()
 			gen := next(c)
 			var (
@@ -322,7 +324,7 @@ func (d *demo) driveClients(dur time.Duration, next func(c int) func(*workload.O
 				firstErr = err
 			}
 			mu.Unlock()
-		}(c)
+		})
 	}
 	start := time.Now()
 	select {
@@ -350,7 +352,7 @@ func (d *demo) age() error {
 	d.now.Add(int64(demoAdvance))
 	before := d.db.Stats()
 	start := time.Now()
-	if err := compactWithProgress(d.ctx, d.db, d.e.stdout); err != nil {
+	if err := compactWithProgress(d.ctx, d.e, d.db, d.e.stdout); err != nil {
 		return err
 	}
 	el := time.Since(start)
@@ -420,7 +422,7 @@ func (d *demo) restart() error {
 	var started atomic.Int64
 	for c := 0; c < d.clients; c++ {
 		wg.Add(1)
-		go func(c int) {
+		d.e.goSafe(func() {
 			defer wg.Done()
 			for i := c; i < len(uids); {
 				if _, err := users.Incr(uids[i], "posts", 1); err != nil {
@@ -435,10 +437,10 @@ func (d *demo) restart() error {
 					i = c
 				}
 			}
-		}(c)
+		})
 	}
 	writing := make(chan struct{})
-	go func() { wg.Wait(); close(writing) }()
+	d.e.goSafe(func() { wg.Wait(); close(writing) })
 	// Let the writers get going, so the close happens under load.
 	for started.Load() < 1000 {
 		select {

@@ -25,8 +25,10 @@
 //	                            "ID.COLUMN v"
 //	delete NAME ID...           atomically
 //	load NAME FILE [--skip-bad] bulk-load CSV "id,v1,v2,..." (FILE "-" is
-//	                            stdin); old ranges go straight into cold
-//	                            blocks; prints a "key value" summary
+//	                            stdin); the last line of an id wins, an
+//	                            all-zero line sets the row to zeros; old
+//	                            ranges go straight into cold blocks; prints
+//	                            a "key value" summary
 //	compact [--bytes-per-sec N] age due ranges and merge cold deltas now
 //	verify                      check every block, chunk and record; "ok"
 //	                            or each problem on stderr and exit 1
@@ -34,6 +36,11 @@
 //	stats                       "key value" lines per tier, block cache and
 //	                            jobs; per counter as counter.NAME.KEY
 //	checkpoint                  force a checkpoint, print its sequence
+//	serve [--addr HOST:PORT] [--requirepass P] [--maxclients N]
+//	    [--metrics-addr HOST:PORT] [--allow-remote] [--create]
+//	                            serve the store over the Redis protocol
+//	                            until SIGTERM/SIGINT (then finish commands
+//	                            in flight, checkpoint, close, exit 0)
 //	demo [-d DIR] [--items N] [--duration D] [--clients C] ...
 //	                            end-to-end demo on a temporary store
 //
@@ -50,22 +57,49 @@
 //
 // Results are plain lines on stdout; mutations other than incr print
 // nothing. Numbers are unsigned 64-bit decimals (DELTA is signed). Errors go
-// to stderr prefixed "tally: ", with the store's error text unchanged. The
-// exit status is 0 on success, 1 when the store refuses or fails (unknown
-// counter or column, duplicate name, invalid option, value out of range,
-// locked or foreign directory), and 2 for a malformed command line (unknown
-// command or flag, missing argument, an ID or value that is not a decimal
-// number, conflicting flags). Arguments are checked before the store is
-// opened, so a usage error never touches it.
+// to stderr prefixed "tally: ", with the store's error text unchanged; an
+// error echoes at most 64 bytes of an argument (internal/quote), never 10 KB
+// of it. The exit status is
+//
+//   - 0 on success;
+//   - 1 when the store refuses or fails: unknown or invalid counter or
+//     column name, duplicate name, invalid option (a flag value outside its
+//     allowed set, whichever check finds it), wrong number of values, value
+//     out of range, locked, unwritable or foreign directory;
+//   - 2 for a malformed command line: unknown command or flag, missing
+//     argument, an ID or value that is not a decimal number, conflicting
+//     flags;
+//   - 3 for an internal error: tally panicked, on the command's goroutine
+//     or one it started. That is a bug in tally, never the input's fault;
+//     the panic and its stack are printed with a request to report them.
+//     (Go's own status for a panic is 2, the usage status, hence the
+//     recover.)
+//
+// Arguments are checked before the store is opened, so a usage error never
+// touches it, and "counter add" checks the name and every option before it
+// creates anything: a refused counter leaves no store behind (should a later
+// step still fail on a directory that was missing or empty, what the
+// command created there is removed).
 //
 // Commands other than "counter add" and "demo" refuse a missing or empty
 // directory instead of creating a store there, so a mistyped -d fails.
 //
+// # Serving
+//
+// serve keeps the store open and answers Redis clients (package server):
+// keys are COUNTER:ID and hash fields are columns, so redis-cli,
+// redis-benchmark and client libraries work unchanged. It binds loopback by
+// default; a non-loopback --addr is refused unless --requirepass (clients
+// must AUTH) or --allow-remote is given, and a non-loopback --metrics-addr
+// needs --allow-remote. It prints "addr HOST:PORT" (and "metrics_addr ...")
+// once serving and "checkpoint_seq N" after its shutdown checkpoint.
+//
 // # Caveats
 //
-// Each invocation opens the store, which replays the log since the last
-// checkpoint, and closes it, which checkpoints: fine for administration and
-// scripts, far too slow for serving traffic. Embed package store for that.
+// Each other invocation opens the store, which replays the log since the
+// last checkpoint, and closes it, which checkpoints: fine for
+// administration and scripts, far too slow for serving traffic. Use serve,
+// or embed package store.
 // incr, set, get and delete take their flags before NAME, so that a negative
 // DELTA is not read as a flag.
 package main

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
 )
 
@@ -29,8 +30,9 @@ Loads the rows of FILE into counter NAME, replacing the loaded rows' values
   ID,V1,V2,...
 with exactly one value per column of NAME, in column order (see "counter
 list"); "-" reads standard input. Lines need not be sorted; when an id
-repeats, its last line wins. Blank lines and lines starting with # are
-ignored. Ranges that the counter's age policy would age are built straight
+repeats, its last line wins. A line of all zeros sets the row to zeros
+(deletes it), like "set" with zeros. Blank lines and lines starting with #
+are ignored. Ranges that the counter's age policy would age are built straight
 into cold blocks, recent ranges into memory (made durable by a checkpoint),
 rows of ranges already cold go through the log.
 
@@ -43,6 +45,7 @@ it the good lines are loaded.
 On a terminal a progress bar shows parsing, then loading. At the end prints
 "key value" lines:
   rows          distinct rows loaded (after repeats collapse)
+  zero_rows     of those, all-zero rows (each deletes its row)
   cold_rows     rows written straight into cold blocks
   hot_rows      rows put into hot tables
   logged_rows   rows written through the log (their range was already cold)
@@ -59,6 +62,7 @@ Flags:
 Example:
   $ tally -d /var/lib/tally load posts posts.csv
   rows 4500000
+  zero_rows 0
   cold_rows 3800000
   hot_rows 700000
   logged_rows 0
@@ -116,14 +120,14 @@ func runLoad(e *env, args []string) error {
 	}
 	info := c.Info()
 	if len(info.Columns) == 0 {
-		return closeDB(db, fmt.Errorf("%w: counter %s has no columns (add them with: tally column add %s COLUMN)", store.ErrValueRange, name, name))
+		return closeDB(db, fmt.Errorf("%w: counter %s has no columns (add them with: tally column add %s COLUMN)", store.ErrColumnCount, name, name))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
 	start := time.Now()
 	bar := newProgress(e.stdout, "parsing", "bytes", size)
-	res, err := parseInput(in, size, info.Columns, bar.update)
+	res, err := parseInput(e, in, size, info.Columns, bar.update)
 	bar.finish()
 	if err != nil {
 		return closeDB(db, fmt.Errorf("read %s: %w", shown, err))
@@ -152,6 +156,7 @@ func runLoad(e *env, args []string) error {
 	el := time.Since(start).Seconds()
 	w := e.stdout
 	fmt.Fprintf(w, "rows %d\n", st.Rows)
+	fmt.Fprintf(w, "zero_rows %d\n", st.ZeroRows)
 	fmt.Fprintf(w, "cold_rows %d\n", st.ColdRows)
 	fmt.Fprintf(w, "hot_rows %d\n", st.HotRows)
 	fmt.Fprintf(w, "logged_rows %d\n", st.LoggedRows)
@@ -168,7 +173,7 @@ func runLoad(e *env, args []string) error {
 // regular file is cut at line boundaries into one part per core, parsed in
 // parallel, and the parts joined in file order (line numbers included);
 // progress is called with the bytes parsed so far, from this goroutine.
-func parseInput(in io.Reader, size int64, cols []store.Column, progress func(int64)) (*csvParser, error) {
+func parseInput(e *env, in io.Reader, size int64, cols []store.Column, progress func(int64)) (*csvParser, error) {
 	starts := []int64{0}
 	if f, ok := in.(*os.File); ok && size >= parallelMin {
 		for i := 1; i < runtime.GOMAXPROCS(0); i++ {
@@ -196,13 +201,13 @@ func parseInput(in io.Reader, size int64, cols []store.Column, progress func(int
 			r, n = io.NewSectionReader(in.(*os.File), off, end-off), end-off
 		}
 		wg.Add(1)
-		go func() {
+		e.goSafe(func() {
 			defer wg.Done()
 			errs[i] = parts[i].parse(r, n, read[i].Store)
-		}()
+		})
 	}
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	e.goSafe(func() { wg.Wait(); close(done) })
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
 	sum := func() (n int64) {
@@ -429,12 +434,12 @@ func (p *csvParser) badField(line []byte, f, start int, digits []byte, overflow 
 	case len(field) == 0:
 		p.badf("%s: empty field", what)
 	case len(digits) == 0 && field[0] == '-' && len(field) > 1 && field[1] >= '0' && field[1] <= '9':
-		p.badf("%s: %q is negative", what, field)
+		p.badf("%s: %s is negative", what, quote.Input(string(field)))
 	case len(digits) != len(field):
-		p.badf("%s: %q is not an unsigned decimal number", what, field)
+		p.badf("%s: %s is not an unsigned decimal number", what, quote.Input(string(field)))
 	case overflow && f == 0:
-		p.badf("id: %s exceeds 2^64-1", field)
+		p.badf("id: %s exceeds 2^64-1", quote.Clip(string(field)))
 	default:
-		p.badf("%s: %s exceeds the column's max %d", what, field, p.max[f-1])
+		p.badf("%s: %s exceeds the column's max %d", what, quote.Clip(string(field)), p.max[f-1])
 	}
 }

@@ -71,8 +71,9 @@ func TestLoad(t *testing.T) {
 				t.Fatalf("load: exit %d, stderr %q", code, errOut)
 			}
 			// Ids 5..1000 span ranges 0, 1, 2 and 3: the newest (3) is hot,
-			// the older ones are built cold. 601 is all zero and not stored.
-			want := map[string]string{"rows": "5", "cold_rows": "4", "hot_rows": "1", "logged_rows": "0",
+			// the older ones are built cold. 601 is all zero: counted, and
+			// not stored (its range is new, so it reads 0 already).
+			want := map[string]string{"rows": "6", "zero_rows": "1", "cold_rows": "5", "hot_rows": "1", "logged_rows": "0",
 				"cold_ranges": "3", "hot_ranges": "1", "input_rows": "7", "bad_lines": "0"}
 			got := summary(t, out)
 			for k, v := range want {
@@ -85,8 +86,8 @@ func TestLoad(t *testing.T) {
 					t.Errorf("%s = %q", k, got[k])
 				}
 			}
-			if len(got) != 10 {
-				t.Errorf("summary has %d keys, want 10:\n%s", len(got), out)
+			if len(got) != 11 {
+				t.Errorf("summary has %d keys, want 11:\n%s", len(got), out)
 			}
 			const rows = `5 a=30 b=40
 300 a=7 b=8
@@ -277,5 +278,49 @@ func TestLoadParallel(t *testing.T) {
 	}
 	if got := mustTally(t, "-d", dir, "get", "c", "3000", "1", "2900"); got != "3000 a=1 b=1\n1 a=3000 b=4\n2900 a=101 b=3\n" {
 		t.Fatalf("get:\n%s", got)
+	}
+}
+
+// TestLoadZeroLines is issue 12's reproduction through the command line: an
+// all-zero line left the old value, and a repeated id whose last line was
+// all zeros kept an earlier value, unlike "set". The last line wins,
+// including zeros, for a range already cold (through the log), a new old
+// range (built straight into blocks) and the hot range.
+func TestLoadZeroLines(t *testing.T) {
+	dir := newLoadStore(t) // ranges of 256 ids, the newest kept hot
+	d := "-d=" + dir
+	mustTally(t, d, "set", "c", "1", "7", "7")   // range 0
+	mustTally(t, d, "set", "c", "2", "7", "7")   // range 0
+	mustTally(t, d, "set", "c", "769", "7", "7") // range 3, the newest: hot
+	mustTally(t, d, "set", "c", "770", "7", "7")
+	mustTally(t, d, "compact") // range 0 is now cold
+	out := mustTally(t, d, "load", "c", writeFile(t, `1,0,0
+2,5,5
+2,0,0
+257,1,1
+257,0,0
+258,3,3
+769,0,0
+770,9,9
+770,0,0
+`))
+	got := summary(t, out)
+	for k, v := range map[string]string{"rows": "6", "zero_rows": "5", "logged_rows": "2", "cold_rows": "2", "hot_rows": "2"} {
+		if got[k] != v {
+			t.Errorf("%s = %s, want %s:\n%s", k, got[k], v, out)
+		}
+	}
+	want := `1 a=0 b=0
+2 a=0 b=0
+257 a=0 b=0
+258 a=3 b=3
+769 a=0 b=0
+770 a=0 b=0
+`
+	if got := mustTally(t, d, "get", "c", "1", "2", "257", "258", "769", "770"); got != want {
+		t.Errorf("after load:\n%s\nwant:\n%s", got, want)
+	}
+	if out := mustTally(t, d, "verify"); !strings.HasPrefix(out, "ok") {
+		t.Errorf("verify: %s", out)
 	}
 }

@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
+	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
 )
 
 // Exit codes, stable for scripts.
 const (
-	exitOK    = 0
-	exitError = 1 // the store refused or failed
-	exitUsage = 2 // the command line is malformed
+	exitOK       = 0
+	exitError    = 1 // the store refused or failed
+	exitUsage    = 2 // the command line is malformed
+	exitInternal = 3 // tally panicked: a bug, never the user's doing
 )
 
 func main() {
@@ -40,7 +43,7 @@ func init() {
 		cmdIncr, cmdSet, cmdGet, cmdDelete,
 		cmdLoad, cmdCompact, cmdVerify,
 		cmdReplay, cmdStats, cmdCheckpoint,
-		cmdDemo, cmdHelp,
+		cmdServe, cmdDemo, cmdHelp,
 	}
 }
 
@@ -79,7 +82,8 @@ Commands:
 
 const globalFooter = `
 Output is plain lines on stdout; errors go to stderr prefixed "tally: ".
-Exit status: 0 ok, 1 error, 2 usage error.
+Exit status: 0 ok, 1 error, 2 usage error, 3 internal error (a bug in
+tally; please report it).
 Run "tally help COMMAND" or "tally COMMAND -h" for a command's help.
 `
 
@@ -91,8 +95,17 @@ func printGlobalHelp(w io.Writer) {
 	fmt.Fprint(w, globalFooter)
 }
 
-// run is the whole program; tests call it in-process.
-func run(args []string, stdout, stderr io.Writer) int {
+// run is the whole program; tests call it in-process. A panic on its
+// goroutine is reported as an internal error with exit status 3 (Go's own
+// status for a panic, 2, is the documented usage-error status); goroutines
+// a command starts use env.goSafe for the same.
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			reportPanic(stderr, r, debug.Stack())
+			code = exitInternal
+		}
+	}()
 	e := &env{stdout: stdout, stderr: stderr, dir: os.Getenv("TALLY_DIR"), durability: "sync"}
 	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -103,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			printGlobalHelp(stdout)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "tally: %v\n", err)
+		fmt.Fprintf(stderr, "tally: %s\n", clipArgs(err.Error(), args))
 		fmt.Fprintln(stderr, `Run "tally help" for usage.`)
 		return exitUsage
 	}
@@ -138,6 +151,47 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// reportPanic writes the internal-error report of a panic to w.
+func reportPanic(w io.Writer, r any, stack []byte) {
+	fmt.Fprintf(w, "tally: internal error: %v\n%s\n", r, stack)
+	fmt.Fprintln(w, "tally: this is a bug in tally, not in your input or store; please report it with the command line and this message.")
+}
+
+// goSafe runs fn on a new goroutine. A panic in fn is reported like one on
+// run's goroutine and exits with status 3, rather than Go's status 2.
+func (e *env) goSafe(fn func()) {
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				reportPanic(e.stderr, r, debug.Stack())
+				os.Exit(exitInternal)
+			}
+		}()
+		fn()
+	}()
+}
+
+// clipArgs returns msg, an error of the flag package, with every argument
+// longer than quote.MaxEcho bytes that it echoes (as it is or Go-quoted) cut
+// down as quote.Input cuts it: an error names what is wrong with an input
+// and never repeats 10 KB of it. tally's own messages quote through
+// quote.Input directly.
+func clipArgs(msg string, args []string) string {
+	for _, a := range args {
+		// The flag package echoes an argument whole, a flag's name without
+		// its dashes, or a value after '='.
+		name, value, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		for _, s := range []string{a, name, value} {
+			if len(s) > quote.MaxEcho {
+				short := quote.Input(s)
+				msg = strings.ReplaceAll(msg, strconv.Quote(s), short)
+				msg = strings.ReplaceAll(msg, s, short)
+			}
+		}
+	}
+	return msg
+}
+
 // errorLine prefixes err with "tally: " unless it already is (the store's
 // sentinel errors are).
 func errorLine(err error) string {
@@ -170,9 +224,9 @@ func lookup(args []string) (*command, []string, error) {
 		if len(args) == 1 {
 			return nil, nil, fmt.Errorf("%s: missing subcommand (%s)", args[0], strings.Join(names, ", "))
 		}
-		return nil, nil, fmt.Errorf("%s: unknown subcommand %q (%s)", args[0], args[1], strings.Join(names, ", "))
+		return nil, nil, fmt.Errorf("%s: unknown subcommand %s (%s)", args[0], quote.Input(args[1]), strings.Join(names, ", "))
 	}
-	return nil, nil, fmt.Errorf("unknown command %q", args[0])
+	return nil, nil, fmt.Errorf("unknown command %s", quote.Input(args[0]))
 }
 
 // groupOf returns the commands named "word ...".
@@ -207,7 +261,7 @@ func parse(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error)
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, errHelp
 			}
-			return nil, &usageError{err.Error()}
+			return nil, &usageError{clipArgs(err.Error(), args)}
 		}
 		args = fs.Args()
 		if !interspersed || len(args) == 0 {
@@ -241,7 +295,7 @@ func (e *env) options() (*store.Options, error) {
 	}
 	d, err := store.ParseDurability(e.durability)
 	if err != nil {
-		return nil, usagef("bad --durability %q: want sync, interval or nosync", e.durability)
+		return nil, usagef("bad --durability %s: want sync, interval or nosync", quote.Input(e.durability))
 	}
 	return &store.Options{Durability: d}, nil
 }
@@ -293,7 +347,7 @@ func closeDB(db *store.DB, err error) error {
 func parseUint(what, s string) (uint64, error) {
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, usagef("bad %s %q: want an unsigned decimal integer below 2^64", what, s)
+		return 0, usagef("bad %s %s: want an unsigned decimal integer below 2^64", what, quote.Input(s))
 	}
 	return v, nil
 }
@@ -302,16 +356,19 @@ func parseUint(what, s string) (uint64, error) {
 func parseInt(what, s string) (int64, error) {
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, usagef("bad %s %q: want a decimal integer (may be negative)", what, s)
+		return 0, usagef("bad %s %s: want a decimal integer (may be negative)", what, quote.Input(s))
 	}
 	return v, nil
 }
 
 // uint8Flag checks that a flag value fits the store's uint8 fields. Zero
-// is refused where the store would read it as "the default".
-func uint8Flag(name string, v uint, zeroOK bool) (uint8, error) {
+// is refused where the store would read it as "the default". A number
+// outside its allowed set (want) is an invalid option, exit status 1, like
+// every value the store refuses; a flag that is not a number at all is a
+// usage error (the flag package reports it).
+func uint8Flag(name string, v uint, zeroOK bool, want string) (uint8, error) {
 	if v > 255 || v == 0 && !zeroOK {
-		return 0, usagef("bad --%s %d", name, v)
+		return 0, fmt.Errorf("%w: --%s %d (want %s)", store.ErrInvalidOption, name, v, want)
 	}
 	return uint8(v), nil
 }
@@ -348,7 +405,7 @@ func init() {
 			return usagef("%v", err)
 		}
 		if len(rest) > 0 {
-			return usagef("help takes one command, got extra %q", strings.Join(rest, " "))
+			return usagef("help takes one command, got extra %s", quote.Input(strings.Join(rest, " ")))
 		}
 		fmt.Fprint(e.stdout, c.help)
 		return nil

@@ -225,13 +225,13 @@ func TestBadInput(t *testing.T) {
 		// Widths.
 		{[]string{d, "column", "add", "posts", "x", "--hint", "12"}, exitError, "invalid option"},
 		{[]string{d, "column", "add", "posts", "x", "--max", "48"}, exitError, "invalid option"},
-		{[]string{d, "column", "add", "posts", "x", "--hint", "0"}, exitUsage, "bad --hint 0"},
-		{[]string{d, "column", "add", "posts", "x", "--max", "264"}, exitUsage, "bad --max 264"},
+		{[]string{d, "column", "add", "posts", "x", "--hint", "0"}, exitError, "invalid option: --hint 0 (want 8, 16 or 32)"},
+		{[]string{d, "column", "add", "posts", "x", "--max", "264"}, exitError, "invalid option: --max 264 (want 32 or 64)"},
 		{[]string{d, "column", "add", "posts", "x", "--hint", "wide"}, exitUsage, `invalid value "wide" for flag -hint`},
 		// Range bits.
 		{[]string{d, "counter", "add", "x", "--range-bits", "60"}, exitError, "range bits 60"},
 		{[]string{d, "counter", "add", "x", "--range-bits", "4"}, exitError, "range bits 4"},
-		{[]string{d, "counter", "add", "x", "--range-bits", "264"}, exitUsage, "bad --range-bits 264"},
+		{[]string{d, "counter", "add", "x", "--range-bits", "264"}, exitError, "invalid option: --range-bits 264 (want 8..48)"},
 		{[]string{d, "counter", "add", "x", "--range-bits", "-1"}, exitUsage, "range-bits"},
 		// Policies.
 		{[]string{d, "counter", "add", "x", "--keep-hot", "--hot-ranges", "2"}, exitUsage, "--keep-hot and --hot-ranges are mutually exclusive"},
@@ -241,7 +241,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{d, "counter", "add", "x", "--hot-ranges", "0"}, exitError, "hot ranges 0"},
 		{[]string{d, "counter", "add", "x", "--age", "-1h"}, exitError, "age"},
 		{[]string{d, "counter", "add", "x", "--age", "soon"}, exitUsage, `invalid value "soon" for flag -age`},
-		{[]string{d, "counter", "add", "x", "--age", "1h", "--id-time-shift", "300"}, exitUsage, "bad --id-time-shift 300"},
+		{[]string{d, "counter", "add", "x", "--age", "1h", "--id-time-shift", "300"}, exitError, "invalid option: --id-time-shift 300 (want 0..40)"},
 		// Ids.
 		{[]string{d, "get", "posts", "x"}, exitUsage, `bad ID "x"`},
 		{[]string{d, "get", "posts", "5", "-1"}, exitUsage, `bad ID "-1"`},

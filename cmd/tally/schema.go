@@ -1,11 +1,17 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"math/bits"
+	"os"
+	"path/filepath"
 	"strings"
-	"time"
 
+	"github.com/tallydb/tally/internal/limits"
+	"github.com/tallydb/tally/internal/quote"
+	"github.com/tallydb/tally/server"
 	"github.com/tallydb/tally/store"
 )
 
@@ -18,27 +24,31 @@ const (
 var cmdCounterAdd = &command{
 	name:     "counter add",
 	synopsis: "create a counter (creates the store if DIR is new)",
-	help: `Usage: tally -d DIR counter add NAME [--range-bits N]
+	help: fmt.Sprintf(`Usage: tally -d DIR counter add NAME [--range-bits N]
            [--keep-hot | --hot-ranges K | --age DURATION [--id-epoch-ms MS] [--id-time-shift BITS]]
 
 Creates counter NAME, without columns (add them with "column add"). If DIR
 does not exist or is empty, a new store is created in it. Prints nothing.
+NAME is 1 to %[1]d letters, digits, '_' or '-', not starting with '-'.
+Everything is checked before the store is opened: a refused counter
+creates no store and changes nothing.
 
 Flags:
   --range-bits N        low id bits per row; a range holds the ids sharing
-                        the bits above (8..48, default 32)
+                        the bits above (%[2]d..%[3]d, default 32)
   --keep-hot            keep every range in memory (the default; for user ids)
   --hot-ranges K        keep the newest K ranges hot, age the older ones
   --age DURATION        age a range once the time in its ids is older than
-                        DURATION (e.g. 4320h); ids are snowflake-like:
-  --id-epoch-ms MS      ... milliseconds since this Unix epoch (default
-                        1288834974657, Twitter's)
-  --id-time-shift BITS  ... shifted left by BITS (default 22)
+                        DURATION (e.g. 4320h), a whole number of
+                        milliseconds; ids are snowflake-like:
+  --id-epoch-ms MS      ... milliseconds since this Unix epoch
+                        (0..2^%[4]d, default 1288834974657, Twitter's)
+  --id-time-shift BITS  ... shifted left by BITS (0..%[5]d, default 22)
 The policy flags --keep-hot, --hot-ranges and --age are mutually exclusive.
 
 Example:
   tally -d /var/lib/tally counter add posts --range-bits 40 --age 4320h
-`,
+`, limits.MaxNameLen, limits.MinRangeBits, limits.MaxRangeBits, bits.TrailingZeros64(limits.MaxIDTimeMs), limits.MaxIDTimeShift),
 }
 
 var cmdCounterList = &command{
@@ -60,10 +70,11 @@ Example:
 var cmdColumnAdd = &command{
 	name:     "column add",
 	synopsis: "add a column to a counter",
-	help: `Usage: tally -d DIR column add NAME COLUMN [--hint BITS] [--max BITS]
+	help: fmt.Sprintf(`Usage: tally -d DIR column add NAME COLUMN [--hint BITS] [--max BITS]
 
 Adds COLUMN to counter NAME. Existing rows are not rewritten; the new column
-reads 0 until written. Prints nothing.
+reads 0 until written. Prints nothing. A counter has at most %[1]d columns;
+COLUMN is 1 to %[2]d letters, digits, '_' or '-', not starting with '-'.
 
 Flags:
   --hint BITS   width of a value in a memory row: 8, 16 or 32 (default 16);
@@ -72,7 +83,7 @@ Flags:
 
 Example:
   tally -d /var/lib/tally column add posts likes --hint 16 --max 32
-`,
+`, limits.MaxColumns, limits.MaxNameLen),
 }
 
 func init() {
@@ -111,14 +122,15 @@ func runCounterAdd(e *env, args []string) error {
 		return usagef("--id-epoch-ms and --id-time-shift go with --age")
 	}
 	opts := store.CounterOptions{}
-	if opts.RangeBits, err = uint8Flag("range-bits", *rangeBits, false); err != nil {
+	if opts.RangeBits, err = uint8Flag("range-bits", *rangeBits, false,
+		fmt.Sprintf("%d..%d", limits.MinRangeBits, limits.MaxRangeBits)); err != nil {
 		return err
 	}
 	switch {
 	case set["hot-ranges"]:
 		opts.Age = store.AgePolicy{Kind: store.KeepNewest, HotRanges: *hotRanges}
 	case set["age"]:
-		s, err := uint8Flag("id-time-shift", *shift, true)
+		s, err := uint8Flag("id-time-shift", *shift, true, fmt.Sprintf("0..%d", limits.MaxIDTimeShift))
 		if err != nil {
 			return err
 		}
@@ -126,11 +138,80 @@ func runCounterAdd(e *env, args []string) error {
 	default:
 		_ = keepHot // KeepHot is the zero policy
 	}
-	db, err := e.open(true)
+	// Check everything before the store is opened: Open creates the store
+	// in a new directory, and a refused counter must leave none behind.
+	name := pos[0]
+	if err := store.ValidateName(name); err != nil {
+		return err
+	}
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if _, err := e.options(); err != nil {
+		return err
+	}
+	fresh, err := newStoreDir(e.dir)
 	if err != nil {
 		return err
 	}
-	return closeDB(db, db.CreateCounter(pos[0], opts))
+	db, err := e.open(true)
+	if err == nil {
+		err = closeDB(db, db.CreateCounter(name, opts))
+	}
+	if err != nil && fresh != nil {
+		// Only what could not be checked beforehand gets here (an I/O
+		// error): leave no half-made store behind.
+		if rerr := fresh.remove(); rerr != nil {
+			err = fmt.Errorf("%w (and %v)", err, rerr)
+		}
+	}
+	return err
+}
+
+// freshDir is a store directory that did not exist, or was empty, before
+// this command: everything in it is the command's own.
+type freshDir struct {
+	dir     string
+	existed bool // the directory existed (empty); only its entries go
+}
+
+// newStoreDir returns the freshDir of dir if dir is missing or empty, nil
+// if it holds something (a store, or files Open will refuse).
+func newStoreDir(dir string) (*freshDir, error) {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &freshDir{dir: dir}, nil
+	case err != nil:
+		return nil, nil // not a readable directory: Open reports why
+	case len(ents) == 0:
+		return &freshDir{dir: dir, existed: true}, nil
+	}
+	return nil, nil
+}
+
+// remove deletes what the command created in f.dir: the directory itself
+// if it did not exist before, else its entries.
+func (f *freshDir) remove() error {
+	if _, err := os.Lstat(f.dir); errors.Is(err, os.ErrNotExist) {
+		return nil // never created
+	}
+	if !f.existed {
+		if err := os.RemoveAll(f.dir); err != nil {
+			return fmt.Errorf("removing the new store %s failed: %w", f.dir, err)
+		}
+		return nil
+	}
+	ents, err := os.ReadDir(f.dir)
+	if err != nil {
+		return fmt.Errorf("cleaning the new store %s failed: %w", f.dir, err)
+	}
+	for _, ent := range ents {
+		if err := os.RemoveAll(filepath.Join(f.dir, ent.Name())); err != nil {
+			return fmt.Errorf("cleaning the new store %s failed: %w", f.dir, err)
+		}
+	}
+	return nil
 }
 
 func runCounterList(e *env, args []string) error {
@@ -140,7 +221,7 @@ func runCounterList(e *env, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("takes no arguments, got %q", strings.Join(pos, " "))
+		return usagef("takes no arguments, got %s", quote.Input(strings.Join(pos, " ")))
 	}
 	db, err := e.open(false)
 	if err != nil {
@@ -152,27 +233,9 @@ func runCounterList(e *env, args []string) error {
 	return closeDB(db, nil)
 }
 
-// counterLine formats one counter for "counter list".
-func counterLine(ci store.CounterInfo) string {
-	cols := make([]string, len(ci.Columns))
-	for i, c := range ci.Columns {
-		cols[i] = fmt.Sprintf("%s:%d/%d", c.Name, c.HintBits, c.MaxBits)
-	}
-	return fmt.Sprintf("%s range_bits=%d policy=%s columns=%s",
-		ci.Name, ci.RangeBits, policyString(ci.Age), strings.Join(cols, ","))
-}
-
-func policyString(a store.AgePolicy) string {
-	switch a.Kind {
-	case store.KeepHot:
-		return "keep-hot"
-	case store.KeepNewest:
-		return fmt.Sprintf("hot-ranges:%d", a.HotRanges)
-	case store.AgeByTime:
-		return fmt.Sprintf("age:%v:%d:%d", a.MaxAge.Round(time.Millisecond), a.IDEpochMs, a.IDTimeShift)
-	}
-	return a.Kind.String()
-}
+// counterLine formats one counter for "counter list": the format of
+// TALLY.COUNTER LIST, from package server, so the two cannot drift.
+func counterLine(ci store.CounterInfo) string { return server.CounterLine(ci) }
 
 func runColumnAdd(e *env, args []string) error {
 	fs := e.flags(cmdColumnAdd)
@@ -186,10 +249,16 @@ func runColumnAdd(e *env, args []string) error {
 		return usagef("want counter NAME and COLUMN, got %d arguments", len(pos))
 	}
 	var opts store.ColumnOptions
-	if opts.HintBits, err = uint8Flag("hint", *hint, false); err != nil {
+	if opts.HintBits, err = uint8Flag("hint", *hint, false, "8, 16 or 32"); err != nil {
 		return err
 	}
-	if opts.MaxBits, err = uint8Flag("max", *max, false); err != nil {
+	if opts.MaxBits, err = uint8Flag("max", *max, false, "32 or 64"); err != nil {
+		return err
+	}
+	if err := store.ValidateName(pos[1]); err != nil {
+		return err
+	}
+	if err := opts.Validate(); err != nil {
 		return err
 	}
 	db, err := e.open(false)

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tallydb/tally/server"
+)
+
+var cmdServe = &command{
+	name:     "serve",
+	synopsis: "serve the store to Redis clients (RESP: redis-cli, redis-benchmark, libraries)",
+	help: `Usage: tally -d DIR serve [--addr HOST:PORT] [--requirepass PASSWORD] [--maxclients N]
+           [--metrics-addr HOST:PORT] [--allow-remote] [--create] [--durability MODE]
+
+Serves the store to any number of Redis clients (RESP2, pipelining) until
+SIGTERM or SIGINT: then it stops accepting, finishes the commands already
+received, checkpoints, closes the store and exits 0. After a kill -9 the
+next start recovers every acknowledged write (with the default durability,
+sync). Keys are COUNTER:ID, hash fields are columns: HINCRBY, HGET, HMGET,
+HGETALL, HSET, DEL; INCR, INCRBY, DECR, DECRBY, GET, MGET use the first
+column; TALLY.MGET COUNTER ID... reads a feed page; TALLY.COUNTER ADD/LIST
+and TALLY.COLUMN ADD change the schema. Counts never go below 0. See
+"go doc github.com/tallydb/tally/server" for every command and limit.
+
+Prints "key value" lines: addr (the address listened on) and, with
+--metrics-addr, metrics_addr once serving; checkpoint_seq after the
+shutdown checkpoint. Dropped clients and errors are logged on stderr.
+
+Flags:
+  --addr HOST:PORT         address to listen on (default 127.0.0.1:6380; port
+                           0 picks a free one)
+  --requirepass PASSWORD   clients must AUTH with PASSWORD first (default
+                           $TALLY_REQUIREPASS; none if unset); note that a
+                           command line is visible to other local users
+  --maxclients N           connections served at once (default 10000)
+  --metrics-addr HOST:PORT serve Prometheus metrics at /metrics there
+  --allow-remote           allow a non-loopback --addr or --metrics-addr
+                           without --requirepass (refused otherwise: anyone
+                           who can reach the port could change counts)
+  --create                 create the store if DIR is new or empty
+  --durability MODE        sync (default), interval or nosync
+
+Example:
+  tally -d /var/lib/tally serve --addr 127.0.0.1:6380 --metrics-addr 127.0.0.1:9121
+  redis-cli -p 6380 HINCRBY posts:1234 likes 1
+`,
+}
+
+func init() { cmdServe.run = runServe }
+
+// shutdownTimeout bounds how long serve waits for connections to finish
+// their commands after a signal.
+const shutdownTimeout = 30 * time.Second
+
+func runServe(e *env, args []string) error {
+	fs := e.flags(cmdServe)
+	addr := fs.String("addr", "127.0.0.1:6380", "")
+	pass := fs.String("requirepass", os.Getenv("TALLY_REQUIREPASS"), "")
+	maxClients := fs.Int("maxclients", server.DefaultMaxClients, "")
+	metricsAddr := fs.String("metrics-addr", "", "")
+	allowRemote := fs.Bool("allow-remote", false, "")
+	create := fs.Bool("create", false, "")
+	pos, err := parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("takes no arguments, got %q", strings.Join(pos, " "))
+	}
+	if *maxClients <= 0 {
+		return usagef("bad --maxclients %d: want a positive number", *maxClients)
+	}
+	opts := &server.Options{
+		Password:    *pass,
+		AllowRemote: *allowRemote,
+		MaxClients:  *maxClients,
+		Logger:      slog.New(slog.NewTextHandler(e.stderr, nil)),
+	}
+	if err := opts.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	if err := server.CheckAddr(*addr, opts); err != nil {
+		if errors.Is(err, server.ErrRemoteNotAllowed) {
+			return usagef("--addr %s is not a loopback address: set --requirepass, or --allow-remote to serve remote clients without a password", *addr)
+		}
+		return usagef("bad --addr %q: %v", *addr, err)
+	}
+	if *metricsAddr != "" {
+		// A password does not guard /metrics: only --allow-remote opens it.
+		if err := server.CheckAddr(*metricsAddr, &server.Options{AllowRemote: *allowRemote}); err != nil {
+			if errors.Is(err, server.ErrRemoteNotAllowed) {
+				return usagef("--metrics-addr %s is not a loopback address: add --allow-remote to publish metrics remotely", *metricsAddr)
+			}
+			return usagef("bad --metrics-addr %q: %v", *metricsAddr, err)
+		}
+	}
+
+	db, err := e.open(*create)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(db, opts)
+	if err != nil {
+		return closeDB(db, err)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return closeDB(db, err)
+	}
+	var metrics *http.Server
+	if *metricsAddr != "" {
+		mln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			ln.Close()
+			return closeDB(db, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", srv.MetricsHandler())
+		metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go metrics.Serve(mln)
+		defer metrics.Close()
+		fmt.Fprintf(e.stdout, "metrics_addr %s\n", mln.Addr())
+	}
+	fmt.Fprintf(e.stdout, "addr %s\n", ln.Addr())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	// A second signal kills the process: recovery covers it.
+	stop()
+
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		fmt.Fprintf(e.stderr, "tally: serve: %v; closed the remaining connections\n", err)
+	}
+	if metrics != nil {
+		metrics.Shutdown(sctx)
+	}
+	if err := db.Checkpoint(); err != nil {
+		return closeDB(db, err)
+	}
+	fmt.Fprintf(e.stdout, "checkpoint_seq %d\n", db.Stats().CheckpointSeq)
+	if serveErr != nil && !errors.Is(serveErr, server.ErrServerClosed) {
+		return closeDB(db, fmt.Errorf("serve: %w", serveErr))
+	}
+	return closeDB(db, nil)
+}

@@ -1,0 +1,452 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/tallydb/tally/store"
+)
+
+// Connection handling.
+//
+// Each connection has one goroutine running Conn.serve: read every complete
+// command the client has sent (redcon's Reader parses RESP and inline
+// commands), run them in order, flush the replies with one write, repeat.
+// Pipelining therefore costs one read and one write per batch of commands,
+// and a run of batchable writes in one batch commits as one store batch
+// (batch.go).
+//
+// Why not redcon.Server: its Close closes every connection at once, so
+// replies of commands already executed are lost (we want "finish in-flight
+// commands" on shutdown); its reader grows without bound for a large or
+// never-ending request; it has no write deadline, so a client that stops
+// reading parks its goroutine forever; and it cannot answer "max number of
+// clients reached" before closing. The loop below keeps redcon's parser and
+// its RESP encoders and owns those four things.
+//
+// Limits, per connection:
+//   - input: at most Options.MaxRequestBytes are read while waiting for the
+//     next complete command; a client over it is sent an error and dropped
+//     (the input buffer therefore stays within about twice the limit);
+//   - arguments: a command with more than Options.MaxArgs arguments is
+//     answered with an error and the client dropped;
+//   - output: replies are flushed whenever 64 KiB are pending, and every
+//     write has a deadline of Options.WriteTimeout; a client that does not
+//     read its replies for that long is dropped. While a write blocks, the
+//     connection reads nothing more, so its memory stays bounded and other
+//     connections (their own goroutines) are not slowed.
+
+// flushAt is the size of pending output that triggers a write in the
+// middle of a batch of commands.
+const flushAt = 64 << 10
+
+// maxKeptBuffer is the largest output buffer kept between batches.
+const maxKeptBuffer = 1 << 20
+
+// errRequestTooLarge is returned by limitedReader past the request limit.
+var errRequestTooLarge = errors.New("request too large")
+
+// Conn is one client connection as a command handler sees it: its state
+// and its reply writer. A Conn is used by one goroutine at a time (its
+// connection's); handlers must not keep it after they return.
+type Conn struct {
+	s      *Server
+	nc     net.Conn
+	in     limitedReader
+	rd     *redcon.Reader
+	out    []byte
+	werr   error // sticky: the first write error; later writes are dropped
+	id     uint64
+	addr   string
+	opened time.Time
+
+	name, libName, libVer string
+	authed                bool
+	quit                  bool // QUIT: close after this reply
+	errReply              bool // the running command replied with an error
+
+	// Scratch reused by commands.
+	batch *store.Batch
+	pend  []pending
+	locks []uint32
+	vals  []uint64
+	ids   []uint64
+	ents  []*counterEntry
+}
+
+// limitedReader counts the bytes read while the connection waits for one
+// complete command and refuses to read past the limit.
+type limitedReader struct {
+	nc    net.Conn
+	s     *Server
+	n     int
+	limit int
+}
+
+func (r *limitedReader) Read(p []byte) (int, error) {
+	if r.n >= r.limit {
+		return 0, errRequestTooLarge
+	}
+	if len(p) > r.limit-r.n {
+		p = p[:r.limit-r.n]
+	}
+	n, err := r.nc.Read(p)
+	r.n += n
+	r.s.stats.netIn.Add(uint64(n))
+	return n, err
+}
+
+func newConn(s *Server, nc net.Conn, id uint64) *Conn {
+	c := &Conn{s: s, nc: nc, id: id, addr: nc.RemoteAddr().String(), opened: time.Now()}
+	c.in = limitedReader{nc: nc, s: s, limit: s.opts.MaxRequestBytes}
+	c.rd = redcon.NewReader(&c.in)
+	c.authed = s.opts.Password == ""
+	return c
+}
+
+// ID returns the connection's id (CLIENT ID), unique in this process.
+func (c *Conn) ID() uint64 { return c.id }
+
+// Name returns the name set by CLIENT SETNAME or HELLO SETNAME.
+func (c *Conn) Name() string { return c.name }
+
+// RemoteAddr returns the client's address.
+func (c *Conn) RemoteAddr() string { return c.addr }
+
+// Server returns the server the connection belongs to.
+func (c *Conn) Server() *Server { return c.s }
+
+// serve runs the connection until the client leaves, the server shuts
+// down, or the client breaks a limit.
+func (c *Conn) serve() {
+	defer c.s.connDone(c)
+	for {
+		if idle := c.s.opts.IdleTimeout; idle > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(idle))
+			// NB: Shutdown sets closing before it moves every read
+			// deadline to the past; checking after our own deadline is
+			// set means one of the two always wins.
+			if c.s.closing.Load() {
+				c.nc.SetReadDeadline(aLongTimeAgo)
+			}
+		}
+		c.in.n = 0
+		cmds, err := c.readCommands()
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		c.execute(cmds)
+		c.flush()
+		if c.werr != nil {
+			c.s.dropped(c, reasonWriteError, c.werr)
+			return
+		}
+		if c.quit {
+			return
+		}
+		if cap(c.out) > maxKeptBuffer {
+			c.out = nil
+		}
+	}
+}
+
+// aLongTimeAgo is a read deadline in the past: it makes a blocked Read
+// return at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// readCommands reads the next batch of complete commands. redcon's parser
+// can panic on a bulk length near the int maximum (its bounds check
+// overflows); that is bad input from one client, so it becomes a protocol
+// error that drops that client.
+func (c *Conn) readCommands() (cmds []redcon.Command, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			cmds, err = nil, fmt.Errorf("Protocol error: malformed request (%v)", r)
+		}
+	}()
+	return c.rd.ReadCommands()
+}
+
+// readFailed ends the connection after a read error, telling the client why
+// when it is its fault.
+func (c *Conn) readFailed(err error) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	case errors.As(err, &ne) && ne.Timeout():
+		if !c.s.closing.Load() {
+			c.s.dropped(c, reasonIdle, err)
+		}
+	case errors.Is(err, errRequestTooLarge):
+		c.writeError(fmt.Sprintf("ERR Protocol error: request larger than %d bytes", c.s.opts.MaxRequestBytes))
+		c.flush()
+		c.s.dropped(c, reasonTooLarge, err)
+	case strings.HasPrefix(err.Error(), "Protocol error"):
+		c.writeError("ERR " + err.Error())
+		c.flush()
+		c.s.dropped(c, reasonProtocol, err)
+	default:
+		c.s.dropped(c, reasonReadError, err)
+	}
+}
+
+// execute runs one batch of commands in order.
+func (c *Conn) execute(cmds []redcon.Command) {
+	for i := 0; i < len(cmds) && !c.quit && c.werr == nil; {
+		args := cmds[i].Args
+		cmd, ok := c.resolve(args)
+		if !ok {
+			i++
+			continue
+		}
+		if cmd.stage != nil {
+			i += c.runBatch(cmd, cmds[i:])
+			continue
+		}
+		c.run(cmd, args)
+		i++
+	}
+}
+
+// resolve finds the command for args and checks what every command must
+// pass: a sane name, the argument limit, AUTH, arity. On failure it writes
+// the error reply (and drops the client when its input is not a request
+// at all) and returns false.
+func (c *Conn) resolve(args [][]byte) (*Command, bool) {
+	cmd, msg, drop := c.find(args)
+	if msg == "" {
+		return cmd, true
+	}
+	t0 := time.Now()
+	if drop != "" {
+		c.quit = true
+		c.s.dropped(c, drop, nil)
+	}
+	c.writeError(msg)
+	if cmd != nil && cmd.Handler != nil {
+		cmd.metrics.failed.Inc()
+		cmd.metrics.latency.Observe(time.Since(t0).Seconds())
+	} else {
+		c.s.metrics.unknown.Inc()
+	}
+	c.s.stats.commands.Add(1)
+	c.s.stats.errorReplies.Add(1)
+	return nil, false
+}
+
+// find is resolve without side effects: the command, or the error reply
+// and whether the client must be dropped.
+func (c *Conn) find(args [][]byte) (*Command, string, dropReason) {
+	if len(args) > c.s.opts.MaxArgs {
+		return nil, fmt.Sprintf("ERR Protocol error: more than %d arguments", c.s.opts.MaxArgs), reasonTooManyArgs
+	}
+	name := args[0]
+	cmd := lookupIn(c.s.cmds.byName, name)
+	if cmd == nil {
+		if !printable(name) {
+			// Bytes that are neither RESP nor a readable inline command:
+			// garbage, not a typo.
+			return nil, "ERR Protocol error: unreadable command name", reasonProtocol
+		}
+		return nil, unknownCommand(args), ""
+	}
+	if !c.authed && cmd.Flags&FlagNoAuth == 0 {
+		return nil, "NOAUTH Authentication required.", ""
+	}
+	if cmd.subs != nil && (len(args) >= 2 || cmd.Handler == nil) {
+		if len(args) < 2 {
+			return cmd, fmt.Sprintf("ERR wrong number of arguments for '%s' command", cmd.fullName), ""
+		}
+		sub := lookupIn(cmd.subs, args[1])
+		if sub == nil {
+			return nil, fmt.Sprintf("ERR unknown subcommand '%.128s'. Try %s HELP.",
+				sanitize(args[1]), strings.ToUpper(cmd.fullName)), ""
+		}
+		if !c.authed && sub.Flags&FlagNoAuth == 0 {
+			return nil, "NOAUTH Authentication required.", ""
+		}
+		cmd = sub
+	}
+	if !arityOK(cmd.Arity, len(args)) {
+		return cmd, fmt.Sprintf("ERR wrong number of arguments for '%s' command", cmd.fullName), ""
+	}
+	return cmd, "", ""
+}
+
+// printable reports whether a command name is plain ASCII text.
+func printable(b []byte) bool {
+	for _, ch := range b {
+		if ch < 0x20 || ch > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// unknownCommand is Redis's reply to an unknown command.
+func unknownCommand(args [][]byte) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ERR unknown command '%.128s', with args beginning with: ", sanitize(args[0]))
+	for _, a := range args[1:] {
+		if b.Len() >= 200 {
+			break
+		}
+		fmt.Fprintf(&b, "'%.64s' ", sanitize(a))
+	}
+	return b.String()
+}
+
+// sanitize makes client bytes safe inside an error line.
+func sanitize(b []byte) string {
+	s := []byte(nil)
+	for i, ch := range b {
+		if ch < 0x20 || ch > 0x7e {
+			if s == nil {
+				s = append(s, b[:i]...)
+			}
+			ch = ' '
+		}
+		if s != nil {
+			s = append(s, ch)
+		}
+	}
+	if s == nil {
+		return string(b)
+	}
+	return string(s)
+}
+
+// run runs one command and accounts for it.
+func (c *Conn) run(cmd *Command, args [][]byte) {
+	t0 := time.Now()
+	c.errReply = false
+	cmd.Handler(c, args)
+	c.account(cmd, time.Since(t0))
+}
+
+func (c *Conn) account(cmd *Command, d time.Duration) {
+	if c.errReply {
+		cmd.metrics.failed.Inc()
+		c.s.stats.errorReplies.Add(1)
+	} else {
+		cmd.metrics.ok.Inc()
+	}
+	cmd.metrics.latency.Observe(d.Seconds())
+	c.s.stats.commands.Add(1)
+}
+
+// flush writes the pending replies under the write deadline.
+func (c *Conn) flush() {
+	if len(c.out) == 0 || c.werr != nil {
+		c.out = c.out[:0]
+		return
+	}
+	if t := c.s.opts.WriteTimeout; t > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(t))
+	}
+	n, err := c.nc.Write(c.out)
+	c.s.stats.netOut.Add(uint64(n))
+	if err != nil {
+		c.werr = err
+	}
+	c.out = c.out[:0]
+}
+
+// more flushes when enough output is pending.
+func (c *Conn) more() {
+	if len(c.out) >= flushAt {
+		c.flush()
+	}
+}
+
+// writeError writes an error reply; msg starts with its code ("ERR ...").
+func (c *Conn) writeError(msg string) {
+	c.errReply = true
+	c.out = redcon.AppendError(c.out, msg)
+	c.more()
+}
+
+// WriteError writes an error reply. msg starts with an upper-case code
+// ("ERR", "WRONGTYPE", ...); "ERR " is added when it does not. Line breaks
+// are replaced by spaces.
+func (c *Conn) WriteError(msg string) {
+	code, _, _ := strings.Cut(msg, " ")
+	if code == "" || strings.ToUpper(code) != code || strings.ContainsAny(code, "0123456789") {
+		msg = "ERR " + msg
+	}
+	c.writeError(msg)
+}
+
+// WriteErr writes err as an error reply, in Redis's words where one fits
+// (see replyFor).
+func (c *Conn) WriteErr(err error) { c.writeError(replyFor(err)) }
+
+// WriteOK writes the simple string OK.
+func (c *Conn) WriteOK() {
+	c.out = redcon.AppendOK(c.out)
+	c.more()
+}
+
+// WriteSimple writes a simple string (line breaks become spaces).
+func (c *Conn) WriteSimple(s string) {
+	c.out = redcon.AppendString(c.out, s)
+	c.more()
+}
+
+// WriteInt writes an integer reply.
+func (c *Conn) WriteInt(v int64) {
+	c.out = redcon.AppendInt(c.out, v)
+	c.more()
+}
+
+// WriteUint writes a count as an integer reply; a count above 2^63-1
+// (possible only in a 64-bit column) is written as a bulk string, since
+// RESP integers are signed.
+func (c *Conn) WriteUint(v uint64) {
+	if v > maxInt64 {
+		c.WriteBulkUint(v)
+		return
+	}
+	c.out = redcon.AppendInt(c.out, int64(v))
+	c.more()
+}
+
+// WriteBulk writes a bulk string.
+func (c *Conn) WriteBulk(b []byte) {
+	c.out = redcon.AppendBulk(c.out, b)
+	c.more()
+}
+
+// WriteBulkString writes a bulk string.
+func (c *Conn) WriteBulkString(s string) {
+	c.out = redcon.AppendBulkString(c.out, s)
+	c.more()
+}
+
+// WriteBulkUint writes v in decimal as a bulk string, without allocating.
+func (c *Conn) WriteBulkUint(v uint64) {
+	var tmp [20]byte
+	c.WriteBulk(strconv.AppendUint(tmp[:0], v, 10))
+}
+
+// WriteNull writes a null bulk string.
+func (c *Conn) WriteNull() {
+	c.out = redcon.AppendNull(c.out)
+	c.more()
+}
+
+// WriteArray writes an array header; n replies must follow.
+func (c *Conn) WriteArray(n int) {
+	c.out = redcon.AppendArray(c.out, n)
+	c.more()
+}
+
+const maxInt64 = 1<<63 - 1

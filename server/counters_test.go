@@ -1,0 +1,280 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var ctx = context.Background()
+
+// row reads a row through the store, for checks that do not trust the
+// server's own reads.
+func (ts *testServer) row(t *testing.T, counter string, id uint64) []uint64 {
+	t.Helper()
+	c, err := ts.db.Counter(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := c.Get(id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vals
+}
+
+func TestCounterCommands(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+
+	// HINCRBY, HGET, HMGET, HGETALL.
+	if v, err := rc.HIncrBy(ctx, "posts:7", "likes", 5).Result(); err != nil || v != 5 {
+		t.Fatalf("HINCRBY = %d, %v; want 5", v, err)
+	}
+	if v, err := rc.HIncrBy(ctx, "posts:7", "likes", -2).Result(); err != nil || v != 3 {
+		t.Fatalf("HINCRBY -2 = %d, %v; want 3", v, err)
+	}
+	// Saturation at zero: tally counts never go negative.
+	if v, err := rc.HIncrBy(ctx, "posts:7", "reposts", -4).Result(); err != nil || v != 0 {
+		t.Fatalf("HINCRBY below 0 = %d, %v; want 0", v, err)
+	}
+	if v, err := rc.HGet(ctx, "posts:7", "likes").Result(); err != nil || v != "3" {
+		t.Fatalf("HGET = %q, %v", v, err)
+	}
+	if v, err := rc.HGet(ctx, "posts:8", "likes").Result(); err != nil || v != "0" {
+		t.Fatalf("HGET of a row never written = %q, %v; want 0", v, err)
+	}
+	if _, err := rc.HGet(ctx, "posts:7", "nosuch").Result(); err != redis.Nil {
+		t.Fatalf("HGET of an unknown column: %v, want nil", err)
+	}
+	if v, err := rc.HMGet(ctx, "posts:7", "likes", "nosuch", "reposts").Result(); err != nil ||
+		!reflect.DeepEqual(v, []any{"3", nil, "0"}) {
+		t.Fatalf("HMGET = %#v, %v", v, err)
+	}
+	if v, err := rc.HGetAll(ctx, "posts:7").Result(); err != nil ||
+		!reflect.DeepEqual(v, map[string]string{"reposts": "0", "comments": "0", "likes": "3"}) {
+		t.Fatalf("HGETALL = %v, %v", v, err)
+	}
+	if v, err := rc.HGetAll(ctx, "posts:1000").Result(); err != nil || len(v) != 3 || v["likes"] != "0" {
+		t.Fatalf("HGETALL of a row never written = %v, %v; want every column at 0", v, err)
+	}
+
+	// HSET of some columns keeps the others.
+	if v, err := rc.HSet(ctx, "posts:7", "comments", 11).Result(); err != nil || v != 0 {
+		t.Fatalf("HSET = %d, %v", v, err)
+	}
+	if got := ts.row(t, "posts", 7); !reflect.DeepEqual(got, []uint64{0, 11, 3}) {
+		t.Fatalf("after partial HSET the row is %v, want [0 11 3]", got)
+	}
+	if err := rc.HSet(ctx, "posts:7", "reposts", 1, "comments", 2, "likes", 3).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.row(t, "posts", 7); !reflect.DeepEqual(got, []uint64{1, 2, 3}) {
+		t.Fatalf("after full HSET the row is %v", got)
+	}
+	if err := rc.HMSet(ctx, "posts:9", "likes", 4).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.row(t, "posts", 9); !reflect.DeepEqual(got, []uint64{0, 0, 4}) {
+		t.Fatalf("after HMSET the row is %v", got)
+	}
+
+	// EXISTS and DEL count rows with a non-zero value.
+	if n, err := rc.Exists(ctx, "posts:7", "posts:9", "posts:10").Result(); err != nil || n != 2 {
+		t.Fatalf("EXISTS = %d, %v", n, err)
+	}
+	if n, err := rc.Del(ctx, "posts:7", "posts:7", "posts:10").Result(); err != nil || n != 1 {
+		t.Fatalf("DEL = %d, %v; want 1", n, err)
+	}
+	if got := ts.row(t, "posts", 7); !reflect.DeepEqual(got, []uint64{0, 0, 0}) {
+		t.Fatalf("after DEL the row is %v", got)
+	}
+	if n, err := rc.Unlink(ctx, "posts:9").Result(); err != nil || n != 1 {
+		t.Fatalf("UNLINK = %d, %v", n, err)
+	}
+
+	// String commands address the first column.
+	if v, err := rc.Incr(ctx, "key:1").Result(); err != nil || v != 1 {
+		t.Fatalf("INCR = %d, %v", v, err)
+	}
+	if v, err := rc.IncrBy(ctx, "key:1", 10).Result(); err != nil || v != 11 {
+		t.Fatalf("INCRBY = %d, %v", v, err)
+	}
+	if v, err := rc.Decr(ctx, "key:1").Result(); err != nil || v != 10 {
+		t.Fatalf("DECR = %d, %v", v, err)
+	}
+	if v, err := rc.DecrBy(ctx, "key:1", 25).Result(); err != nil || v != 0 {
+		t.Fatalf("DECRBY past 0 = %d, %v; want 0 (saturates)", v, err)
+	}
+	if v, err := rc.DecrBy(ctx, "key:1", -6).Result(); err != nil || v != 6 {
+		t.Fatalf("DECRBY -6 = %d, %v", v, err)
+	}
+	if v, err := rc.Get(ctx, "key:1").Result(); err != nil || v != "6" {
+		t.Fatalf("GET = %q, %v", v, err)
+	}
+	if v, err := rc.HIncrBy(ctx, "posts:3", "reposts", 2).Result(); err != nil || v != 2 {
+		t.Fatal(v, err)
+	}
+	if v, err := rc.Get(ctx, "posts:3").Result(); err != nil || v != "2" {
+		t.Fatalf("GET of posts (first column reposts) = %q, %v", v, err)
+	}
+	if v, err := rc.MGet(ctx, "key:1", "key:2", "posts:3", "nosuch:1", "garbage").Result(); err != nil ||
+		!reflect.DeepEqual(v, []any{"6", "0", "2", nil, nil}) {
+		t.Fatalf("MGET = %#v, %v", v, err)
+	}
+	if v, err := rc.MGet(ctx, "key:1", "key:2", "key:1").Result(); err != nil ||
+		!reflect.DeepEqual(v, []any{"6", "0", "6"}) {
+		t.Fatalf("MGET of one counter = %#v, %v", v, err)
+	}
+	// redis-benchmark pads its random ids with zeros.
+	if v, err := rc.Incr(ctx, "key:000000000001").Result(); err != nil || v != 7 {
+		t.Fatalf("INCR of a zero-padded id = %d, %v", v, err)
+	}
+}
+
+func TestTallyMget(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+	for id := uint64(1); id <= 5; id++ {
+		if err := rc.HSet(ctx, fmt.Sprintf("posts:%d", id), "reposts", id, "comments", 10*id, "likes", 100*id).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := rc.Do(ctx, "TALLY.MGET", "posts", 3, 99, 1, 5).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{
+		[]any{int64(3), int64(30), int64(300)},
+		[]any{int64(0), int64(0), int64(0)},
+		[]any{int64(1), int64(10), int64(100)},
+		[]any{int64(5), int64(50), int64(500)},
+	}
+	if !reflect.DeepEqual(v, want) {
+		t.Fatalf("TALLY.MGET = %#v\nwant %#v", v, want)
+	}
+	// Lower case works too; ids from another range are fine.
+	if v, err := rc.Do(ctx, "tally.mget", "posts", uint64(1)<<40).Result(); err != nil ||
+		!reflect.DeepEqual(v, []any{[]any{int64(0), int64(0), int64(0)}}) {
+		t.Fatalf("tally.mget = %#v, %v", v, err)
+	}
+}
+
+func TestWideColumn(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+	const top = 1<<63 - 1
+	if err := rc.HSet(ctx, "big:1", "n", top-1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := rc.Incr(ctx, "big:1").Result(); err != nil || v != top {
+		t.Fatalf("INCR to 2^63-1 = %d, %v", v, err)
+	}
+	// One more would not fit a RESP integer: refused, nothing changes.
+	if err := rc.Incr(ctx, "big:1").Err(); err == nil || err.Error() != msgOverflow {
+		t.Fatalf("INCR past 2^63-1: %v, want %q", err, msgOverflow)
+	}
+	if err := rc.HSet(ctx, "big:1", "n", "9223372036854775808").Err(); err == nil ||
+		!strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("HSET 2^63: %v", err)
+	}
+	if got := ts.row(t, "big", 1); got[0] != top {
+		t.Fatalf("row after refused writes: %v", got)
+	}
+	if v, err := rc.DecrBy(ctx, "big:1", top).Result(); err != nil || v != 0 {
+		t.Fatalf("DECRBY = %d, %v", v, err)
+	}
+}
+
+func TestSchemaCommands(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+	for _, cmd := range [][]any{
+		{"TALLY.COUNTER", "ADD", "views", "RANGEBITS", 40, "AGE", "4320h", "EPOCHMS", 0, "TIMESHIFT", 20},
+		{"tally.counter", "add", "users"},
+		{"TALLY.COUNTER", "ADD", "feeds", "HOTRANGES", 3},
+		{"TALLY.COUNTER", "ADD", "hot", "KEEPHOT", "RANGEBITS", 16},
+		{"TALLY.COLUMN", "ADD", "views", "n", "HINT", 8, "MAX", 64},
+		{"TALLY.COLUMN", "ADD", "users", "followers"},
+	} {
+		if v, err := rc.Do(ctx, cmd...).Result(); err != nil || v != "OK" {
+			t.Fatalf("%v = %v, %v", cmd, v, err)
+		}
+	}
+	v, err := rc.Do(ctx, "TALLY.COUNTER", "LIST").StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"posts range_bits=32 policy=keep-hot columns=reposts:16/32,comments:16/32,likes:16/32",
+		"key range_bits=32 policy=keep-hot columns=value:16/32",
+		"big range_bits=32 policy=keep-hot columns=n:16/64",
+		"views range_bits=40 policy=age:4320h0m0s:0:20 columns=n:8/64",
+		"users range_bits=32 policy=keep-hot columns=followers:16/32",
+		"feeds range_bits=32 policy=hot-ranges:3 columns=",
+		"hot range_bits=16 policy=keep-hot columns=",
+	}
+	if !reflect.DeepEqual(v, want) {
+		t.Fatalf("TALLY.COUNTER LIST =\n%s\nwant\n%s", strings.Join(v, "\n"), strings.Join(want, "\n"))
+	}
+	// A counter created through the server is usable at once.
+	if n, err := rc.HIncrBy(ctx, "users:42", "followers", 3).Result(); err != nil || n != 3 {
+		t.Fatalf("HINCRBY on a new counter = %d, %v", n, err)
+	}
+	// So is a column added to a counter the server has already used.
+	if err := rc.Do(ctx, "TALLY.COLUMN", "ADD", "users", "posts").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := rc.HGetAll(ctx, "users:42").Result(); err != nil ||
+		!reflect.DeepEqual(v, map[string]string{"followers": "3", "posts": "0"}) {
+		t.Fatalf("HGETALL after a new column = %v, %v", v, err)
+	}
+	if n, err := rc.HIncrBy(ctx, "users:42", "posts", 1).Result(); err != nil || n != 1 {
+		t.Fatalf("HINCRBY of the new column = %d, %v", n, err)
+	}
+	if err := rc.HSet(ctx, "users:42", "posts", 9).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.row(t, "users", 42); !reflect.DeepEqual(got, []uint64{3, 9}) {
+		t.Fatalf("row = %v", got)
+	}
+
+	// Schema errors: nothing is created.
+	for _, tc := range []struct {
+		cmd  []any
+		want string
+	}{
+		{[]any{"TALLY.COUNTER", "ADD", "users"}, "already exists"},
+		{[]any{"TALLY.COUNTER", "ADD", "bad:name"}, "invalid name"},
+		{[]any{"TALLY.COUNTER", "ADD", "x", "RANGEBITS", 99}, "invalid"},
+		{[]any{"TALLY.COUNTER", "ADD", "x", "RANGEBITS", 0}, "bad RANGEBITS"},
+		{[]any{"TALLY.COUNTER", "ADD", "x", "RANGEBITS"}, "needs a value"},
+		{[]any{"TALLY.COUNTER", "ADD", "x", "AGE", "soon"}, "bad AGE"},
+		{[]any{"TALLY.COUNTER", "ADD", "x", "AGE", "1h", "HOTRANGES", 2}, "mutually exclusive"},
+		{[]any{"TALLY.COUNTER", "ADD", "x", "EPOCHMS", 5}, "go with AGE"},
+		{[]any{"TALLY.COUNTER", "ADD", "x", "FAST"}, "syntax error"},
+		{[]any{"TALLY.COUNTER", "DROP", "x"}, "unknown subcommand 'DROP'. Try TALLY.COUNTER HELP."},
+		{[]any{"TALLY.COLUMN", "ADD", "nosuch", "c"}, "counter not found"},
+		{[]any{"TALLY.COLUMN", "ADD", "users", "followers"}, "already exists"},
+		{[]any{"TALLY.COLUMN", "ADD", "users", "c", "HINT", 12}, "invalid"},
+		{[]any{"TALLY.COLUMN", "ADD", "users", "c", "MAX", "x"}, "bad MAX"},
+		{[]any{"TALLY.COLUMN", "ADD", "users", "c", "WIDTH", 8}, "syntax error"},
+		{[]any{"TALLY.COLUMN", "ADD", "users"}, "wrong number of arguments for 'tally.column|add' command"},
+	} {
+		err := rc.Do(ctx, tc.cmd...).Err()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error with %q", tc.cmd, err, tc.want)
+		}
+	}
+	if got := len(ts.db.Counters()); got != 7 {
+		t.Errorf("%d counters after the refused commands, want 7", got)
+	}
+	help, err := rc.Do(ctx, "TALLY.COUNTER", "HELP").StringSlice()
+	if err != nil || len(help) < 5 || !strings.Contains(strings.Join(help, "\n"), "ADD name") {
+		t.Errorf("TALLY.COUNTER HELP = %q, %v", help, err)
+	}
+}

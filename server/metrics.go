@@ -1,0 +1,165 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics live on a registry of the server's own (never the global
+// default), so two servers in one process, or tests, do not collide. Each
+// command's counters and histogram are resolved once at registration, so
+// running a command does no label lookup. Store and Pebble figures are
+// read from store.Stats when Prometheus scrapes.
+
+type metrics struct {
+	reg          *prometheus.Registry
+	commands     *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	unknown      prometheus.Counter
+	rejected     *prometheus.CounterVec
+	dropped      *prometheus.CounterVec
+	authFailures prometheus.Counter
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.commands = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_server_commands_total",
+		Help: "Commands run, by command (lower case; container|subcommand) and outcome: ok, or error for an error reply. " +
+			"Unknown commands and malformed requests count as command=\"unknown\".",
+	}, []string{"command", "outcome"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tally_server_command_duration_seconds",
+		Help: "Time to run a command, from its start to its reply being buffered (the store commit, fsync included, " +
+			"for writes; a pipelined batch of writes shares one commit and each of its commands observes the batch's time).",
+		Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12), // 1µs .. 4.2s
+	}, []string{"command"})
+	m.unknown = m.commands.WithLabelValues("unknown", "error")
+	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_server_connections_rejected_total",
+		Help: "Connections refused at accept: maxclients, or protected (a remote client without a password).",
+	}, []string{"reason"})
+	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_server_clients_dropped_total",
+		Help: "Connections the server closed: request_too_large, too_many_args, protocol_error, write_error " +
+			"(a client that stopped reading), read_error, idle_timeout.",
+	}, []string{"reason"})
+	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tally_server_auth_failures_total", Help: "AUTH or HELLO AUTH with a wrong user or password.",
+	})
+	for _, r := range []string{"maxclients", "protected"} {
+		m.rejected.WithLabelValues(r)
+	}
+	for _, r := range []dropReason{reasonTooLarge, reasonTooManyArgs, reasonProtocol, reasonWriteError, reasonReadError, reasonIdle} {
+		m.dropped.WithLabelValues(string(r))
+	}
+	m.reg.MustRegister(m.commands, m.latency, m.rejected, m.dropped, m.authFailures,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_server_connections", Help: "Connections being served.",
+		}, func() float64 { return float64(s.stats.clients.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_server_connections_accepted_total", Help: "Connections accepted and served.",
+		}, func() float64 { return float64(s.stats.accepted.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_server_net_input_bytes_total", Help: "Bytes read from clients.",
+		}, func() float64 { return float64(s.stats.netIn.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_server_net_output_bytes_total", Help: "Bytes written to clients.",
+		}, func() float64 { return float64(s.stats.netOut.Load()) }),
+		&storeCollector{s: s},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// forCommand resolves a command's metric children.
+func (m *metrics) forCommand(name string) commandMetrics {
+	return commandMetrics{
+		ok:      m.commands.WithLabelValues(name, "ok"),
+		failed:  m.commands.WithLabelValues(name, "error"),
+		latency: m.latency.WithLabelValues(name),
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// storeCollector reads store.Stats at scrape time.
+type storeCollector struct{ s *Server }
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+var (
+	descRows = desc("tally_store_rows",
+		"Stored (non-zero) rows by counter and tier: hot (memory tables), cold (blocks), delta (written since their range was aged).",
+		"counter", "tier")
+	descRanges       = desc("tally_store_ranges", "Id ranges by counter and tier: hot, or cold (sealed or being sealed).", "counter", "tier")
+	descMem          = desc("tally_store_memory_bytes", "Memory of a counter's hot tables, cold deltas and cold indexes.", "counter")
+	descColdDisk     = desc("tally_store_cold_disk_bytes", "Encoded cold blocks and descriptors of a counter.", "counter")
+	descLastSeq      = desc("tally_store_last_seq", "Sequence of the last committed log record.")
+	descCkptSeq      = desc("tally_store_checkpoint_seq", "Sequence the newest checkpoint includes.")
+	descLogRecords   = desc("tally_store_log_records", "Log records since the newest checkpoint.")
+	descLogBytes     = desc("tally_store_log_bytes", "Log bytes since the newest checkpoint.")
+	descDisk         = desc("tally_store_disk_bytes", "Bytes of all files of the store's Pebble instance.")
+	descPebbleMem    = desc("tally_pebble_memory_bytes", "Memory Pebble holds: block cache, memtables, file cache.")
+	descCacheHits    = desc("tally_store_block_cache_hits_total", "Lookups of decompressed cold blocks found in the cache.")
+	descCacheMisses  = desc("tally_store_block_cache_misses_total", "Lookups of decompressed cold blocks read from disk.")
+	descCacheBytes   = desc("tally_store_block_cache_bytes", "Memory of the decompressed cold block cache.")
+	descCacheEntries = desc("tally_store_block_cache_entries", "Blocks in the decompressed cold block cache.")
+	descJobs         = desc("tally_store_jobs_running", "Aging and merge jobs running now.")
+	descJobsDone     = desc("tally_store_jobs_finished_total", "Aging and merge jobs finished since the store was opened.")
+	descBgErrors     = desc("tally_store_background_errors", "Errors of background work since the store was opened.")
+	descRecovery     = desc("tally_store_recovery_duration_seconds", "Wall time of the store's Open (checkpoint load and log replay).")
+	descReplayed     = desc("tally_store_recovery_records_replayed", "Log records replayed by the store's Open.")
+	descDurability   = desc("tally_store_durability", "1 for the store's durability mode: sync, interval or nosync.", "mode")
+)
+
+func (sc *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRows, descRanges, descMem, descColdDisk, descLastSeq, descCkptSeq,
+		descLogRecords, descLogBytes, descDisk, descPebbleMem, descCacheHits, descCacheMisses, descCacheBytes,
+		descCacheEntries, descJobs, descJobsDone, descBgErrors, descRecovery, descReplayed, descDurability} {
+		ch <- d
+	}
+}
+
+func (sc *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	st := sc.s.db.Stats()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
+	for _, cs := range st.Counters {
+		gauge(descRows, float64(cs.HotRows), cs.Name, "hot")
+		gauge(descRows, float64(cs.ColdRows), cs.Name, "cold")
+		gauge(descRows, float64(cs.DeltaRows), cs.Name, "delta")
+		gauge(descRanges, float64(cs.HotRanges), cs.Name, "hot")
+		gauge(descRanges, float64(cs.ColdRanges), cs.Name, "cold")
+		gauge(descMem, float64(cs.MemBytes), cs.Name)
+		gauge(descColdDisk, float64(cs.DiskBytes), cs.Name)
+	}
+	gauge(descLastSeq, float64(st.LastSeq))
+	gauge(descCkptSeq, float64(st.CheckpointSeq))
+	gauge(descLogRecords, float64(st.LogRecords))
+	gauge(descLogBytes, float64(st.LogBytes))
+	gauge(descDisk, float64(st.DiskBytes))
+	gauge(descPebbleMem, float64(st.PebbleMemBytes))
+	counter(descCacheHits, float64(st.BlockCache.Hits))
+	counter(descCacheMisses, float64(st.BlockCache.Misses))
+	gauge(descCacheBytes, float64(st.BlockCache.Bytes))
+	gauge(descCacheEntries, float64(st.BlockCache.Entries))
+	gauge(descJobs, float64(len(st.Jobs)))
+	counter(descJobsDone, float64(st.JobsFinished))
+	gauge(descBgErrors, float64(len(st.Errors)))
+	gauge(descRecovery, st.Recovery.Duration.Seconds())
+	gauge(descReplayed, float64(st.Recovery.RecordsReplayed))
+	gauge(descDurability, 1, st.Durability.String())
+}

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestShutdown checks the shutdown sequence: stop accepting, finish every
+// command already read (its reply is sent), close the connections. Every
+// command the store executed was answered, and every answer is in the
+// store.
+func TestShutdown(t *testing.T) {
+	ts := newTestServer(t, nil)
+	idle := ts.raw(t)
+	idle.send(resp("PING"))
+	idle.mustLine()
+	partial := ts.raw(t)
+	partial.send("*4\r\n$7\r\nHINCRBY\r\n$7\r\nposts:9\r\n$5\r\nlikes")
+
+	busy := ts.raw(t)
+	const n = 20000
+	var pipeline strings.Builder
+	for i := 0; i < n; i++ {
+		pipeline.WriteString(resp("HINCRBY", "posts:1", "likes", "1"))
+	}
+	go busy.nc.Write([]byte(pipeline.String()))
+	// Shut down while the pipeline runs.
+	for ts.row(t, "posts", 1)[2] == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replies := 0
+	for {
+		l, err := busy.line()
+		if err != nil {
+			break
+		}
+		if l != ":"+strconv.Itoa(replies+1) {
+			t.Fatalf("reply %d = %q", replies, l)
+		}
+		replies++
+	}
+	got := ts.row(t, "posts", 1)[2]
+	if uint64(replies) != got || replies == 0 {
+		t.Fatalf("%d replies, the store holds %d increments", replies, got)
+	}
+	t.Logf("%d of %d pipelined commands ran before the shutdown", replies, n)
+	if ts.row(t, "posts", 9)[2] != 0 {
+		t.Fatal("a partly sent command ran")
+	}
+	if !idle.closed() || !partial.closed() {
+		t.Fatal("connections left open")
+	}
+	if ts.s.Clients() != 0 {
+		t.Fatalf("%d clients after Shutdown", ts.s.Clients())
+	}
+	if c, err := net.DialTimeout("tcp", ts.addr, time.Second); err == nil {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF && err == nil {
+			t.Fatal("a new connection was served after Shutdown")
+		}
+		c.Close()
+	}
+}
+
+// TestShutdownDeadline checks that Shutdown gives up on a client stuck in a
+// write when its context ends, closing the connection.
+func TestShutdownDeadline(t *testing.T) {
+	ts := newTestServer(t, &Options{WriteTimeout: time.Minute})
+	stuck := ts.raw(t)
+	if tc, ok := stuck.nc.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4096)
+	}
+	go func() {
+		for i := 0; i < 2000; i++ {
+			if _, err := stuck.nc.Write([]byte(resp("COMMAND"))); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := ts.s.Shutdown(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("Shutdown = %v, want DeadlineExceeded", err)
+	}
+	if ts.s.Clients() != 0 {
+		t.Fatalf("%d clients after Shutdown", ts.s.Clients())
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+	for i := 0; i < 3; i++ {
+		rc.HIncrBy(ctx, "posts:1", "likes", 1)
+	}
+	rc.HIncrBy(ctx, "posts:1", "nosuch", 1)
+	rc.Do(ctx, "NOSUCH")
+	rc.Do(ctx, "CONFIG", "GET", "save")
+	pipe := rc.Pipeline()
+	for i := 0; i < 10; i++ {
+		pipe.Incr(ctx, "key:5")
+	}
+	pipe.Exec(ctx)
+	ts.raw(t).send("*x\r\n")
+	time.Sleep(100 * time.Millisecond)
+
+	w := httptest.NewRecorder()
+	ts.s.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body := w.Body.String()
+	for _, want := range []string{
+		`tally_server_commands_total{command="hincrby",outcome="ok"} 3`,
+		`tally_server_commands_total{command="hincrby",outcome="error"} 1`,
+		`tally_server_commands_total{command="incr",outcome="ok"} 10`,
+		`tally_server_commands_total{command="unknown",outcome="error"} 1`,
+		`tally_server_commands_total{command="config|get",outcome="ok"} 1`,
+		`tally_server_command_duration_seconds_count{command="hincrby"} 4`,
+		`tally_server_command_duration_seconds_bucket{command="incr",le="+Inf"} 10`,
+		`tally_server_connections 1`,
+		`tally_server_clients_dropped_total{reason="protocol_error"} 1`,
+		`tally_server_connections_rejected_total{reason="maxclients"} 0`,
+		`tally_store_rows{counter="posts",tier="hot"} 1`,
+		`tally_store_rows{counter="key",tier="cold"} 0`,
+		`tally_store_ranges{counter="posts",tier="hot"} 1`,
+		`tally_store_durability{mode="nosync"} 1`,
+		`tally_store_last_seq 4`,
+		`tally_pebble_memory_bytes `,
+		`tally_store_block_cache_hits_total 0`,
+		`go_goroutines `,
+		`process_resident_memory_bytes `,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if m := regexp.MustCompile(`tally_server_net_input_bytes_total (\d+)`).FindStringSubmatch(body); m == nil || m[1] == "0" {
+		t.Errorf("net input bytes: %v", m)
+	}
+	if t.Failed() {
+		t.Log(body)
+	}
+	// Two servers in one process do not share a registry.
+	ts2 := newTestServer(t, nil)
+	redis.NewClient(&redis.Options{Addr: ts2.addr}).Ping(ctx)
+	w = httptest.NewRecorder()
+	ts2.s.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if strings.Contains(w.Body.String(), `command="hincrby",outcome="ok"} 3`) {
+		t.Error("the second server reports the first one's commands")
+	}
+}
