@@ -145,5 +145,5 @@ func (db *DB) openColdReader(cs *counterState, rid uint64, v *coldRangeValue) (*
 
 // coldDiskBytes returns the encoded bytes of the range's blocks and value.
 func (rs *rangeState) coldDiskBytes() int64 {
-	return int64(rs.coldV.blockBytes) + int64(len(rs.coldV.desc))
+	return int64(rs.cold.v.blockBytes) + int64(len(rs.cold.v.desc))
 }

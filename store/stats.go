@@ -134,7 +134,7 @@ func (db *DB) Stats() Stats {
 			if rs.cold != nil {
 				r.Rows = int(rs.cold.Desc().Rows())
 				r.DiskBytes = rs.coldDiskBytes()
-				r.MemBytes += int64(len(rs.coldV.desc))
+				r.MemBytes += int64(len(rs.cold.v.desc))
 				st.ColdRanges++
 				st.ColdRows += r.Rows
 			} else {
