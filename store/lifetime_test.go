@@ -358,3 +358,30 @@ func TestInterruptedJobsCleanedUp(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkColdVersionRef measures what the reader protocol adds to a cold
+// read: one ref and one unref of the range's version (per Get, or per run
+// of a MultiGet's ids in one range). The parallel form has every goroutine
+// on the same version, the worst case for the shared counter's cache line.
+func BenchmarkColdVersionRef(b *testing.B) {
+	cv := &coldVersion{}
+	cv.refs.Store(1)
+	b.Run("serial", func(b *testing.B) {
+		for range b.N {
+			if !cv.ref() {
+				b.Fatal("ref failed")
+			}
+			cv.unref()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !cv.ref() {
+					b.Fatal("ref failed")
+				}
+				cv.unref()
+			}
+		})
+	})
+}
