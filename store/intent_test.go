@@ -36,7 +36,7 @@ func reopen(t *testing.T, fs vfs.FS) (*DB, *Counter) {
 	t.Helper()
 	opts := testOptions(fs)
 	opts.ColdBlockSize = 64
-	db := openChecked(t, fs, "d", opts)
+	db := openTest(t, fs, "d", opts)
 	c, err := db.Counter("posts")
 	must(t, err)
 	return db, c
@@ -206,7 +206,7 @@ func TestReplacedBlocksWaitForReaders(t *testing.T) {
 		opts := testOptions(fs)
 		opts.ColdBlockSize = 64
 		opts.BlockCacheSize = 1
-		db := openChecked(t, fs, "w", opts)
+		db := openTest(t, fs, "w", opts)
 		c := newPosts(t, db, 12)
 		m := rows{}
 		for i := uint64(0); i < 400; i++ {
@@ -236,7 +236,7 @@ func TestReplacedBlocksWaitForReaders(t *testing.T) {
 		if crash {
 			stopHard(t, db)
 			opts.FS = fs
-			db = openChecked(t, fs, "w", opts)
+			db = openTest(t, fs, "w", opts)
 			c, _ = db.Counter("posts")
 			if got := db.Stats().Recovery.IntentsResolved; got != 2 {
 				t.Fatalf("Open resolved %d intents", got)

@@ -27,7 +27,7 @@ func TestReadersDuringMerges(t *testing.T) {
 	opts := testOptions(fs)
 	opts.ColdBlockSize = 64
 	opts.BlockCacheSize = 1 // every block read misses the cache
-	db := openChecked(t, fs, "r", opts)
+	db := openTest(t, fs, "r", opts)
 	c := newPosts(t, db, 12)
 	const n = 600
 	for i := uint64(0); i < n; i++ {
@@ -92,31 +92,6 @@ func TestReadersDuringMerges(t *testing.T) {
 		t.Fatalf("reader during %d merges: %v", merges, err)
 	}
 	t.Logf("%d merges", merges)
-}
-
-// openChecked opens a store in dir on fs; at cleanup it runs Check and
-// closes it, failing the test if either fails (bbolt's btesting style).
-func openChecked(t testing.TB, fs vfs.FS, dir string, o *Options) *DB {
-	t.Helper()
-	if o == nil {
-		o = testOptions(fs)
-	}
-	db, err := Open(dir, o)
-	if err != nil {
-		t.Fatalf("open %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if db.closed.Load() {
-			return
-		}
-		if err := db.Check(); err != nil {
-			t.Errorf("check at cleanup: %v", err)
-		}
-		if err := db.Close(); err != nil {
-			t.Errorf("close at cleanup: %v", err)
-		}
-	})
-	return db
 }
 
 // --- helpers for lifetime tests ---
@@ -342,7 +317,7 @@ func TestInterruptedJobsCleanedUp(t *testing.T) {
 					leftIntents = intentsOnDisk(t, p)
 				})
 				opts.FS, opts.testHookStep = clone, nil
-				db2 := openChecked(t, clone, "j", opts)
+				db2 := openTest(t, clone, "j", opts)
 				if got := db2.Stats().Recovery.IntentsResolved; got != leftIntents || wantIntents[step] && got == 0 {
 					t.Fatalf("%d intents on disk, Open resolved %d", leftIntents, got)
 				}
