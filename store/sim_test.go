@@ -98,11 +98,11 @@ type sim struct {
 	keys  map[uint64]*simKey
 
 	// db and c change only between rounds, when no worker runs.
-	db    *DB
-	c     *Counter
-	stop  atomic.Bool
-	fail  chan error
-	ops   atomic.Int64
+	db   *DB
+	c    *Counter
+	stop atomic.Bool
+	fail chan error
+	ops  atomic.Int64
 }
 
 func newSim(t *testing.T, seed uint64) *sim {
