@@ -73,7 +73,7 @@
 // # Tests
 //
 // go test ./store runs in seconds. Longer runs are opt-in:
-// TALLY_SIM_STEPS=N sets the rounds of TestSimulation (default 40, 10 with
+// TALLY_SIM_STEPS=N sets the rounds of TestSimulation (default 60, 15 with
 // -short; each round runs readers, writers and jobs at once and may end in
 // a reopen or a crash) and TALLY_SIM_SEED repeats a run's seed (logged by
 // the test). The benchmarks' sizes are set by the variables listed in

@@ -74,7 +74,7 @@ func TestReadersDuringMerges(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(500 * time.Millisecond)
 	merges := 0
 	for i := uint64(0); time.Now().Before(deadline); i++ {
 		_, err := c.Incr((i*13%n)*5, "reposts", 1) // a delta for the next merge

@@ -30,11 +30,11 @@ import (
 // ran during the clock window [r0, r1] must return a version begun by r1
 // and not superseded before r0. A crash clone is such a read of every key.
 //
-// TALLY_SIM_STEPS sets the number of rounds (default 40, 10 with -short).
+// TALLY_SIM_STEPS sets the number of rounds (default 60, 15 with -short).
 func TestSimulation(t *testing.T) {
-	rounds := 40
+	rounds := 60
 	if testing.Short() {
-		rounds = 10
+		rounds = 15
 	}
 	if v, err := strconv.Atoi(os.Getenv("TALLY_SIM_STEPS")); err == nil && v > 0 {
 		rounds = v
