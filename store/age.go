@@ -91,6 +91,8 @@ func (db *DB) SealRange(ctx context.Context, counter string, rangeID uint64) err
 func (db *DB) runJobs(ctx context.Context, jobs []pendingJob) error {
 	db.jobMu.Lock()
 	defer db.jobMu.Unlock()
+	// Replaced blocks whose last reader let go since the last sweep.
+	defer db.sweep(false)
 	// Close cancels db.jobCtx; a job must stop then as well.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

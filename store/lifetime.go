@@ -29,8 +29,9 @@ package store
 //
 // Cost: hot ranges take no reference at all (no cold blocks to protect);
 // a cold Get or a MultiGet's run of ids in one cold range does one atomic
-// add and one atomic add-and-compare. Measured with BenchmarkColdMultiGet10
-// (see bench/RESULTS.md).
+// add and one atomic add-and-compare, and allocates nothing (TestAllocs).
+// BenchmarkColdVersionRef measures the pair (serial and with every
+// goroutine on one version); BenchmarkColdMultiGet10 the whole read.
 //
 // A merge publishes the new rangeState, then retires the old version: the
 // old version takes a reference on its successor (so a successor's replaced
@@ -39,9 +40,10 @@ package store
 // reference dropped releases it: the release only queues the version (no
 // I/O on a reader's goroutine); sweep deletes its replaced blocks and its
 // intent in one batch and evicts its blocks from the cache. sweep runs
-// after every merge, after every job run, after every checkpoint and at
-// Close (after block reads are shut off, when every retired version can
-// go).
+// after every merge, after every job run (the background scheduler runs
+// one every CompactionInterval, with or without jobs), after every
+// checkpoint and at Close (after block reads are shut off, when every
+// retired version can go).
 //
 // # Intents: what an interrupted operation provably left
 //
