@@ -16,6 +16,7 @@ const (
 	metaFormat     = "format"
 	metaCheckpoint = "ckpt"
 	metaCounter    = "counter/"
+	metaIntent     = "intent/" // + u64 id: see lifetime.go
 )
 
 // formatVersion is the store-wide format version kept under meta "format".
