@@ -65,9 +65,9 @@ func (c *byteChooser) exhausted() bool { return len(c.b) == 0 }
 // three, so accepted changes are common enough to reach 16 columns.
 var (
 	schemaRangeBits = []uint8{0, limits.MinRangeBits, 12, 32, limits.MaxRangeBits, limits.MinRangeBits - 1, limits.MaxRangeBits + 1, 255}
-	simHints     = []uint8{0, 8, 16, 32, 7, 12, 64}
-	simMaxes     = []uint8{0, 32, 64, 16, 48, 65}
-	simAges      = []time.Duration{time.Millisecond, time.Hour, time.Duration(math.MaxInt64).Truncate(time.Millisecond),
+	simHints        = []uint8{0, 8, 16, 32, 7, 12, 64}
+	simMaxes        = []uint8{0, 32, 64, 16, 48, 65}
+	simAges         = []time.Duration{time.Millisecond, time.Hour, time.Duration(math.MaxInt64).Truncate(time.Millisecond),
 		0, 500 * time.Microsecond, time.Nanosecond, 1500 * time.Microsecond, math.MaxInt64, -time.Millisecond}
 	simShifts = []uint8{0, 22, limits.MaxIDTimeShift, limits.MaxIDTimeShift + 1, 255}
 	simEpochs = []int64{0, 1288834974657, limits.MaxIDTimeMs, limits.MaxIDTimeMs + 1, -1, math.MinInt64}
