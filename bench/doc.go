@@ -19,8 +19,8 @@
 // # Targets
 //
 //   - tally: one counter "posts" with the workload's columns (16-bit width
-//     hint, 32-bit maximum), 48 range bits, every range hot; SyncAlways,
-//     SyncInterval (1s) and NoSync.
+//     hint, 32-bit maximum), 48 range bits, ranges older than TallyMaxAge
+//     aged into the cold tier; SyncAlways, SyncInterval (1s) and NoSync.
 //   - pebble-merge: Pebble v2 with one key per (item, column), big-endian
 //     id then column byte, a signed-varint value, increments through an
 //     int64-add Merger, reads by point Get, a 128 MiB block cache and
@@ -51,11 +51,33 @@
 // target.
 //
 // Bytes per counter divide by every (item, column) value, zero ones
-// included. Memory is what each system holds for the data: tally's hot
-// tables; Pebble's block cache in use, memtables and table cache (the cache
-// is capped, so Pebble's figure stops growing while tally's and Redis's do
-// not); Redis's used_memory less the empty server's. Disk is every file of
-// the target.
+// included. Memory is reported three ways (Memory):
+//
+//   - own: each system's accounting of its structures: tally's Stats (hot
+//     tables, deltas, descriptors, the decoded block cache, its Pebble's
+//     block cache, memtables and file cache), Pebble's Metrics (block
+//     cache, memtables, file cache; the cache is capped, so this stops
+//     growing while tally's and Redis's do not), Redis's used_memory less
+//     the empty server's. These count different things, so the table gives
+//     no ratio for them.
+//   - heap: live allocations grown since just before the target was
+//     opened: the Go heap after a full collection plus what Pebble
+//     allocates with C's allocator (block cache, memtables, in cgo builds)
+//     for tally and Pebble; used_memory growth for Redis (its allocator's
+//     count of live bytes). Like with like: ratios are given.
+//   - rss: resident set growth over the same span: the benchmark process's
+//     for tally and Pebble (after returning freed pages to the OS),
+//     redis-server's used_memory_rss for Redis. Ratios are given.
+//
+// Own is below heap because an accounting counts arrays and maps by what
+// they hold, while an allocator rounds every allocation up to its size
+// class, keeps the runtime's and library's own structures, and (Go) holds
+// what the accounting leaves out (iterators, batches, Pebble's Go-side
+// tables). RSS is above heap by the pages an allocator keeps for reuse and
+// fragmentation; for an in-process target that follows another one in the
+// same run it can also read low, because memory C's allocator freed for
+// the previous target may stay resident and be reused. Disk is every file
+// of the target.
 //
 // # Caveats
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/tallydb/tally/bench/workload"
+	"github.com/tallydb/tally/internal/procmem"
 )
 
 // PebbleCacheBytes is the block cache given to the pebble-merge target. It is
@@ -46,6 +47,7 @@ type pebbleTarget struct {
 	sync *pebble.WriteOptions
 	cols int
 	db   *pebble.DB
+	base procmem.Mem // before Open
 }
 
 // int64AddMerger adds varint-encoded int64 operands.
@@ -79,7 +81,7 @@ func decodeVarint(b []byte) (int64, error) {
 }
 
 func openPebble(dir string, w *workload.Workload, sync *pebble.WriteOptions) (*pebbleTarget, error) {
-	t := &pebbleTarget{dir: dir, sync: sync, cols: w.Columns()}
+	t := &pebbleTarget{dir: dir, sync: sync, cols: w.Columns(), base: procmem.Measure()}
 	return t, t.open()
 }
 
@@ -183,11 +185,20 @@ func (c *pebbleClient) Incr(id uint64, col int, delta int64) error {
 
 func (c *pebbleClient) Close() error { return nil }
 
-// MemBytes counts the block cache in use, the memtables and the table cache:
-// what Pebble holds for the data (the cache is capped at PebbleCacheBytes).
-func (t *pebbleTarget) MemBytes() (int64, error) {
-	m := t.db.Metrics()
-	return m.BlockCache.Size + int64(m.MemTable.Size) + m.FileCache.Size, nil
+// Memory: Own counts the block cache in use, the memtables and the table
+// cache, what Pebble's Metrics say it holds for the data (the cache is
+// capped at PebbleCacheBytes); Heap and RSS are the process's growth since
+// Open (see Memory).
+func (t *pebbleTarget) Memory() (Memory, error) {
+	pm := t.db.Metrics()
+	manual := pm.BlockCache.Size + int64(pm.MemTable.Size)
+	m := Memory{Own: manual + pm.FileCache.Size}
+	grown := procmem.Measure().Sub(t.base)
+	m.Heap, m.RSS = grown.Heap, grown.RSS
+	if procmem.Cgo {
+		m.Heap += manual
+	}
+	return m, nil
 }
 
 // DiskBytes is Pebble's own count of its files: tables, WAL, manifest.

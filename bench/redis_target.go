@@ -67,8 +67,8 @@ func RedisSpecs() []Spec {
 // runs with appendfsync everysec; after the load the AOF is rewritten
 // (BGREWRITEAOF, as auto-aof-rewrite would) so it does not hold the load's
 // commands twice. Reopen shuts the server down cleanly and times the restart
-// until PING answers and INFO says loading:0. MemBytes is INFO used_memory
-// less the empty server's.
+// until PING answers and INFO says loading:0. Memory is INFO used_memory
+// (and used_memory_rss) less the empty server's.
 type redisTarget struct {
 	dir       string
 	hash      bool
@@ -78,7 +78,8 @@ type redisTarget struct {
 	cmd       *exec.Cmd
 	exited    chan error // receives the server's exit status
 	addr      string
-	baseBytes int64
+	baseBytes int64 // used_memory of the empty server
+	baseRSS   int64 // used_memory_rss of the empty server
 }
 
 func openRedis(dir string, w *workload.Workload, hash, aof bool) (*redisTarget, error) {
@@ -99,6 +100,9 @@ func openRedis(dir string, w *workload.Workload, hash, aof bool) (*redisTarget, 
 	}
 	defer c.Close()
 	t.baseBytes, err = infoInt(c, "memory", "used_memory")
+	if err == nil {
+		t.baseRSS, err = infoInt(c, "memory", "used_memory_rss")
+	}
 	if err != nil {
 		t.Close()
 		return nil, err
@@ -372,14 +376,24 @@ func (rc *redisClient) Incr(id uint64, col int, delta int64) error {
 
 func (rc *redisClient) Close() error { return rc.c.Close() }
 
-func (t *redisTarget) MemBytes() (int64, error) {
+// Memory: Own and Heap are used_memory growth (Redis's accounting is its
+// allocator's count of live bytes), RSS is used_memory_rss growth, both
+// against the empty server.
+func (t *redisTarget) Memory() (Memory, error) {
 	c, err := t.conn()
 	if err != nil {
-		return 0, err
+		return Memory{}, err
 	}
 	defer c.Close()
 	used, err := infoInt(c, "memory", "used_memory")
-	return used - t.baseBytes, err
+	if err != nil {
+		return Memory{}, err
+	}
+	rss, err := infoInt(c, "memory", "used_memory_rss")
+	if err != nil {
+		return Memory{}, err
+	}
+	return Memory{Own: used - t.baseBytes, Heap: used - t.baseBytes, RSS: rss - t.baseRSS}, nil
 }
 
 // DiskBytes is the size of every file in the directory but the log: the

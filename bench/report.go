@@ -16,6 +16,10 @@ import (
 // tally's ratio to them in parentheses, "(×r)" with r = tally ÷ peer,
 // taken against the tally result of the same Durability: for bytes and
 // latencies below 1 means tally is better, for throughput above 1 does.
+// Memory has three columns (see Memory): each system's own accounting,
+// which counts different things in each system and so carries no ratio;
+// heap (live allocations) and RSS growth, measured the same way for every
+// system, which do.
 func Table(results []Result) string {
 	tally := map[Durability]*Result{}
 	for i := range results {
@@ -25,17 +29,17 @@ func Table(results []Result) string {
 		}
 	}
 	var b strings.Builder
-	b.WriteString("| target | mode | durability | load | mem B/ctr | disk B/ctr | reads ids/s | writes/s | read p50 | read p99 | read p999 | write p50 | write p99 | write p999 | recovery |\n")
-	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| target | mode | durability | load | own mem B/ctr | heap B/ctr | rss B/ctr | disk B/ctr | reads ids/s | writes/s | read p50 | read p99 | read p999 | write p50 | write p99 | write p999 | recovery |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for i := range results {
 		r := &results[i]
 		fmt.Fprintf(&b, "| %s | %s | %s | ", r.Spec.Name, r.Spec.Mode, r.Spec.Durability)
 		switch {
 		case r.Spec.Skip != "":
-			fmt.Fprintf(&b, "%s |%s\n", r.Spec.Skip, strings.Repeat(" |", 11))
+			fmt.Fprintf(&b, "%s |%s\n", r.Spec.Skip, strings.Repeat(" |", 13))
 			continue
 		case r.Err != nil:
-			fmt.Fprintf(&b, "error: %s |%s\n", strings.ReplaceAll(r.Err.Error(), "|", "/"), strings.Repeat(" |", 11))
+			fmt.Fprintf(&b, "error: %s |%s\n", strings.ReplaceAll(r.Err.Error(), "|", "/"), strings.Repeat(" |", 13))
 			continue
 		}
 		var t *Result
@@ -73,7 +77,9 @@ func Table(results []Result) string {
 		}
 		cells := []string{
 			fmtDur(r.Load),
-			ratio(fmtBytes(bpc(r.MemBytes)), tbpc(tr.MemBytes), bpc(r.MemBytes)),
+			fmtBytes(bpc(r.Mem.Own)),
+			ratio(fmtBytes(bpc(r.Mem.Heap)), tbpc(tr.Mem.Heap), bpc(r.Mem.Heap)),
+			ratio(fmtBytes(bpc(r.Mem.RSS)), tbpc(tr.Mem.RSS), bpc(r.Mem.RSS)),
 			ratio(fmtBytes(bpc(r.DiskBytes)), tbpc(tr.DiskBytes), bpc(r.DiskBytes)),
 			ratio(fmtRate(r.ReadIDsPerSec()), tr.ReadIDsPerSec(), r.ReadIDsPerSec()),
 			ratio(fmtRate(r.WritesPerSec()), tr.WritesPerSec(), r.WritesPerSec()),

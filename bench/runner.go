@@ -52,8 +52,10 @@ type Result struct {
 	// ReadLat and WriteLat are per-operation latencies: a whole read batch,
 	// one write.
 	ReadLat, WriteLat hist.Histogram
-	// MemBytes and DiskBytes are measured after the run; -1 if unknown.
-	MemBytes, DiskBytes int64
+	// Mem and DiskBytes are measured after the run; -1 (every field of
+	// Mem) if unknown.
+	Mem       Memory
+	DiskBytes int64
 	// Recovery is the time Reopen took; -1 if unknown.
 	Recovery time.Duration
 }
@@ -98,7 +100,7 @@ func (c *RunConfig) logf(format string, args ...any) {
 func Run(cfg RunConfig, spec Spec) Result {
 	cfg.fill()
 	w := cfg.Workload
-	res := Result{Spec: spec, Counters: w.Counters(), MemBytes: -1, DiskBytes: -1, Recovery: -1}
+	res := Result{Spec: spec, Counters: w.Counters(), Mem: Memory{-1, -1, -1}, DiskBytes: -1, Recovery: -1}
 	if spec.Skip != "" {
 		return res
 	}
@@ -159,7 +161,7 @@ func run(cfg *RunConfig, t Target, res *Result) error {
 	if err != nil {
 		return err
 	}
-	if res.MemBytes, err = t.MemBytes(); err != nil {
+	if res.Mem, err = t.Memory(); err != nil {
 		return fmt.Errorf("memory: %w", err)
 	}
 	if res.DiskBytes, err = t.DiskBytes(); err != nil {

@@ -33,8 +33,8 @@ func checkResult(t *testing.T, cfg RunConfig, r Result) {
 	if r.ReadIDs != r.Reads*10 {
 		t.Errorf("%s: %d ids in %d reads", r.Spec.Label(), r.ReadIDs, r.Reads)
 	}
-	if r.MemBytes < 0 || r.DiskBytes < 0 || r.Recovery < 0 {
-		t.Errorf("%s: mem %d disk %d recovery %v: want all measured", r.Spec.Label(), r.MemBytes, r.DiskBytes, r.Recovery)
+	if r.Mem.Own <= 0 || r.Mem.Heap <= 0 || r.Mem.RSS < 0 || r.DiskBytes < 0 || r.Recovery < 0 {
+		t.Errorf("%s: mem %+v disk %d recovery %v: want all measured", r.Spec.Label(), r.Mem, r.DiskBytes, r.Recovery)
 	}
 }
 

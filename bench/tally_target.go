@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tallydb/tally/bench/workload"
+	"github.com/tallydb/tally/internal/procmem"
 	"github.com/tallydb/tally/store"
 )
 
@@ -49,11 +50,13 @@ type tallyTarget struct {
 	cols  []string
 	db    *store.DB
 	posts *store.Counter
+	base  procmem.Mem // before Open
 }
 
 func openTally(dir string, w *workload.Workload, d store.Durability) (*tallyTarget, error) {
 	end := w.Config().End
-	t := &tallyTarget{dir: dir, opts: store.Options{Durability: d, Now: func() time.Time { return end }}}
+	t := &tallyTarget{dir: dir, opts: store.Options{Durability: d, Now: func() time.Time { return end }},
+		base: procmem.Measure()}
 	db, err := store.Open(dir, &t.opts)
 	if err != nil {
 		return nil, err
@@ -113,17 +116,23 @@ func (c tallyClient) Incr(id uint64, col int, delta int64) error {
 
 func (c tallyClient) Close() error { return nil }
 
-// MemBytes is the memory the store holds for the data: hot tables, cold
-// deltas and descriptors, the decompressed block cache in use, and its
-// Pebble instance's block cache, memtables and file cache (the same Pebble
-// parts the pebble-merge target counts).
-func (t *tallyTarget) MemBytes() (int64, error) {
+// Memory: Own is the store's accounting (hot tables, cold deltas and
+// descriptors, the decoded block cache in use, and its Pebble instance's
+// block cache, memtables and file cache: the Pebble parts the pebble-merge
+// target counts); Heap and RSS are the process's growth since Open (see
+// Memory).
+func (t *tallyTarget) Memory() (Memory, error) {
 	st := t.db.Stats()
-	n := st.BlockCache.Bytes + st.PebbleMemBytes
+	m := Memory{Own: st.BlockCache.Bytes + st.PebbleMemBytes}
 	for _, c := range st.Counters {
-		n += c.MemBytes
+		m.Own += c.MemBytes
 	}
-	return n, nil
+	grown := procmem.Measure().Sub(t.base)
+	m.Heap, m.RSS = grown.Heap, grown.RSS
+	if procmem.Cgo {
+		m.Heap += st.PebbleManualBytes
+	}
+	return m, nil
 }
 
 // DiskBytes is every file of the store's Pebble instance.

@@ -33,8 +33,29 @@ func (d Durability) String() string {
 	return "none"
 }
 
+// Memory is what a target holds in memory for its data, three ways. They
+// differ, and only Heap and RSS compare like with like across systems (see
+// the package doc).
+type Memory struct {
+	// Own is the system's own accounting of its data structures: tally's
+	// Stats (tables, deltas, descriptors, the decoded block cache, and its
+	// Pebble's block cache, memtables and file cache), Pebble's Metrics
+	// (block cache, memtables, file cache), Redis's used_memory.
+	Own int64
+	// Heap is the growth of live allocations since just before the target
+	// was opened: for the in-process targets the Go heap after a full
+	// collection plus the memory Pebble allocates with C's allocator in
+	// cgo builds (block cache, memtables); for Redis, used_memory (its
+	// allocator's count of live bytes).
+	Heap int64
+	// RSS is the growth of the resident set since just before the target
+	// was opened: this process's for the in-process targets (after
+	// returning freed pages to the OS), redis-server's used_memory_rss.
+	RSS int64
+}
+
 // Target is one system under test, opened on its own directory. The runner
-// calls Load once, then NewClient once per client goroutine, then MemBytes,
+// calls Load once, then NewClient once per client goroutine, then Memory,
 // DiskBytes, Reopen and Close, in that order. Clients are closed before
 // Reopen.
 type Target interface {
@@ -44,9 +65,8 @@ type Target interface {
 	Load(w *workload.Workload) error
 	// NewClient returns a client for one goroutine.
 	NewClient() (Client, error)
-	// MemBytes returns the memory the target uses for its data (see each
-	// target for what that covers).
-	MemBytes() (int64, error)
+	// Memory returns the memory the target uses for its data.
+	Memory() (Memory, error)
 	// DiskBytes returns the bytes the target's files take.
 	DiskBytes() (int64, error)
 	// Reopen stops the target and starts it again on the same files, and

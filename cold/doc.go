@@ -21,7 +21,10 @@
 // varints) and again in a serialized roaring bitmap (2 bytes a key for
 // sparse containers) would cost ~3.6 bytes a row before any value. Measured
 // (BenchmarkBytesPerRow, 2M rows, defaults): 1.58 B/row of descriptor plus
-// 0.91 B/row of blocks.
+// 0.91 B/row of blocks. These are encoded bytes, the payload the store
+// hands Pebble, not the bytes of Pebble's files (which add keys and index
+// blocks and compress again): the store's BenchmarkColdMultiGet10 reports
+// both (disk-B/row, payload-B/row).
 //
 // On decode the key stream becomes a presence set (presence.go): a
 // two-level structure like roaring (array or bitmap per 65536 keys) that
@@ -78,7 +81,8 @@
 // Realistic set (random keys in a 32-bit range, two power-law columns; see
 // bench_test.go), measured on a shared 2-core machine:
 //
-//	rows  B/row (desc+blocks)  build      cached MultiGet(10)  absent Get  uncached MultiGet(10) p50/p99
+//	rows  payload B/row        build      cached MultiGet(10)  absent Get  uncached MultiGet(10) p50/p99
+//	      (desc+blocks)
 //	2M    2.49 (1.58+0.91)     10M rows/s ~4.1 µs CPU          ~70 ns CPU  ~105 / ~200 µs
 //	20M   2.07 (1.15+0.91)     14M rows/s ~8 µs CPU            ~130 ns CPU 143 / 232 µs
 //

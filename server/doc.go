@@ -170,7 +170,7 @@
 // tally_server_auth_failures_total, tally_server_net_{input,output}_bytes_
 // total; from store.Stats at scrape time tally_store_rows{counter,tier},
 // tally_store_ranges{counter,tier}, tally_store_memory_bytes{counter},
-// tally_store_cold_disk_bytes{counter}, log, checkpoint, disk, block cache,
+// tally_store_cold_payload_bytes{counter}, log, checkpoint, disk, block cache,
 // job and recovery figures, tally_pebble_memory_bytes; and the Go runtime
 // and process collectors.
 //

@@ -141,8 +141,8 @@ func (s *Server) info(want map[string]bool) string {
 		line("count_floor", 0)
 		line("counters", len(stats().Counters))
 		for _, cs := range stats().Counters {
-			line("counter_"+cs.Name, fmt.Sprintf("columns=%s,rows=%d,hot_rows=%d,cold_rows=%d,delta_rows=%d,ranges_hot=%d,ranges_cold=%d,mem_bytes=%d,cold_disk_bytes=%d",
-				strings.Join(cs.Columns, "|"), cs.Rows(), cs.HotRows, cs.ColdRows, cs.DeltaRows, cs.HotRanges, cs.ColdRanges, cs.MemBytes, cs.DiskBytes))
+			line("counter_"+cs.Name, fmt.Sprintf("columns=%s,rows=%d,hot_rows=%d,cold_rows=%d,delta_rows=%d,ranges_hot=%d,ranges_cold=%d,mem_bytes=%d,cold_payload_bytes=%d",
+				strings.Join(cs.Columns, "|"), cs.Rows(), cs.HotRows, cs.ColdRows, cs.DeltaRows, cs.HotRanges, cs.ColdRanges, cs.MemBytes, cs.ColdPayloadBytes))
 		}
 	}
 	return b.String()

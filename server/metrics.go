@@ -102,7 +102,7 @@ var (
 		"counter", "tier")
 	descRanges       = desc("tally_store_ranges", "Id ranges by counter and tier: hot, or cold (sealed or being sealed).", "counter", "tier")
 	descMem          = desc("tally_store_memory_bytes", "Memory of a counter's hot tables, cold deltas and cold indexes.", "counter")
-	descColdDisk     = desc("tally_store_cold_disk_bytes", "Encoded cold blocks and descriptors of a counter.", "counter")
+	descColdDisk     = desc("tally_store_cold_payload_bytes", "Encoded cold blocks and descriptors of a counter (payload; Pebble file bytes are tally_store_disk_bytes).", "counter")
 	descLastSeq      = desc("tally_store_last_seq", "Sequence of the last committed log record.")
 	descCkptSeq      = desc("tally_store_checkpoint_seq", "Sequence the newest checkpoint includes.")
 	descLogRecords   = desc("tally_store_log_records", "Log records since the newest checkpoint.")
@@ -144,7 +144,7 @@ func (sc *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descRanges, float64(cs.HotRanges), cs.Name, "hot")
 		gauge(descRanges, float64(cs.ColdRanges), cs.Name, "cold")
 		gauge(descMem, float64(cs.MemBytes), cs.Name)
-		gauge(descColdDisk, float64(cs.DiskBytes), cs.Name)
+		gauge(descColdDisk, float64(cs.ColdPayloadBytes), cs.Name)
 	}
 	gauge(descLastSeq, float64(st.LastSeq))
 	gauge(descCkptSeq, float64(st.CheckpointSeq))

@@ -9,30 +9,35 @@ package store
 //     table read-only and adds an empty delta that takes every later write.
 //     F is the last committed sequence; the frozen table holds exactly the
 //     state at F.
-//  2. Without locks, the frozen rows are sorted and encoded into blocks,
-//     written with unsynced batches under fresh block ids (leftover blocks of
-//     an earlier failed attempt are range-deleted first).
+//  2. Without locks, a synced intent names the blocks the seal will write
+//     (ids from one above every block of the range on disk); the frozen
+//     rows are sorted and encoded into blocks, written with unsynced
+//     batches under those ids.
 //  3. One synced batch writes the cold range value (block map, descriptor,
-//     seq F). From here the range is cold on disk.
-//  4. Under DB.commit the cold reader replaces the frozen table; the hot
+//     seq F) and deletes the intent. From here the range is cold on disk.
+//  4. Under DB.commit the cold version replaces the frozen table; the hot
 //     memory is freed once no reader holds it.
 //
 // A crash before 3 leaves no range value: Open rebuilds the range hot from
 // the checkpoint and the log (delta chunks and records replay into it as
-// after-images), and deletes the orphan blocks. After 3, Open reads blocks
-// for the state at F, skips hot chunks of the range and log records ≤ F for
-// it, and loads delta chunks of checkpoints ≥ F and records > F into the
-// delta. Nothing is lost and, since records are after-images, nothing is
-// counted twice.
+// after-images), and deletes the blocks the intent names. After 3, Open
+// reads blocks for the state at F, skips hot chunks of the range and log
+// records ≤ F for it, and loads delta chunks of checkpoints ≥ F and records
+// > F into the delta. Nothing is lost and, since records are after-images,
+// nothing is counted twice.
 //
 // Merge (delta -> new blocks) follows the same steps: under DB.commit the
 // delta is frozen beside a new one, the range's rows plus the frozen delta
-// are written as blocks under new ids, and one synced batch writes the new
-// range value (seq F) and deletes the old blocks. Until that batch the old
-// blocks and the frozen delta (checkpointed and logged) are authoritative.
+// are written as blocks under new ids (under an intent), and one synced
+// batch writes the new range value (seq F), deletes the merge's intent and
+// writes an "obsolete" intent naming the blocks it replaced. Until that
+// batch the old blocks and the frozen delta (checkpointed and logged) are
+// authoritative. The replaced blocks are deleted only once no reader holds
+// the old version, or by the next Open (lifetime.go).
 //
 // A failed job (a write error, disk full) puts the frozen rows back where
-// writes go and leaves the range as it was; the scheduler retries later.
+// writes go, deletes what it wrote with its intent, and leaves the range as
+// it was; the scheduler retries later.
 
 import (
 	"context"
@@ -89,6 +94,8 @@ func (db *DB) SealRange(ctx context.Context, counter string, rangeID uint64) err
 func (db *DB) runJobs(ctx context.Context, jobs []pendingJob) error {
 	db.jobMu.Lock()
 	defer db.jobMu.Unlock()
+	// Replaced blocks whose last reader let go since the last sweep.
+	defer db.sweep(false)
 	// Close cancels db.jobCtx; a job must stop then as well.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -230,28 +237,36 @@ func (db *DB) sealRange(ctx context.Context, cs *counterState, rid uint64) (err 
 		}
 	}()
 
-	// 2. Encode and write blocks.
+	// 2. Encode and write blocks, under an intent naming them.
 	job.SetPhase("sort")
 	rows := compaction.SortedRows(rs.hot)
-	prefix := appendColdBlockPrefix(nil, cs.id, rid)
-	if err := db.pdb.DeleteRange(prefix, prefixEnd(prefix), pebble.NoSync); err != nil {
-		return err
-	}
-	job.SetPhase("write blocks")
-	v, _, err := db.writeBlocks(ctx, cs, rid, rows, 0, seq, job)
+	in, err := db.beginBlocks(intentSeal, cs, rid, 0)
 	if err != nil {
 		return err
 	}
-	reader, readerID, err := db.openColdReader(cs, rid, v)
+	db.step("seal: intent written")
+	defer func() {
+		if err != nil {
+			db.abandonBlocks(in)
+		}
+	}()
+	job.SetPhase("write blocks")
+	v, _, err := db.writeBlocks(ctx, cs, rid, rows, in.first, seq, job)
+	if err != nil {
+		return err
+	}
+	db.step("seal: blocks written")
+	cv, err := db.newColdVersion(cs, rid, v)
 	if err != nil {
 		return err
 	}
 
-	// 3. Switch on disk.
+	// 3. Switch on disk: the range value, and the intent gone.
 	job.SetPhase("commit")
-	if err := db.pdb.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), pebble.Sync); err != nil {
+	if err := db.switchRange(cs, rid, v, in, nil); err != nil {
 		return err
 	}
+	db.step("seal: switched")
 
 	// 4. Switch in memory.
 	db.commit.Lock()
@@ -260,10 +275,26 @@ func (db *DB) sealRange(ctx context.Context, cs *counterState, rid uint64) (err 
 	if live.Len() == 0 {
 		live = nil // most aged ranges are never written again
 	}
-	cs.replaceRangeLocked(rid, &rangeState{id: rid, delta: live, cold: reader, coldID: readerID, coldV: v})
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, delta: live, cold: cv})
 	db.tierChanges.Add(1)
 	db.commit.Unlock()
 	return nil
+}
+
+// switchRange writes the synced batch that switches a range to value v:
+// the value, the job's intent removed, and obsolete (the blocks v replaced,
+// if any) noted for deletion after the last reader.
+func (db *DB) switchRange(cs *counterState, rid uint64, v *coldRangeValue, job, obsolete *intent) error {
+	b := db.pdb.NewBatch()
+	defer b.Close()
+	if err := b.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), nil); err != nil {
+		return err
+	}
+	var add []*intent
+	if obsolete != nil {
+		add = append(add, obsolete)
+	}
+	return db.commitIntents(b, pebble.Sync, add, []*intent{job})
 }
 
 // unfreezeSeal undoes step 1 of a failed seal: the delta's rows go back into
@@ -304,21 +335,29 @@ func (db *DB) mergeRange(ctx context.Context, cs *counterState, rid uint64) (err
 		return nil
 	}
 	// Later writes create a new delta (ensureDeltaLocked).
-	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: rs.cold, coldID: rs.coldID, coldV: rs.coldV, frozen: rs.delta})
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: rs.cold, frozen: rs.delta})
 	seq := db.commit.lastSeq
 	ncols := len(cs.cols.Load().cols)
 	db.commit.Unlock()
 
 	job := db.jobs.Start("merge", cs.name, rid, int64(rs.cold.Desc().Rows())+int64(rs.delta.Len()))
 	defer job.Finish()
-	old := rs.coldV
 	defer func() {
 		if err != nil {
 			db.unfreezeMerge(cs, rid)
-			// Best effort: drop the new, unreferenced blocks now (Open
-			// would drop them too).
-			db.pdb.DeleteRange(appendColdBlockKey(nil, cs.id, rid, old.nextBlockID),
-				prefixEnd(appendColdBlockPrefix(nil, cs.id, rid)), pebble.NoSync)
+		}
+	}()
+	// The job reads the old version's blocks without a reference: the
+	// version stays current until step 4, which only this job can do.
+	old := rs.cold
+	in, err := db.beginBlocks(intentMerge, cs, rid, old.v.nextBlockID)
+	if err != nil {
+		return err
+	}
+	db.step("merge: intent written")
+	defer func() {
+		if err != nil {
+			db.abandonBlocks(in)
 		}
 	}()
 
@@ -327,13 +366,13 @@ func (db *DB) mergeRange(ctx context.Context, cs *counterState, rid uint64) (err
 	job.SetPhase("merge")
 	w := &blockWriter{db: db}
 	defer w.close()
-	v := &coldRangeValue{seq: seq, nextBlockID: old.nextBlockID}
-	reused := make([]bool, len(old.blockIDs))
+	v := &coldRangeValue{seq: seq, nextBlockID: in.first}
+	reused := make([]bool, len(old.v.blockIDs))
 	nreused := 0
-	desc, err := compaction.Merge(ctx, rs.cold, compaction.SortedDelta(rs.delta), ncols, db.buildOptions(), db.limiter, job,
+	desc, err := compaction.Merge(ctx, old.reader, compaction.SortedDelta(rs.delta), ncols, db.buildOptions(), db.limiter, job,
 		func(no uint32, reuse int, block []byte) error {
 			if reuse >= 0 {
-				v.blockIDs = append(v.blockIDs, old.blockIDs[reuse])
+				v.blockIDs = append(v.blockIDs, old.v.blockIDs[reuse])
 				reused[reuse] = true
 				nreused++
 				return nil
@@ -346,45 +385,49 @@ func (db *DB) mergeRange(ctx context.Context, cs *counterState, rid uint64) (err
 	if err := w.flush(); err != nil {
 		return err
 	}
+	db.step("merge: blocks written")
 	v.desc = desc
 	// Reused blocks' sizes are not known one by one: estimate them from the
 	// old average (blockBytes only feeds stats).
-	if n := len(old.blockIDs); n > 0 {
-		v.blockBytes = old.blockBytes*uint64(nreused)/uint64(n) + uint64(w.bytes)
+	if n := len(old.v.blockIDs); n > 0 {
+		v.blockBytes = old.v.blockBytes*uint64(nreused)/uint64(n) + uint64(w.bytes)
 	} else {
 		v.blockBytes = uint64(w.bytes)
 	}
-	reader, readerID, err := db.openColdReader(cs, rid, v)
+	cv, err := db.newColdVersion(cs, rid, v)
 	if err != nil {
 		return err
 	}
 
-	// 3. Switch on disk: new value, replaced blocks gone, in one synced
-	// batch.
+	// 3. Switch on disk, in one synced batch: the new value, the job's
+	// intent gone, and the replaced blocks named by an obsolete intent.
+	// They are deleted once no reader holds the old version (sweep).
 	job.SetPhase("commit")
-	b := db.pdb.NewBatch()
-	defer b.Close()
-	if err := b.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), nil); err != nil {
-		return err
-	}
-	for i, id := range old.blockIDs {
+	var replaced []uint32
+	for i, id := range old.v.blockIDs {
 		if !reused[i] {
-			if err := b.Delete(appendColdBlockKey(nil, cs.id, rid, id), nil); err != nil {
-				return err
-			}
+			replaced = append(replaced, id)
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	var obsolete *intent
+	if len(replaced) > 0 {
+		obsolete = db.newIntent(&intent{kind: intentObsolete, counterID: cs.id, rangeID: rid, ids: replaced})
+	}
+	if err := db.switchRange(cs, rid, v, in, obsolete); err != nil {
 		return err
 	}
+	db.step("merge: switched")
 
-	// 4. Switch in memory.
+	// 4. Switch in memory, then retire the old version: its replaced
+	// blocks go when its last reader lets go.
 	db.commit.Lock()
 	cur := cs.ranges.Load().m[rid]
-	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v, delta: cur.delta})
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: cv, delta: cur.delta})
 	db.tierChanges.Add(1)
 	db.commit.Unlock()
-	db.blockCache.Evict(rs.coldID)
+	db.retire(old, cv, obsolete)
+	db.step("merge: retired")
+	db.sweep(false)
 	return nil
 }
 
@@ -398,7 +441,7 @@ func (db *DB) unfreezeMerge(cs *counterState, rid uint64) {
 		return
 	}
 	if cur.delta == nil { // no write since the freeze: the frozen delta is the delta
-		cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: cur.cold, coldID: cur.coldID, coldV: cur.coldV, delta: cur.frozen})
+		cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: cur.cold, delta: cur.frozen})
 		return
 	}
 	var err error
@@ -413,5 +456,5 @@ func (db *DB) unfreezeMerge(cs *counterState, rid uint64) {
 		db.setFailed(fmt.Errorf("unfreeze merge %s range %d: %w", cs.name, rid, err))
 		return
 	}
-	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: cur.cold, coldID: cur.coldID, coldV: cur.coldV, delta: cur.delta})
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: cur.cold, delta: cur.delta})
 }

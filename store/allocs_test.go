@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -33,5 +34,26 @@ func TestAllocs(t *testing.T) {
 		check("GetColumn", func() { c.GetColumn(3, "likes") })
 		check("MultiGet", func() { c.MultiGet(ids, dst) })
 		check("Incr", func() { c.Incr(3, "likes", 1) })
+	}
+
+	// Cold reads (blocks cached) reference the cold version: no
+	// allocation either.
+	fs := vfs.NewMem()
+	db := openTest(t, fs, "c", testOptions(fs))
+	c := newPosts(t, db, 16)
+	ids := []uint64{1, 2, 3, 5, 6, 7, 8, 9, 10, 1000}
+	for _, id := range ids {
+		must(t, c.Set(id, 1, 2, 3))
+	}
+	must(t, db.SealRange(context.Background(), "posts", 0))
+	dst := make([]uint64, 64)
+	for name, f := range map[string]func(){
+		"cold Get":      func() { c.Get(3, dst) },
+		"cold MultiGet": func() { c.MultiGet(ids, dst) },
+	} {
+		f()
+		if n := testing.AllocsPerRun(200, f); n != 0 {
+			t.Errorf("%s: %.1f allocs/op", name, n)
+		}
 	}
 }

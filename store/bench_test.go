@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/tallydb/tally/bench/workload"
+	"github.com/tallydb/tally/internal/procmem"
 	"github.com/tallydb/tally/store"
 )
 
@@ -81,6 +82,36 @@ type benchDB struct {
 	db *store.DB
 	c  *store.Counter
 	d  *dataset
+	// base is the process's memory before Open (the data set already
+	// generated), for growth figures.
+	base procmem.Mem
+}
+
+// memPerRow is memory per row two ways: the store's accounting (what
+// Stats counts) and the process's measured growth since Open (Go heap;
+// RSS). They differ because the accounting counts only the tables' own
+// arrays and maps: the heap adds allocator size-class rounding, the
+// decoded block cache and Pebble's Go-side structures, and RSS adds
+// Pebble's memtable and block cache (allocated outside the Go heap when cgo
+// is on), the runtime's own memory and pages the allocator keeps. Much of
+// the difference is fixed, so it shrinks per row as rows grow: a heap
+// profile at 1M hot rows showed the tables (≈ the accounting) and ~6 MB of
+// Pebble's WAL writer buffers (record.LogWriter blocks), so heap-B/row was
+// ~18 against ~8.3 accounted.
+type memPerRow struct{ store, heap, rss float64 }
+
+func (bd *benchDB) memPerRow(storeBytes int64, rows int) memPerRow {
+	d := procmem.Measure().Sub(bd.base)
+	n := float64(rows)
+	return memPerRow{float64(storeBytes) / n, float64(d.Heap) / n, float64(d.RSS) / n}
+}
+
+// report adds the figures to b; call it after the timed loop (ResetTimer
+// drops metrics reported before it).
+func (m memPerRow) report(b *testing.B) {
+	b.ReportMetric(m.store, "store-B/row")
+	b.ReportMetric(m.heap, "heap-B/row")
+	b.ReportMetric(m.rss, "rss-B/row")
 }
 
 func openBench(b *testing.B, dir string, o *store.Options, rows int, rangeBits uint, age store.AgePolicy) *benchDB {
@@ -89,11 +120,24 @@ func openBench(b *testing.B, dir string, o *store.Options, rows int, rangeBits u
 		o = &store.Options{}
 	}
 	o.CompactionInterval = -1
+	d := genData(rows, rangeBits)
+	// NB: the cleanup is registered before the baseline. A benchmark
+	// function runs several times (b.N = 1 first); testing runs each run's
+	// cleanups but its cleanup slice keeps the last closure, and with it
+	// the previous run's closed store, reachable until a new cleanup takes
+	// the slot. Registered later, the previous store would be in this
+	// run's baseline and freed during its load.
+	var db *store.DB
+	b.Cleanup(func() {
+		if db != nil {
+			db.Close()
+		}
+	})
+	base := procmem.Measure()
 	db, err := store.Open(dir, o)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { db.Close() })
 	if err := db.CreateCounter("posts", store.CounterOptions{RangeBits: uint8(rangeBits), Age: age}); err != nil {
 		b.Fatal(err)
 	}
@@ -103,19 +147,23 @@ func openBench(b *testing.B, dir string, o *store.Options, rows int, rangeBits u
 		}
 	}
 	c, _ := db.Counter("posts")
-	d := genData(rows, rangeBits)
 	if _, err := db.Load(context.Background(), "posts", d.load, nil); err != nil {
 		b.Fatal(err)
 	}
-	return &benchDB{db: db, c: c, d: d}
+	return &benchDB{db: db, c: c, d: d, base: base}
 }
 
 // BenchmarkMultiGet10 reads feed pages of 10 random items (55% of them
 // never counted) from one hot table of TALLY_BENCH_ROWS rows. Run with
-// -cpu 1,2 for scaling. Reports ids/s and the table's bytes per row.
+// -cpu 1,2 for scaling. Reports ids/s and memory per stored row three
+// ways: the table's own accounting (store-B/row, Stats' MemBytes of the
+// hot range), the Go heap's growth since Open (heap-B/row) and the
+// process's RSS growth (rss-B/row); see reportMem for why they differ.
 func BenchmarkMultiGet10(b *testing.B) {
 	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
 	bd := openBench(b, b.TempDir(), nil, rows, 32, store.AgePolicy{})
+	st := bd.db.Stats().Counters[0]
+	mem := bd.memPerRow(st.MemBytes, st.HotRows)
 	pages := pickPages(bd.d.ids, 1<<17)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -132,7 +180,7 @@ func BenchmarkMultiGet10(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N*10)/b.Elapsed().Seconds(), "ids/s")
-	b.ReportMetric(bd.db.Stats().Counters[0].BytesPerHotRow(), "B/row")
+	mem.report(b)
 }
 
 // pickPages returns n pages of 10 ids drawn uniformly from ids, laid out
@@ -263,11 +311,20 @@ func copyDir(src, dst string) error {
 }
 
 // coldBench is a store whose one range of TALLY_BENCH_ROWS rows was sealed
-// into cold blocks.
+// into cold blocks, then checkpointed (dropping the hot table's chunks) and
+// compacted, so Pebble's files hold only live data and the disk figures
+// count them.
 func coldBench(b *testing.B, cacheBytes int64) *benchDB {
 	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
 	bd := openBench(b, b.TempDir(), &store.Options{BlockCacheSize: cacheBytes}, rows, 32, store.AgePolicy{})
-	if err := bd.db.SealRange(context.Background(), "posts", 1); err != nil {
+	ctx := context.Background()
+	if err := bd.db.SealRange(ctx, "posts", 1); err != nil {
+		b.Fatal(err)
+	}
+	if err := bd.db.Checkpoint(); err != nil {
+		b.Fatal(err)
+	}
+	if err := bd.db.CompactDisk(ctx); err != nil {
 		b.Fatal(err)
 	}
 	if st := bd.db.Stats().Counters[0]; st.ColdRows != len(bd.d.present) {
@@ -278,8 +335,16 @@ func coldBench(b *testing.B, cacheBytes int64) *benchDB {
 
 // BenchmarkColdMultiGet10 reads 10 ids from a sealed range: "cached" with a
 // cache holding every block (target ≤ 5 µs per call), "absent" with ids the
-// range does not hold (target ≤ 200 ns per id), "uncached" with a cache far
-// smaller than the data (reports p50/p99 per call).
+// range does not hold, drawn uniformly over the range (target ≤ 200 ns per
+// id), "uncached" with a cache far smaller than the data (reports p50/p99
+// per call). Every mode reports bytes per cold row on disk two ways:
+// disk-B/row is the bytes of Pebble's data files once checkpointed and
+// compacted, when the range is all the store holds (Stats.TableBytes),
+// payload-B/row tally's encoded blocks and descriptor (what it hands
+// Pebble, which adds keys and index blocks and compresses again); and memory per cold row three ways (store-B/row: the
+// descriptors Stats counts; heap-B/row, rss-B/row: the process's growth
+// since Open), measured after the seal, before any read fills the block
+// cache.
 func BenchmarkColdMultiGet10(b *testing.B) {
 	for _, mode := range []string{"cached", "absent", "uncached"} {
 		b.Run(mode, func(b *testing.B) {
@@ -288,6 +353,8 @@ func BenchmarkColdMultiGet10(b *testing.B) {
 				cache = 1 << 20
 			}
 			bd := coldBench(b, cache)
+			st := bd.db.Stats().Counters[0]
+			mem := bd.memPerRow(st.MemBytes, st.ColdRows)
 			pool := bd.d.present
 			if mode == "absent" {
 				pool = absentIDs(bd.d, 1<<16)
@@ -316,25 +383,32 @@ func BenchmarkColdMultiGet10(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N*10), "ns/id")
-			b.ReportMetric(bd.db.Stats().Counters[0].BytesPerColdRow(), "disk-B/row")
+			// The store holds only this cold range now (checkpointed and
+			// compacted): Pebble's data files are its disk bytes.
+			b.ReportMetric(float64(bd.db.Stats().TableBytes)/float64(st.ColdRows), "disk-B/row")
+			b.ReportMetric(st.PayloadBytesPerColdRow(), "payload-B/row")
+			mem.report(b)
 		})
 	}
 }
 
-// absentIDs returns n ids inside the range that hold no row.
+// absentIDs returns n ids that hold no row, drawn uniformly over the items
+// of the range (never a leading, cache-resident slice of it).
 func absentIDs(d *dataset, n int) []uint64 {
 	present := make(map[uint64]struct{}, len(d.present))
 	for _, id := range d.present {
 		present[id] = struct{}{}
 	}
-	out := make([]uint64, 0, n)
+	var absent []uint64
 	for _, id := range d.ids {
 		if _, ok := present[id]; !ok {
-			out = append(out, id)
-			if len(out) == n {
-				break
-			}
+			absent = append(absent, id)
 		}
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = absent[rng.IntN(len(absent))]
 	}
 	return out
 }

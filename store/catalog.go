@@ -135,10 +135,16 @@ func (cs *counterState) ensureRangeLocked(id uint64, sizeHint int) (*rangeState,
 
 // readRow fills out (len = number of columns) with the row of id.
 func (cs *counterState) readRow(id uint64, out []uint64) error {
-	rs := cs.lookupRange(id)
-	if rs == nil {
-		clear(out)
-		return nil
+	for {
+		rs := cs.lookupRange(id)
+		if rs == nil {
+			clear(out)
+			return nil
+		}
+		// A merge replaced the range's blocks after the load: read the
+		// current state (lifetime.go).
+		if err := rs.readRow(id&cs.keyMask, out); err != errRetired {
+			return err
+		}
 	}
-	return rs.readRow(id&cs.keyMask, out)
 }

@@ -24,8 +24,9 @@ import (
 // checkpoints' chunks, and is synced. Pebble's WAL is sequential, so the
 // synced final batch makes every earlier chunk (and every record applied to
 // memory before it) durable too. A crash before the final batch leaves "ckpt"
-// at the previous checkpoint, whose chunks and log are intact; Open deletes
-// the orphan chunks.
+// at the previous checkpoint, whose chunks and log are intact, and the
+// checkpoint's intent (written before its first chunk, removed by the final
+// batch), by which Open knows the chunks of S are garbage (lifetime.go).
 
 // chunkVersion is the version byte of a checkpoint chunk.
 const chunkVersion = 1
@@ -193,18 +194,29 @@ func (db *DB) Checkpoint() error {
 	// Bytes written from here on count toward the next checkpoint.
 	logBytes, logRecords := db.logBytes.Load(), db.logRecords.Load()
 
-	w := chunkWriter{db: db, seq: seq, maxRows: db.opts.CheckpointChunkRows}
-	for _, t := range tables {
-		if err := w.writeRange(t); err != nil {
-			w.close()
-			return err
+	// The intent makes chunks of seq provably garbage until the final
+	// batch; chunks of an earlier failed attempt at the same seq go first.
+	in := db.newIntent(&intent{kind: intentCheckpoint, seq: seq})
+	{
+		b := db.pdb.NewBatch()
+		err := b.DeleteRange(appendCheckpointPrefix(nil, seq), appendCheckpointPrefix(nil, seq+1), nil)
+		if err == nil {
+			err = db.commitIntents(b, pebble.Sync, []*intent{in}, nil)
+		}
+		b.Close()
+		if err != nil {
+			return fmt.Errorf("tally: checkpoint: %w", err)
 		}
 	}
-	if err := w.flush(); err != nil {
-		w.close()
+	db.step("checkpoint: intent written")
+	w := chunkWriter{db: db, seq: seq, maxRows: db.opts.CheckpointChunkRows}
+	err := w.writeTables(tables)
+	w.close()
+	if err != nil {
+		db.abandonCheckpoint(in)
 		return err
 	}
-	w.close()
+	db.step("checkpoint: chunks written")
 
 	fin := db.pdb.NewBatch()
 	defer fin.Close()
@@ -217,16 +229,45 @@ func (db *DB) Checkpoint() error {
 	if err := fin.DeleteRange(appendCheckpointPrefix(nil, 0), appendCheckpointPrefix(nil, seq), nil); err != nil {
 		return err
 	}
-	if err := fin.Commit(pebble.Sync); err != nil {
+	if err := db.commitIntents(fin, pebble.Sync, nil, []*intent{in}); err != nil {
+		db.abandonCheckpoint(in)
 		return fmt.Errorf("tally: checkpoint: %w", err)
 	}
+	db.step("checkpoint: finished")
 	db.flushRangeDels()
 	db.ckpt.seq = seq
 	db.ckpt.tierChanges = tierChanges
 	db.ckpt.last = time.Now()
 	db.logBytes.Add(-logBytes)
 	db.logRecords.Add(-logRecords)
+	db.sweep(false)
 	return nil
+}
+
+// abandonCheckpoint deletes the chunks of a failed checkpoint and its
+// intent. Best effort: on failure the intent stays and the next Open (or a
+// later checkpoint, whose final batch deletes every older chunk) resolves
+// it.
+func (db *DB) abandonCheckpoint(in *intent) {
+	if db.failed.Load() != nil {
+		return // the final batch may have reached disk: leave it to Open
+	}
+	b := db.pdb.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(appendCheckpointPrefix(nil, in.seq), appendCheckpointPrefix(nil, in.seq+1), nil); err != nil {
+		return
+	}
+	db.commitIntents(b, pebble.NoSync, nil, []*intent{in})
+}
+
+// writeTables writes every table's chunks.
+func (w *chunkWriter) writeTables(tables []tableRef) error {
+	for _, t := range tables {
+		if err := w.writeRange(t); err != nil {
+			return err
+		}
+	}
+	return w.flush()
 }
 
 // chunkWriter cuts hot tables into chunks and writes them in batches.

@@ -83,7 +83,7 @@ func TestColdCorruption(t *testing.T) {
 			}
 			must(t, db.SealRange(context.Background(), "posts", 0))
 			rs := c.cs.lookupRange(0)
-			ids := rs.coldV.blockIDs
+			ids := rs.cold.v.blockIDs
 			if len(ids) < 3 {
 				t.Fatalf("only %d blocks", len(ids))
 			}
@@ -106,7 +106,7 @@ func TestColdCorruption(t *testing.T) {
 				must(t, db.pdb.Set(key, slices.Clone(v2), pebble.Sync))
 				closer2.Close()
 			}
-			db.blockCache.Evict(rs.coldID)
+			db.blockCache.Evict(rs.cold.id)
 			// Find an id stored in block 1 and read it.
 			var victim uint64
 			for id := uint64(0); id < 900; id += 3 {

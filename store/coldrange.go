@@ -143,7 +143,8 @@ func (db *DB) openColdReader(cs *counterState, rid uint64, v *coldRangeValue) (*
 	return cold.NewReader(id, desc, src, db.blockCache), id, nil
 }
 
-// coldDiskBytes returns the encoded bytes of the range's blocks and value.
-func (rs *rangeState) coldDiskBytes() int64 {
-	return int64(rs.coldV.blockBytes) + int64(len(rs.coldV.desc))
+// coldPayloadBytes returns the encoded bytes of the range's blocks and
+// descriptor.
+func (rs *rangeState) coldPayloadBytes() int64 {
+	return int64(rs.cold.v.blockBytes) + int64(len(rs.cold.v.desc))
 }

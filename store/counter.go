@@ -83,7 +83,14 @@ func (c *Counter) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
 		for j < len(ids) && ids[j]>>cs.rangeBits == rid {
 			j++
 		}
-		if err := cs.multiGetRange(rs, ids[i:j], dst[i*n:j*n], n); err != nil {
+		err := cs.multiGetRange(rs, ids[i:j], dst[i*n:j*n], n)
+		if err == errRetired {
+			// A merge replaced the range's blocks after the load: read
+			// this run again from the current state (lifetime.go).
+			ranges = cs.ranges.Load()
+			continue
+		}
+		if err != nil {
 			return dst, err
 		}
 		i = j
@@ -92,7 +99,8 @@ func (c *Counter) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
 }
 
 // multiGetRange reads the rows of ids, all in range rs (nil: none), into
-// out (n values per id).
+// out (n values per id). It returns errRetired, having read nothing for
+// sure, if rs's cold version was released under it.
 func (cs *counterState) multiGetRange(rs *rangeState, ids []uint64, out []uint64, n int) error {
 	if rs == nil {
 		clear(out)
@@ -111,8 +119,16 @@ func (cs *counterState) multiGetRange(rs *rangeState, ids []uint64, out []uint64
 		}
 		return nil
 	}
+	if rs.cold != nil {
+		// One reference for the whole run: the rows below read the same
+		// version (a rangeState never changes its version).
+		if !rs.cold.ref() {
+			return errRetired
+		}
+		defer rs.cold.unref()
+	}
 	for k, id := range ids {
-		if err := rs.readRow(id&cs.keyMask, out[k*n:k*n+n]); err != nil {
+		if err := rs.readRowRefd(id&cs.keyMask, out[k*n:k*n+n]); err != nil {
 			return fmt.Errorf("tally: %s id %d: %w", cs.name, id, err)
 		}
 	}

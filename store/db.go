@@ -68,6 +68,8 @@ type DB struct {
 	pebbleMu     sync.RWMutex // held for reading by cold block reads
 	pebbleClosed bool         // guarded by pebbleMu
 
+	life lifetimes // retired cold versions and live intents (lifetime.go)
+
 	bg struct {
 		stop   chan struct{}
 		kick   chan struct{} // nudges the checkpointer when the log grew
@@ -134,6 +136,8 @@ func (db *DB) Close() error {
 	db.pebbleMu.Lock()
 	db.pebbleClosed = true
 	db.pebbleMu.Unlock()
+	// No block read can start now: every replaced block can go.
+	db.sweep(true)
 	if err := db.pdb.Close(); err != nil {
 		errs = append(errs, err)
 	}

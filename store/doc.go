@@ -27,7 +27,8 @@
 //	prefix  family       key layout (after prefix)                       value
 //	------  -----------  ----------------------------------------------  -----------------------------------
 //	0x01    meta         name (ASCII, e.g. "format", "ckpt",             format version; checkpoint pointer;
-//	                     "counter/" + u32 counter id)                    counter schema (see schema.go)
+//	                     "counter/" + u32 counter id,                    counter schema (see schema.go);
+//	                     "intent/" + u64 intent id)                      intent (see lifetime.go)
 //	0x02    log          seq u64                                         mutation record (see log.go)
 //	0x03    checkpoint   ckptSeq u64 | counter u32 | range u64 |         checkpoint chunk (see checkpoint.go)
 //	                     chunk u32
@@ -48,12 +49,35 @@
 //
 // # Checkpoints and recovery
 //
-// A checkpoint writes every hot table as chunks tagged with the log sequence
-// S they include, then, in one synced batch, points the meta "ckpt" key at S,
-// range-deletes the log up to S and the chunks of older checkpoints. Open
-// loads the chunks of the checkpoint that "ckpt" points at and replays the log
-// records after S. An interrupted checkpoint leaves "ckpt" at the previous
-// one; its partial chunks are deleted on the next Open.
+// A checkpoint writes an intent naming S, then every hot table as chunks
+// tagged with the log sequence S they include, then, in one synced batch,
+// points the meta "ckpt" key at S, range-deletes the log up to S and the
+// chunks of older checkpoints, and deletes the intent. Open loads the chunks
+// of the checkpoint that "ckpt" points at and replays the log records after
+// S. An interrupted checkpoint leaves "ckpt" at the previous one and its
+// intent, by which the next Open knows its partial chunks are garbage.
+//
+// # Lifetimes and intents
+//
+// Nothing on disk is deleted for being unknown. Seals, merges, cold loads
+// and checkpoints write an intent before their data, naming what they may
+// leave; a merge's replaced blocks are named by an intent too and deleted
+// only after the last reader of the old blocks lets go. Open deletes what
+// intents name and nothing a value references; it refuses checkpoint
+// chunks with no pointer or intent (ErrCorrupt, nothing changed) and lists
+// other unaccounted data in RecoveryStats.Unaccounted; Verify reports every
+// block and chunk that nothing accounts for. The rules, and the reference
+// counts readers take on a cold range's blocks, are at the top of
+// lifetime.go.
+//
+// # Tests
+//
+// go test ./store runs in seconds. Longer runs are opt-in:
+// TALLY_SIM_STEPS=N sets the rounds of TestSimulation (default 60, 15 with
+// -short; each round runs readers, writers and jobs at once and may end in
+// a reopen or a crash) and TALLY_SIM_SEED repeats a run's seed (logged by
+// the test). The benchmarks' sizes are set by the variables listed in
+// bench_test.go and big_bench_test.go.
 //
 // # Schema changes
 //

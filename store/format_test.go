@@ -38,10 +38,13 @@ func TestGolden(t *testing.T) {
 		"chunk":  sampleChunk(),
 		"ckpt":   appendCkptPointer(nil, 4242),
 	}
+	for name, in := range sampleIntents() {
+		got[name] = appendIntent(nil, in)
+	}
 	path := filepath.Join("testdata", "golden.txt")
 	if os.Getenv("TALLY_UPDATE_GOLDEN") != "" {
 		var sb strings.Builder
-		for _, k := range []string{"chunk", "ckpt", "record", "schema"} {
+		for _, k := range []string{"chunk", "ckpt", "intent-ckpt", "intent-merge", "intent-obsolete", "record", "schema"} {
 			sb.WriteString(k + " " + hex.EncodeToString(got[k]) + "\n")
 		}
 		must(t, os.WriteFile(path, []byte(sb.String()), 0o644))
@@ -52,6 +55,53 @@ func TestGolden(t *testing.T) {
 		name, hx, _ := strings.Cut(line, " ")
 		if h := hex.EncodeToString(got[name]); h != hx {
 			t.Errorf("%s encoding changed:\n got %s\nwant %s", name, h, hx)
+		}
+	}
+}
+
+func sampleIntents() map[string]*intent {
+	return map[string]*intent{
+		"intent-merge":    {kind: intentMerge, counterID: 3, rangeID: 256, first: 300},
+		"intent-obsolete": {kind: intentObsolete, counterID: 3, rangeID: 256, ids: []uint32{4, 9, 299}},
+		"intent-ckpt":     {kind: intentCheckpoint, seq: 4242},
+	}
+}
+
+// TestIntentRoundTrip: every sample intent decodes to itself with bytes
+// around it, every byte flip and truncation is caught, and a kind with
+// another kind's fields is refused.
+func TestIntentRoundTrip(t *testing.T) {
+	for name, in := range sampleIntents() {
+		pre := []byte("prefix")
+		b := appendIntent(slices.Clone(pre), in)
+		got, err := decodeIntent(b[len(pre):])
+		must(t, err)
+		if got.kind != in.kind || got.counterID != in.counterID || got.rangeID != in.rangeID ||
+			got.first != in.first || got.seq != in.seq || !slices.Equal(got.ids, in.ids) {
+			t.Fatalf("%s: round trip %+v, want %+v", name, got, in)
+		}
+		enc := b[len(pre):]
+		for i := range enc {
+			c := slices.Clone(enc)
+			c[i] ^= 0x40
+			if _, err := decodeIntent(c); err == nil {
+				t.Errorf("%s: flip at %d not detected", name, i)
+			}
+			if _, err := decodeIntent(enc[:i]); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s: truncation at %d: %v", name, i, err)
+			}
+		}
+	}
+	for _, bad := range []*intent{
+		{kind: intentCheckpoint, seq: 5, counterID: 1},
+		{kind: intentCheckpoint},
+		{kind: intentObsolete, counterID: 1},
+		{kind: intentSeal, ids: []uint32{1}},
+		{kind: intentMerge, seq: 3},
+		{kind: 9},
+	} {
+		if _, err := decodeIntent(appendIntent(nil, bad)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("intent %+v accepted: %v", bad, err)
 		}
 	}
 }
@@ -182,6 +232,24 @@ func FuzzDecodeCkptPointer(f *testing.F) {
 		seq, err := decodeCkptPointer(b)
 		if err == nil && string(appendCkptPointer(nil, seq)) != string(b) {
 			t.Fatalf("accepted pointer does not re-encode")
+		}
+	})
+}
+
+func FuzzDecodeIntent(f *testing.F) {
+	for _, in := range sampleIntents() {
+		f.Add(appendIntent(nil, in))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in, err := decodeIntent(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error not marked corrupt: %v", err)
+			}
+			return
+		}
+		if re := appendIntent(nil, in); string(re) != string(b) {
+			t.Fatalf("accepted intent does not re-encode")
 		}
 	})
 }

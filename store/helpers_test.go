@@ -13,7 +13,9 @@ func testOptions(fs vfs.FS) *Options {
 	return &Options{FS: fs, DisableBackground: true, CacheSize: 8 << 20, MemTableSize: 4 << 20}
 }
 
-// openTest opens a store in dir on fs and closes it at cleanup.
+// openTest opens a store in dir on fs; at cleanup it runs Check and closes
+// it, failing the test if either fails (bbolt's btesting style). A test
+// that closed the store itself is left alone.
 func openTest(t testing.TB, fs vfs.FS, dir string, o *Options) *DB {
 	t.Helper()
 	if o == nil {
@@ -23,7 +25,17 @@ func openTest(t testing.TB, fs vfs.FS, dir string, o *Options) *DB {
 	if err != nil {
 		t.Fatalf("open %s: %v", dir, err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() {
+		if db.closed.Load() {
+			return
+		}
+		if err := db.Check(); err != nil {
+			t.Errorf("check at cleanup: %v", err)
+		}
+		if err := db.Close(); err != nil {
+			t.Errorf("close at cleanup: %v", err)
+		}
+	})
 	return db
 }
 

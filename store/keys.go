@@ -19,6 +19,7 @@ const (
 	metaCheckpoint = "ckpt"
 	metaCounter    = "counter/"
 	metaFamily     = "family/" // + prefix byte: a declared family (family.go)
+	metaIntent     = "intent/" // + u64 id: see lifetime.go
 )
 
 // formatVersion is the store-wide format version kept under meta "format"

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/tallydb/tally/compaction"
 	"github.com/tallydb/tally/internal/radix"
 )
@@ -198,28 +196,33 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 		st.ColdRows += rows.Len() // nothing to store; no range is created
 		return nil
 	}
-	prefix := appendColdBlockPrefix(nil, cs.id, rid)
-	if err := db.pdb.DeleteRange(prefix, prefixEnd(prefix), pebble.NoSync); err != nil {
-		return err
-	}
 	db.commit.Lock()
 	seq := db.commit.lastSeq
 	db.commit.Unlock()
-	// Unpaced: a load is foreground work the caller asked for.
-	v, nbytes, err := db.writeBlocksWith(ctx, cs, rid, local, 0, seq, nil, nil)
+	in, err := db.beginBlocks(intentLoad, cs, rid, 0)
 	if err != nil {
 		return err
 	}
-	reader, readerID, err := db.openColdReader(cs, rid, v)
+	db.step("load: intent written")
+	// Unpaced: a load is foreground work the caller asked for.
+	v, nbytes, err := db.writeBlocksWith(ctx, cs, rid, local, in.first, seq, nil, nil)
 	if err != nil {
+		db.abandonBlocks(in)
+		return err
+	}
+	db.step("load: blocks written")
+	cv, err := db.newColdVersion(cs, rid, v)
+	if err != nil {
+		db.abandonBlocks(in)
 		return err
 	}
 	db.commit.Lock()
 	defer db.commit.Unlock()
 	if cs.ranges.Load().m[rid] != nil {
-		// A writer created the range while its blocks were written: leave
-		// the blocks as orphans (Open drops them) and load through the log,
-		// all-zero rows included: now there may be rows to delete.
+		// A writer created the range while its blocks were written: drop
+		// them and load through the log, all-zero rows included: now there
+		// may be rows to delete.
+		db.abandonBlocks(in)
 		all := &compaction.Rows{NCols: n, Vals: local.Vals}
 		for _, k := range local.Keys {
 			all.Keys = append(all.Keys, rid<<cs.rangeBits|k)
@@ -230,10 +233,11 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 		}
 		return db.loadLoggedLocked(cs, all, st)
 	}
-	if err := db.pdb.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), pebble.Sync); err != nil {
+	if err := db.switchRange(cs, rid, v, in, nil); err != nil {
+		db.abandonBlocks(in)
 		return err
 	}
-	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v})
+	cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: cv})
 	db.tierChanges.Add(1)
 	st.ColdRows += rows.Len()
 	st.ColdRanges++

@@ -144,7 +144,7 @@ func pebbleMergerName(fs vfs.FS, dir string) string {
 	if err != nil || !desc.Exists || desc.OptionsFilename == "" {
 		return mergerName
 	}
-	f, err := fs.Open(fs.PathJoin(dir, desc.OptionsFilename))
+	f, err := fs.Open(desc.OptionsFilename) // Peek returns the full path
 	if err != nil {
 		return mergerName
 	}

@@ -35,6 +35,12 @@ type RecoveryStats struct {
 	RecordsReplayed int           // log records replayed after it
 	LastSeq         uint64        // sequence of the last record in the log
 	Duration        time.Duration // wall time of Open
+	// IntentsResolved counts the intents of interrupted operations whose
+	// leftovers Open deleted (see lifetime.go).
+	IntentsResolved int
+	// Unaccounted lists data Open found that no value or intent accounts
+	// for and therefore left on disk (Verify reports it as corruption).
+	Unaccounted []string
 }
 
 // Open opens the tally store in dir, creating it if dir does not exist or is
@@ -110,6 +116,7 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	db.cat.Store(&catalog{byName: map[string]*counterState{}, byID: map[uint32]*counterState{}})
 	db.queue.init(o.JobBytesPerSec)
 	db.sources = map[string]uint64{}
+	db.life.intents = map[uint64]*intent{}
 	db.jobCtx, db.jobCancel = context.WithCancel(context.Background())
 	db.bg.stop = make(chan struct{})
 	db.bg.kick = make(chan struct{}, 1)

@@ -127,6 +127,9 @@ type Options struct {
 	// testHookBlockWrite, if set, runs before each cold block is written;
 	// an error fails the job (fault injection in tests).
 	testHookBlockWrite func() error
+	// testHookStep, if set, runs at the named steps of seals, merges,
+	// loads and checkpoints (crash tests take a CrashClone there).
+	testHookStep func(step string)
 }
 
 // EnsureDefaults returns a copy of o (which may be nil) with every zero field

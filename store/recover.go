@@ -2,13 +2,18 @@ package store
 
 // Recovery: how Open rebuilds memory from Pebble. Everything Open reads
 // after Pebble is up lives here: the format check, the schema, the cold
-// ranges, the newest complete checkpoint and the log after it, and the
-// cleanup of what an interrupted checkpoint, seal or merge left behind.
-// Nothing is written to Pebble until everything was read and verified.
+// ranges, the intents, the newest complete checkpoint and the log after it,
+// and the cleanup of what interrupted checkpoints, seals, merges and loads
+// provably left behind (their intents, see lifetime.go). Data no value or
+// intent accounts for is never deleted. Nothing is written to Pebble until
+// everything was read and verified.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -66,13 +71,24 @@ func (db *DB) recover() error {
 		return err
 	}
 
+	// Intents of interrupted operations.
+	intents, err := db.loadIntents()
+	if err != nil {
+		return err
+	}
+
 	// Checkpoint.
+	havePointer := false
 	if v, err := db.getMeta(metaCheckpoint); err != nil {
 		return err
 	} else if v != nil {
+		havePointer = true
 		if r.CheckpointSeq, err = decodeCkptPointer(v); err != nil {
 			return err
 		}
+	}
+	if err := db.accountChunks(intents, havePointer); err != nil {
+		return err
 	}
 	cprefix := appendCheckpointPrefix(nil, r.CheckpointSeq)
 	if r.CheckpointSeq > 0 {
@@ -102,7 +118,7 @@ func (db *DB) recover() error {
 			if len(op.vals) > len(cs.cols.Load().cols) {
 				return fmt.Errorf("%w: record for %s has %d values", ErrCorrupt, cs.name, len(op.vals))
 			}
-			if rs := cs.lookupRange(op.id); rs != nil && rs.coldV != nil && seq <= rs.coldV.seq {
+			if rs := cs.lookupRange(op.id); rs != nil && rs.cold != nil && seq <= rs.cold.v.seq {
 				return nil // already in the range's blocks
 			}
 			return cs.applyLocked(op.id, op.vals)
@@ -122,18 +138,17 @@ func (db *DB) recover() error {
 	db.ckpt.last = time.Now()
 	db.logRecords.Store(int64(r.RecordsReplayed))
 
-	// Everything verified: drop chunks of interrupted checkpoints and
-	// blocks no cold range references (interrupted seals and merges).
+	// Everything verified: resolve the intents, in one synced batch.
+	if err := db.accountBlocks(cat, intents); err != nil {
+		return err
+	}
 	b := db.pdb.NewBatch()
 	defer b.Close()
-	if err := db.deleteOrphanBlocks(cat, b); err != nil {
-		return err
-	}
-	if err := b.DeleteRange(appendCheckpointPrefix(nil, 0), cprefix, nil); err != nil {
-		return err
-	}
-	if err := b.DeleteRange(prefixEnd(cprefix), familyEnd(famCheckpoint), nil); err != nil {
-		return err
+	for _, in := range intents {
+		if err := db.resolveIntent(cat, in, havePointer, b); err != nil {
+			return err
+		}
+		r.IntentsResolved++
 	}
 	for _, rec := range freshFamilies {
 		if err := b.Set(appendFamilyMetaKey(nil, rec.prefix), appendFamilyRecord(nil, rec), nil); err != nil {
@@ -146,11 +161,201 @@ func (db *DB) recover() error {
 			return err
 		}
 	}
+	if b.Empty() {
+		return nil
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return err
 	}
-	db.flushRangeDels()
+	if len(intents) > 0 {
+		db.flushRangeDels() // resolving intents may range-delete blocks
+	}
 	return nil
+}
+
+// loadIntents reads every intent and sets the next intent id past them.
+func (db *DB) loadIntents() ([]*intent, error) {
+	var out []*intent
+	p := appendMetaKey(nil, metaIntent)
+	err := db.scan(p, prefixEnd(p), func(k, v []byte) error {
+		id, ok := decodeIntentKey(k)
+		if !ok {
+			return fmt.Errorf("%w: intent key %x", ErrCorrupt, k)
+		}
+		in, err := decodeIntent(v)
+		if err != nil {
+			return fmt.Errorf("intent %d: %w", id, err)
+		}
+		in.id = id
+		out = append(out, in)
+		db.life.nextIntent.Store(max(db.life.nextIntent.Load(), id))
+		return nil
+	})
+	return out, err
+}
+
+// accountChunks checks that every checkpoint's chunks are accounted for:
+// the pointed checkpoint's, or an interrupted one's (its intent). With no
+// pointer, unaccounted chunks mean the pointer was lost and reading on
+// would give zeros: Open refuses. Chunks of another checkpoint are left on
+// disk and listed (Verify reports them).
+func (db *DB) accountChunks(intents []*intent, havePointer bool) error {
+	r := &db.recovery
+	interrupted := map[uint64]bool{}
+	for _, in := range intents {
+		if in.kind == intentCheckpoint {
+			interrupted[in.seq] = true
+		}
+	}
+	return forEachChunkSeq(db.pdb, func(seq uint64) error {
+		switch {
+		case havePointer && seq == r.CheckpointSeq, interrupted[seq]:
+			return nil
+		case !havePointer:
+			return fmt.Errorf("%w: chunks of checkpoint %d exist but the checkpoint pointer (meta %q) is missing",
+				ErrCorrupt, seq, metaCheckpoint)
+		}
+		r.Unaccounted = append(r.Unaccounted, fmt.Sprintf("chunks of checkpoint %d (the pointer names %d)", seq, r.CheckpointSeq))
+		return nil
+	})
+}
+
+// forEachChunkSeq calls fn with the sequence of every checkpoint that has
+// chunks in r, in order.
+func forEachChunkSeq(r pebble.Reader, fn func(seq uint64) error) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{famCheckpoint}, UpperBound: familyEnd(famCheckpoint)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; {
+		k := it.Key()
+		if len(k) < 9 {
+			return fmt.Errorf("%w: checkpoint chunk key %x", ErrCorrupt, k)
+		}
+		seq := binary.BigEndian.Uint64(k[1:9])
+		if err := fn(seq); err != nil {
+			return err
+		}
+		ok = it.SeekGE(appendCheckpointPrefix(nil, seq+1))
+		if seq == ^uint64(0) {
+			break
+		}
+	}
+	return it.Error()
+}
+
+// accountBlocks lists, without deleting anything, the cold blocks no value
+// or intent accounts for that Open can see cheaply (one seek per range):
+// blocks of a range with no value, and blocks at or above a value's
+// nextBlockID. Verify finds the rest (ids below nextBlockID not in the
+// block map) with a full walk.
+func (db *DB) accountBlocks(cat *catalog, intents []*intent) error {
+	r := &db.recovery
+	cover := map[rangeKey]uint32{} // lowest first of a block intent
+	for _, in := range intents {
+		if in.blocks() {
+			k := rangeKey{in.counterID, in.rangeID}
+			if f, ok := cover[k]; !ok || in.first < f {
+				cover[k] = in.first
+			}
+		}
+	}
+	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: []byte{famColdBlock}, UpperBound: familyEnd(famColdBlock)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; {
+		k := it.Key()
+		if len(k) != 17 {
+			return fmt.Errorf("%w: cold block key %x", ErrCorrupt, k)
+		}
+		cid, rid := binary.BigEndian.Uint32(k[1:]), binary.BigEndian.Uint64(k[5:])
+		prefix := appendColdBlockPrefix(nil, cid, rid)
+		end := prefixEnd(prefix)
+		hi := end
+		if f, ok := cover[rangeKey{cid, rid}]; ok {
+			hi = appendColdBlockKey(nil, cid, rid, f)
+		}
+		var next uint32 // first id no value accounts for
+		what := "blocks of a range with no cold range value"
+		if cs := cat.byID[cid]; cs != nil {
+			if rs := cs.ranges.Load().m[rid]; rs != nil && rs.cold != nil {
+				next = rs.cold.v.nextBlockID
+				what = fmt.Sprintf("blocks at or above the range's next block id %d", next)
+			}
+		}
+		if it.SeekGE(appendColdBlockKey(nil, cid, rid, next)) && bytes.Compare(it.Key(), hi) < 0 {
+			r.Unaccounted = append(r.Unaccounted, fmt.Sprintf("counter %d range %d: %s (from id %d)",
+				cid, rid, what, binary.BigEndian.Uint32(it.Key()[13:])))
+		}
+		ok = it.SeekGE(end)
+	}
+	return it.Error()
+}
+
+// resolveIntent adds to b the cleanup of what intent in's operation left,
+// and the deletion of the intent (see lifetime.go for the rules). It runs
+// when no reader exists. Blocks the current value references are never
+// deleted.
+func (db *DB) resolveIntent(cat *catalog, in *intent, havePointer bool, b *pebble.Batch) error {
+	ref := func(cid uint32, rid uint64) map[uint32]bool {
+		m := map[uint32]bool{}
+		if cs := cat.byID[cid]; cs != nil {
+			if rs := cs.ranges.Load().m[rid]; rs != nil && rs.cold != nil {
+				for _, id := range rs.cold.v.blockIDs {
+					m[id] = true
+				}
+			}
+		}
+		return m
+	}
+	switch {
+	case in.blocks():
+		refd := ref(in.counterID, in.rangeID)
+		var keep []uint64
+		for id := range refd {
+			if id >= in.first {
+				keep = append(keep, uint64(id))
+			}
+		}
+		slices.Sort(keep)
+		// Delete [first, end of range) minus the referenced ids.
+		key := func(id uint64) []byte {
+			if id > math.MaxUint32 {
+				return prefixEnd(appendColdBlockPrefix(nil, in.counterID, in.rangeID))
+			}
+			return appendColdBlockKey(nil, in.counterID, in.rangeID, uint32(id))
+		}
+		from := uint64(in.first)
+		for _, id := range append(keep, math.MaxUint32+1) {
+			if id > from {
+				if err := b.DeleteRange(key(from), key(id), nil); err != nil {
+					return err
+				}
+			}
+			from = id + 1
+		}
+	case in.kind == intentObsolete:
+		refd := ref(in.counterID, in.rangeID)
+		for _, id := range in.ids {
+			if !refd[id] {
+				if err := b.Delete(appendColdBlockKey(nil, in.counterID, in.rangeID, id), nil); err != nil {
+					return err
+				}
+			}
+		}
+	case in.kind == intentCheckpoint:
+		// A later attempt at the same sequence may have finished: then
+		// these are the live chunks.
+		if !havePointer || in.seq != db.recovery.CheckpointSeq {
+			if err := b.DeleteRange(appendCheckpointPrefix(nil, in.seq), appendCheckpointPrefix(nil, in.seq+1), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return b.Delete(appendIntentKey(nil, in.id), nil)
 }
 
 // loadColdRanges opens every cold range of the catalog's counters with an
@@ -169,15 +374,15 @@ func (db *DB) loadColdRanges(cat *catalog) error {
 		if err != nil {
 			return fmt.Errorf("%s range %d: %w", cs.name, rid, err)
 		}
-		reader, readerID, err := db.openColdReader(cs, rid, v)
+		cv, err := db.newColdVersion(cs, rid, v)
 		if err != nil {
 			return err
 		}
-		if reader.Desc().NumColumns() > len(cs.cols.Load().cols) {
+		if cv.Desc().NumColumns() > len(cs.cols.Load().cols) {
 			return fmt.Errorf("%w: %s range %d: blocks have %d columns, schema %d",
-				ErrCorrupt, cs.name, rid, reader.Desc().NumColumns(), len(cs.cols.Load().cols))
+				ErrCorrupt, cs.name, rid, cv.Desc().NumColumns(), len(cs.cols.Load().cols))
 		}
-		cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: reader, coldID: readerID, coldV: v})
+		cs.replaceRangeLocked(rid, &rangeState{id: rid, cold: cv})
 		return nil
 	})
 }
@@ -205,7 +410,7 @@ func (db *DB) loadChunk(cat *catalog, ckptSeq uint64, v []byte) error {
 			}
 			// A cold range's blocks already hold its hot rows and the
 			// deltas of checkpoints older than its last seal or merge.
-			skip = rs.cold != nil && (h.kind == chunkHot || ckptSeq < rs.coldV.seq)
+			skip = rs.cold != nil && (h.kind == chunkHot || ckptSeq < rs.cold.v.seq)
 		}
 		if key > cs.keyMask {
 			return fmt.Errorf("%w: chunk key %d out of range", ErrCorrupt, key)
@@ -233,39 +438,4 @@ func (db *DB) loadChunk(cat *catalog, ckptSeq uint64, v []byte) error {
 		}
 	})
 	return err
-}
-
-// deleteOrphanBlocks adds to b the deletion of every cold block that no
-// cold range value references: blocks of seals that never committed, and
-// blocks of merges that never committed (ids at or past nextBlockID).
-func (db *DB) deleteOrphanBlocks(cat *catalog, b *pebble.Batch) error {
-	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: []byte{famColdBlock}, UpperBound: familyEnd(famColdBlock)})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; {
-		k := it.Key()
-		if len(k) != 17 {
-			return fmt.Errorf("%w: cold block key %x", ErrCorrupt, k)
-		}
-		cid, rid := binary.BigEndian.Uint32(k[1:]), binary.BigEndian.Uint64(k[5:])
-		prefix := appendColdBlockPrefix(nil, cid, rid)
-		end := prefixEnd(prefix)
-		var from []byte
-		if cs := cat.byID[cid]; cs == nil {
-			from = prefix
-		} else if rs := cs.ranges.Load().m[rid]; rs == nil || rs.coldV == nil {
-			from = prefix
-		} else {
-			from = appendColdBlockKey(nil, cid, rid, rs.coldV.nextBlockID)
-		}
-		if it.SeekGE(from) && string(it.Key()) < string(end) {
-			if err := b.DeleteRange(from, end, nil); err != nil {
-				return err
-			}
-		}
-		ok = it.SeekGE(end)
-	}
-	return it.Error()
 }

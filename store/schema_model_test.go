@@ -64,10 +64,10 @@ func (c *byteChooser) exhausted() bool { return len(c.b) == 0 }
 // oneOf takes one of the first nValid (the accepted values) two times in
 // three, so accepted changes are common enough to reach 16 columns.
 var (
-	simRangeBits = []uint8{0, limits.MinRangeBits, 12, 32, limits.MaxRangeBits, limits.MinRangeBits - 1, limits.MaxRangeBits + 1, 255}
-	simHints     = []uint8{0, 8, 16, 32, 7, 12, 64}
-	simMaxes     = []uint8{0, 32, 64, 16, 48, 65}
-	simAges      = []time.Duration{time.Millisecond, time.Hour, time.Duration(math.MaxInt64).Truncate(time.Millisecond),
+	schemaRangeBits = []uint8{0, limits.MinRangeBits, 12, 32, limits.MaxRangeBits, limits.MinRangeBits - 1, limits.MaxRangeBits + 1, 255}
+	simHints        = []uint8{0, 8, 16, 32, 7, 12, 64}
+	simMaxes        = []uint8{0, 32, 64, 16, 48, 65}
+	simAges         = []time.Duration{time.Millisecond, time.Hour, time.Duration(math.MaxInt64).Truncate(time.Millisecond),
 		0, 500 * time.Microsecond, time.Nanosecond, 1500 * time.Microsecond, math.MaxInt64, -time.Millisecond}
 	simShifts = []uint8{0, 22, limits.MaxIDTimeShift, limits.MaxIDTimeShift + 1, 255}
 	simEpochs = []int64{0, 1288834974657, limits.MaxIDTimeMs, limits.MaxIDTimeMs + 1, -1, math.MinInt64}
@@ -230,7 +230,7 @@ func (s *schemaSim) modelCreate(name string, o CounterOptions) (CounterInfo, err
 
 func (s *schemaSim) create() {
 	name := simName(s.ch, "c", 6)
-	o := CounterOptions{RangeBits: oneOf(s.ch, simRangeBits, 5)}
+	o := CounterOptions{RangeBits: oneOf(s.ch, schemaRangeBits, 5)}
 	switch k := s.ch.intn(8); k {
 	case 0, 1, 2:
 	case 3:

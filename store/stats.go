@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"fmt"
 	"sort"
 
 	"github.com/tallydb/tally/compaction"
@@ -16,14 +18,24 @@ type Stats struct {
 	LogRecords    int64  // log records since the newest checkpoint
 	LogBytes      int64  // log bytes since the newest checkpoint
 	DiskBytes     uint64 // bytes of all files of the Pebble instance
+	// TableBytes is the bytes of Pebble's live data files (sstables and
+	// blob files): DiskBytes without the WAL, the manifest and obsolete
+	// files awaiting deletion. Data still in a memtable is not in them, and
+	// deleted or overwritten keys stay until a compaction drops them: Flush
+	// or CompactDisk first for a settled figure.
+	TableBytes uint64
 	// PebbleMemBytes is the memory Pebble holds: its block cache, memtables
 	// and file cache.
 	PebbleMemBytes int64
-	Recovery       RecoveryStats
-	BlockCache     BlockCacheStats
-	Jobs           []compaction.Progress // background jobs running now
-	JobsFinished   int64
-	Errors         []string // background errors since Open
+	// PebbleManualBytes is the part of PebbleMemBytes Pebble allocates
+	// itself (block cache and memtables): with C's allocator, outside the
+	// Go heap, in cgo builds.
+	PebbleManualBytes int64
+	Recovery          RecoveryStats
+	BlockCache        BlockCacheStats
+	Jobs              []compaction.Progress // background jobs running now
+	JobsFinished      int64
+	Errors            []string // background errors since Open
 }
 
 // BlockCacheStats describes the decompressed cold block cache.
@@ -46,13 +58,22 @@ type CounterStats struct {
 	Name       string
 	Columns    []string
 	HotRanges  int
-	ColdRanges int   // cold and sealing ranges
-	HotRows    int   // rows in hot tables
-	ColdRows   int   // rows in cold blocks
-	DeltaRows  int   // rows in cold deltas (written since the seal)
-	MemBytes   int64 // memory of hot tables, deltas and cold descriptors
-	DiskBytes  int64 // encoded cold blocks and descriptors
-	Ranges     []RangeStats
+	ColdRanges int // cold and sealing ranges
+	HotRows    int // rows in hot tables
+	ColdRows   int // rows in cold blocks
+	DeltaRows  int // rows in cold deltas (written since the seal)
+	// MemBytes is the store's own accounting of the memory it holds for
+	// the counter: hot tables (slot arrays by capacity, segment headers,
+	// overflow maps), deltas and cold descriptors. The process's heap grows
+	// by more (allocator size classes, garbage not yet collected, the
+	// decoded block cache, Pebble): the benchmarks report both.
+	MemBytes int64
+	// ColdPayloadBytes is the encoded size of the counter's cold blocks
+	// and descriptors: what tally hands Pebble, not what Pebble's files
+	// take (Pebble adds keys, index and filter blocks, and compresses
+	// again). File bytes are only known store-wide: Stats.TableBytes.
+	ColdPayloadBytes int64
+	Ranges           []RangeStats
 }
 
 // RangeStats describes one range of a counter.
@@ -62,7 +83,9 @@ type RangeStats struct {
 	Rows      int    // hot rows, or cold block rows
 	DeltaRows int
 	MemBytes  int64
-	DiskBytes int64
+	// PayloadBytes is the encoded size of a cold range's blocks and
+	// descriptor (0 for hot ranges).
+	PayloadBytes int64
 }
 
 // Rows returns all stored rows: hot, cold and delta (a delta row may shadow
@@ -83,12 +106,13 @@ func (c CounterStats) BytesPerHotRow() float64 {
 	return float64(mem) / float64(c.HotRows)
 }
 
-// BytesPerColdRow returns on-disk bytes per cold row (0 when none).
-func (c CounterStats) BytesPerColdRow() float64 {
+// PayloadBytesPerColdRow returns the encoded cold payload per cold row
+// (ColdPayloadBytes; 0 when none).
+func (c CounterStats) PayloadBytesPerColdRow() float64 {
 	if c.ColdRows == 0 {
 		return 0
 	}
-	return float64(c.DiskBytes) / float64(c.ColdRows)
+	return float64(c.ColdPayloadBytes) / float64(c.ColdRows)
 }
 
 // BytesPerRow returns memory bytes per stored row over all tiers (0 when
@@ -114,7 +138,9 @@ func (db *DB) Stats() Stats {
 	if !db.pebbleClosed {
 		m := db.pdb.Metrics()
 		s.DiskBytes = m.DiskSpaceUsage()
-		s.PebbleMemBytes = m.BlockCache.Size + int64(m.MemTable.Size) + m.FileCache.Size
+		s.TableBytes = m.Table.Local.LiveSize + m.BlobFiles.LiveSize
+		s.PebbleManualBytes = m.BlockCache.Size + int64(m.MemTable.Size)
+		s.PebbleMemBytes = s.PebbleManualBytes + m.FileCache.Size
 	}
 	db.pebbleMu.RUnlock()
 	for _, ci := range db.Counters() {
@@ -133,8 +159,8 @@ func (db *DB) Stats() Stats {
 			}
 			if rs.cold != nil {
 				r.Rows = int(rs.cold.Desc().Rows())
-				r.DiskBytes = rs.coldDiskBytes()
-				r.MemBytes += int64(len(rs.coldV.desc))
+				r.PayloadBytes = rs.coldPayloadBytes()
+				r.MemBytes += int64(len(rs.cold.v.desc))
 				st.ColdRanges++
 				st.ColdRows += r.Rows
 			} else {
@@ -149,7 +175,7 @@ func (db *DB) Stats() Stats {
 			}
 			st.DeltaRows += r.DeltaRows
 			st.MemBytes += r.MemBytes
-			st.DiskBytes += r.DiskBytes
+			st.ColdPayloadBytes += r.PayloadBytes
 			st.Ranges = append(st.Ranges, r)
 		}
 		sort.Slice(st.Ranges, func(i, j int) bool { return st.Ranges[i].ID < st.Ranges[j].ID })
@@ -165,4 +191,37 @@ func (db *DB) Stats() Stats {
 	}
 	db.bg.errMu.Unlock()
 	return s
+}
+
+// CompactDisk flushes Pebble's memtables and compacts its whole key space,
+// so that its files hold only live data (deleted log records, superseded
+// checkpoint chunks and replaced blocks gone) and disk figures are settled.
+// It rewrites every file: for benchmarks and offline maintenance.
+func (db *DB) CompactDisk(ctx context.Context) error {
+	db.pebbleMu.RLock()
+	defer db.pebbleMu.RUnlock()
+	if db.pebbleClosed {
+		return ErrClosed
+	}
+	if err := db.pdb.Flush(); err != nil {
+		return fmt.Errorf("tally: flush: %w", err)
+	}
+	if err := db.pdb.Compact(ctx, []byte{0}, []byte{0xff}, true); err != nil {
+		return fmt.Errorf("tally: compact: %w", err)
+	}
+	return nil
+}
+
+// Flush writes Pebble's memtables to sstables and waits, so that the disk
+// figures of Stats count everything the store holds. It is for tools and benchmarks; the store never needs it.
+func (db *DB) Flush() error {
+	db.pebbleMu.RLock()
+	defer db.pebbleMu.RUnlock()
+	if db.pebbleClosed {
+		return ErrClosed
+	}
+	if err := db.pdb.Flush(); err != nil {
+		return fmt.Errorf("tally: flush: %w", err)
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 
-	"github.com/tallydb/tally/cold"
 	"github.com/tallydb/tally/hot"
 	"github.com/tallydb/tally/internal/limits"
 )
@@ -28,14 +27,16 @@ import (
 // A delta row has one more leading column than the counter: 1 marks a row
 // deleted (all zero) since the seal, 0 a live row. Deleted rows must be kept
 // as markers because the blocks underneath still hold them.
+//
+// A cold range's blocks belong to its coldVersion, shared by every
+// rangeState of the range until a merge replaces it; a reader references
+// the version for the length of a cold read (lifetime.go).
 type rangeState struct {
 	id     uint64
 	hot    *hot.Table
 	delta  *hot.Table
 	frozen *hot.Table
-	cold   *cold.Reader
-	coldID uint64          // the reader's id in the block cache
-	coldV  *coldRangeValue // persisted shape of the cold range
+	cold   *coldVersion
 }
 
 const deltaDeleted = 1
@@ -72,8 +73,23 @@ func readDelta(t *hot.Table, key uint64, out []uint64) bool {
 	return true
 }
 
-// readRow fills out with the row of key (the low id bits).
+// readRow fills out with the row of key (the low id bits). It returns
+// errRetired if the cold version was released under it (the caller reads
+// the current rangeState again).
 func (rs *rangeState) readRow(key uint64, out []uint64) error {
+	if rs.cold == nil {
+		return rs.readRowRefd(key, out)
+	}
+	if !rs.cold.ref() {
+		return errRetired
+	}
+	err := rs.readRowRefd(key, out)
+	rs.cold.unref()
+	return err
+}
+
+// readRowRefd is readRow for a caller holding a reference on rs.cold.
+func (rs *rangeState) readRowRefd(key uint64, out []uint64) error {
 	if rs.delta != nil && readDelta(rs.delta, key, out) {
 		return nil
 	}
@@ -82,7 +98,7 @@ func (rs *rangeState) readRow(key uint64, out []uint64) error {
 	}
 	if rs.cold != nil {
 		var tmp [MaxColumns]uint64
-		row, _, err := rs.cold.Get(key, tmp[:0])
+		row, _, err := rs.cold.reader.Get(key, tmp[:0])
 		if err != nil {
 			clear(out)
 			return coldReadError(err)

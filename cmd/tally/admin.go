@@ -55,13 +55,15 @@ are two decimals.
   mem_bytes            memory of hot tables, cold deltas and cold indexes
   bytes_per_row        mem_bytes / rows
   hot_bytes_per_row    hot-table memory / hot_rows
-  cold_disk_bytes      encoded cold blocks and descriptors
-  cold_bytes_per_row   cold_disk_bytes / cold_rows
+  cold_payload_bytes   encoded cold blocks and descriptors (payload; the
+                       files Pebble keeps for them are in table_bytes)
+  cold_payload_bytes_per_row  cold_payload_bytes / cold_rows
   last_seq             sequence of the last log record
   checkpoint_seq       sequence the newest checkpoint includes
   log_records          log records since that checkpoint
   log_bytes            log bytes since that checkpoint
   disk_bytes           bytes of the store's files
+  table_bytes          bytes of Pebble's live data files (after a flush)
   block_cache_hits     lookups of decompressed cold blocks found in cache
   block_cache_misses   ... and not found (read from disk and decompressed)
   block_cache_hit_rate hits / (hits + misses), four decimals
@@ -73,7 +75,8 @@ are two decimals.
   counter.NAME.columns                     column names, comma-separated
   counter.NAME.ranges_hot, .ranges_cold, .rows, .hot_rows, .cold_rows,
     .delta_rows, .mem_bytes, .bytes_per_row, .hot_bytes_per_row,
-    .cold_disk_bytes, .cold_bytes_per_row  as above, for one counter
+    .cold_payload_bytes, .cold_payload_bytes_per_row  as above, for one
+    counter
 
 Example:
   $ tally -d /var/lib/tally stats | grep -E '^(rows|bytes_per_row) '
@@ -130,6 +133,11 @@ func writeRecovery(w io.Writer, r store.RecoveryStats) {
 	fmt.Fprintf(w, "rows_loaded %d\n", r.RowsLoaded)
 	fmt.Fprintf(w, "records_replayed %d\n", r.RecordsReplayed)
 	fmt.Fprintf(w, "last_seq %d\n", r.LastSeq)
+	fmt.Fprintf(w, "intents_resolved %d\n", r.IntentsResolved)
+	fmt.Fprintf(w, "unaccounted %d\n", len(r.Unaccounted))
+	for i, u := range r.Unaccounted {
+		fmt.Fprintf(w, "unaccounted.%d %s\n", i, u)
+	}
 	fmt.Fprintf(w, "duration %v\n", r.Duration)
 }
 
@@ -137,6 +145,10 @@ func runStats(e *env, args []string) error {
 	db, err := noArgs(e, cmdStats, args)
 	if err != nil {
 		return err
+	}
+	// Flushed first, so the disk figures count what sits in the memtable.
+	if err := db.Flush(); err != nil {
+		return closeDB(db, err)
 	}
 	writeStats(e.stdout, db.Stats())
 	return closeDB(db, nil)
@@ -150,17 +162,18 @@ func bytesPerRow(mem int64, rows int) float64 {
 }
 
 // tierBytes sums, over counters, hot-table memory (of hot ranges only) and
-// cold bytes on disk, for the store-wide bytes-per-row figures.
-func tierBytes(s store.Stats) (hotMem, coldDisk int64) {
+// the cold tier's encoded payload, for the store-wide bytes-per-row
+// figures.
+func tierBytes(s store.Stats) (hotMem, coldPayload int64) {
 	for _, c := range s.Counters {
 		for _, r := range c.Ranges {
 			if r.Tier == "hot" {
 				hotMem += r.MemBytes
 			}
 		}
-		coldDisk += c.DiskBytes
+		coldPayload += c.ColdPayloadBytes
 	}
-	return hotMem, coldDisk
+	return hotMem, coldPayload
 }
 
 func writeStats(w io.Writer, s store.Stats) {
@@ -170,7 +183,7 @@ func writeStats(w io.Writer, s store.Stats) {
 	for _, c := range s.Counters {
 		mem += c.MemBytes
 	}
-	hotMem, coldDisk := tierBytes(s)
+	hotMem, coldPayload := tierBytes(s)
 	fmt.Fprintf(w, "durability %v\n", s.Durability)
 	fmt.Fprintf(w, "counters %d\n", len(s.Counters))
 	fmt.Fprintf(w, "ranges_hot %d\n", t.hotRanges)
@@ -182,13 +195,14 @@ func writeStats(w io.Writer, s store.Stats) {
 	fmt.Fprintf(w, "mem_bytes %d\n", mem)
 	fmt.Fprintf(w, "bytes_per_row %.2f\n", bytesPerRow(mem, rows))
 	fmt.Fprintf(w, "hot_bytes_per_row %.2f\n", bytesPerRow(hotMem, t.hotRows))
-	fmt.Fprintf(w, "cold_disk_bytes %d\n", coldDisk)
-	fmt.Fprintf(w, "cold_bytes_per_row %.2f\n", bytesPerRow(coldDisk, t.coldRows))
+	fmt.Fprintf(w, "cold_payload_bytes %d\n", coldPayload)
+	fmt.Fprintf(w, "cold_payload_bytes_per_row %.2f\n", bytesPerRow(coldPayload, t.coldRows))
 	fmt.Fprintf(w, "last_seq %d\n", s.LastSeq)
 	fmt.Fprintf(w, "checkpoint_seq %d\n", s.CheckpointSeq)
 	fmt.Fprintf(w, "log_records %d\n", s.LogRecords)
 	fmt.Fprintf(w, "log_bytes %d\n", s.LogBytes)
 	fmt.Fprintf(w, "disk_bytes %d\n", s.DiskBytes)
+	fmt.Fprintf(w, "table_bytes %d\n", s.TableBytes)
 	fmt.Fprintf(w, "block_cache_hits %d\n", s.BlockCache.Hits)
 	fmt.Fprintf(w, "block_cache_misses %d\n", s.BlockCache.Misses)
 	fmt.Fprintf(w, "block_cache_hit_rate %.4f\n", s.BlockCache.HitRate())
@@ -211,8 +225,8 @@ func writeStats(w io.Writer, s store.Stats) {
 		fmt.Fprintf(w, "%smem_bytes %d\n", p, c.MemBytes)
 		fmt.Fprintf(w, "%sbytes_per_row %.2f\n", p, c.BytesPerRow())
 		fmt.Fprintf(w, "%shot_bytes_per_row %.2f\n", p, c.BytesPerHotRow())
-		fmt.Fprintf(w, "%scold_disk_bytes %d\n", p, c.DiskBytes)
-		fmt.Fprintf(w, "%scold_bytes_per_row %.2f\n", p, c.BytesPerColdRow())
+		fmt.Fprintf(w, "%scold_payload_bytes %d\n", p, c.ColdPayloadBytes)
+		fmt.Fprintf(w, "%scold_payload_bytes_per_row %.2f\n", p, c.PayloadBytesPerColdRow())
 	}
 }
 

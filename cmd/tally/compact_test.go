@@ -54,7 +54,7 @@ func TestCompactAndVerify(t *testing.T) {
 	// Reported to the store; this test checks only what holds either way.
 	check([]string{"compact", "--bytes-per-sec", "1000000"}, map[string]string{"delta_rows": "0", "ranges_cold": "3", "cold_rows": "4"})
 	s := check([]string{"stats"}, map[string]string{"cold_rows": "4", "hot_rows": "1"})
-	if s["cold_bytes_per_row"] == "0.00" || s["counter.c.cold_disk_bytes"] == "0" || s["hot_bytes_per_row"] == "0.00" {
+	if s["cold_payload_bytes_per_row"] == "0.00" || s["counter.c.cold_payload_bytes"] == "0" || s["table_bytes"] == "0" || s["hot_bytes_per_row"] == "0.00" {
 		t.Errorf("stats lack bytes per row: %v", s)
 	}
 

@@ -526,14 +526,14 @@ func (d *demo) sampleIDs(n int) []uint64 {
 func (d *demo) report() {
 	s := d.db.Stats()
 	t := sumStats(s)
-	hotMem, coldDisk := tierBytes(s)
+	hotMem, coldPayload := tierBytes(s)
 	d.printf("\nreport\n")
 	for _, c := range s.Counters {
 		d.printf("  %-10s %d rows: %d hot, %d cold (+%d delta); %d hot ranges, %d cold\n",
 			c.Name, c.Rows(), c.HotRows, c.ColdRows, c.DeltaRows, c.HotRanges, c.ColdRanges)
 	}
-	d.printf("  %-10s %.2f bytes/row in memory (hot tables), %.2f bytes/row on disk (cold blocks)\n",
-		"bytes/row", bytesPerRow(hotMem, t.hotRows), bytesPerRow(coldDisk, t.coldRows))
+	d.printf("  %-10s %.2f bytes/row in memory (hot tables, the store's accounting), %.2f bytes/row of cold payload (encoded blocks and descriptors; Pebble's files are not split by tier)\n",
+		"bytes/row", bytesPerRow(hotMem, t.hotRows), bytesPerRow(coldPayload, t.coldRows))
 	d.printf("  %-10s %d clients: %.0f ids read/s, %.0f writes/s; read p99 %v, write p99 %v\n",
 		"mixed", d.clients, float64(d.mixed.ids)/d.mixed.secs, float64(d.mixed.writes)/d.mixed.secs,
 		d.mixed.read.Quantile(0.99), d.mixed.write.Quantile(0.99))

@@ -32,9 +32,15 @@
 //	compact [--bytes-per-sec N] age due ranges and merge cold deltas now
 //	verify                      check every block, chunk and record; "ok"
 //	                            or each problem on stderr and exit 1
-//	replay                      open (recover) and report what recovery did
+//	replay                      open (recover) and report what recovery did,
+//	                            including the intents of interrupted jobs
+//	                            it resolved and data nothing accounts for
 //	stats                       "key value" lines per tier, block cache and
-//	                            jobs; per counter as counter.NAME.KEY
+//	                            jobs; per counter as counter.NAME.KEY (it
+//	                            flushes Pebble's memtable first, so
+//	                            table_bytes are the bytes of Pebble's data
+//	                            files; cold_payload_bytes are tally's
+//	                            encoded blocks and descriptors)
 //	checkpoint                  force a checkpoint, print its sequence
 //	serve [--addr HOST:PORT] [--requirepass P] [--maxclients N]
 //	    [--metrics-addr HOST:PORT] [--allow-remote] [--create]

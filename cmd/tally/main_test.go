@@ -128,6 +128,8 @@ chunks_loaded \d+
 rows_loaded 2
 records_replayed \d+
 last_seq \d+
+intents_resolved 0
+unaccounted 0
 duration \S+
 $`},
 		{[]string{d, "stats"}, `^durability sync
@@ -141,13 +143,14 @@ delta_rows 0
 mem_bytes \d+
 bytes_per_row \d+\.\d\d
 hot_bytes_per_row \d+\.\d\d
-cold_disk_bytes 0
-cold_bytes_per_row 0\.00
+cold_payload_bytes 0
+cold_payload_bytes_per_row 0\.00
 last_seq \d+
 checkpoint_seq \d+
 log_records \d+
 log_bytes \d+
 disk_bytes \d+
+table_bytes \d+
 block_cache_hits 0
 block_cache_misses 0
 block_cache_hit_rate 0\.0000
@@ -165,8 +168,8 @@ counter\.posts\.delta_rows 0
 counter\.posts\.mem_bytes \d+
 counter\.posts\.bytes_per_row \d+\.\d\d
 counter\.posts\.hot_bytes_per_row \d+\.\d\d
-counter\.posts\.cold_disk_bytes 0
-counter\.posts\.cold_bytes_per_row 0\.00
+counter\.posts\.cold_payload_bytes 0
+counter\.posts\.cold_payload_bytes_per_row 0\.00
 counter\.users\.columns followers
 counter\.users\.ranges_hot 0
 (.*\n)*$`},
