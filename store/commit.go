@@ -41,6 +41,8 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/tallydb/tally/internal/quote"
 )
 
 type opKind uint8
@@ -49,6 +51,7 @@ const (
 	opIncr opKind = iota + 1
 	opSet
 	opDelete
+	opSetColumn
 )
 
 type batchOp struct {
@@ -56,8 +59,8 @@ type batchOp struct {
 	id     uint64
 	kind   opKind
 	col    int
-	delta  int64
-	valOff int // opSet: b.vals[valOff : valOff+valN]
+	delta  int64 // opIncr; opSetColumn: the value
+	valOff int   // opSet: b.vals[valOff : valOff+valN]
 	valN   int
 }
 
@@ -78,14 +81,15 @@ type Batch struct {
 	ops      []batchOp
 	vals     []uint64
 	images   []image
-	results  []uint64      // per op: the column value after commit (opIncr)
-	pb       *pebble.Batch // family writes, created by the first one
-	jobs     []jobEnqueue  // Enqueue (queue.go)
-	jobIDs   []JobID       // ids given to jobs at commit
-	progress *jobProgress  // JobRun.Commit (queue.go)
-	once     onceMark      // Once (once.go)
-	dup      bool          // the commit was a redelivery and changed nothing
-	record   bool          // write a log record even without counter ops
+	byRow    map[imageKey]int // index of images, once a batch has many rows
+	results  []uint64         // per op: the column value after commit (opIncr, opSetColumn)
+	pb       *pebble.Batch    // family writes, created by the first one
+	jobs     []jobEnqueue     // Enqueue (queue.go)
+	jobIDs   []JobID          // ids given to jobs at commit
+	progress *jobProgress     // JobRun.Commit (queue.go)
+	once     onceMark         // Once (once.go)
+	dup      bool             // the commit was a redelivery and changed nothing
+	record   bool             // write a log record even without counter ops
 	buf      []byte
 	key      []byte
 	err      error
@@ -112,6 +116,7 @@ func (b *Batch) Reset() {
 	b.ops = b.ops[:0]
 	b.vals = b.vals[:0]
 	b.images = b.images[:0]
+	b.byRow = nil
 	b.results = b.results[:0]
 	if b.pb != nil {
 		b.pb.Close()
@@ -195,6 +200,27 @@ func (b *Batch) set(cs *counterState, id uint64, values []uint64) error {
 	return nil
 }
 
+// SetColumn sets one column of row id of counter to value, leaving the
+// other columns as they are, atomically (the row is read under the commit
+// lock, as for Incr). A value above the column's maximum fails the commit
+// with ErrValueRange.
+func (b *Batch) SetColumn(counter string, id uint64, column string, value uint64) error {
+	cs, err := b.counter(counter)
+	if err != nil {
+		return b.fail(err)
+	}
+	return b.setColumn(cs, id, column, value)
+}
+
+func (b *Batch) setColumn(cs *counterState, id uint64, column string, value uint64) error {
+	col, ok := cs.cols.Load().byName[column]
+	if !ok {
+		return b.fail(fmt.Errorf("%w: %s.%s", ErrColumnNotFound, cs.name, quote.Input(column)))
+	}
+	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opSetColumn, col: col, delta: int64(value)})
+	return nil
+}
+
 // Delete removes row id of counter (all its columns read 0 afterwards).
 func (b *Batch) Delete(counter string, id uint64) error {
 	cs, err := b.counter(counter)
@@ -240,15 +266,41 @@ func (b *Batch) Commit() error {
 	return b.db.commitBatch(b)
 }
 
+// imageKey identifies a row of a batch.
+type imageKey struct {
+	cs *counterState
+	id uint64
+}
+
+// imageScan is the number of rows a batch looks up by a linear scan; past
+// it a map keeps large batches (bulk load, pipelined server commands)
+// linear.
+const imageScan = 16
+
 // imageFor returns the after-image being built for (cs, id), loading the
 // current row on first use.
 func (b *Batch) imageFor(cs *counterState, id uint64, ncols int) (*image, error) {
-	for i := range b.images {
-		if im := &b.images[i]; im.cs == cs && im.id == id {
-			return im, nil
+	if b.byRow != nil {
+		if i, ok := b.byRow[imageKey{cs, id}]; ok {
+			return &b.images[i], nil
+		}
+	} else {
+		for i := range b.images {
+			if im := &b.images[i]; im.cs == cs && im.id == id {
+				return im, nil
+			}
 		}
 	}
 	b.images = append(b.images, image{cs: cs, id: id, n: ncols})
+	switch n := len(b.images); {
+	case n == imageScan+1:
+		b.byRow = make(map[imageKey]int, 2*n)
+		for i := range b.images {
+			b.byRow[imageKey{b.images[i].cs, b.images[i].id}] = i
+		}
+	case n > imageScan+1:
+		b.byRow[imageKey{cs, id}] = n - 1
+	}
 	im := &b.images[len(b.images)-1]
 	return im, cs.readRow(id, im.vals[:ncols])
 }
@@ -295,6 +347,14 @@ func (b *Batch) buildImagesLocked() error {
 			copy(im.vals[:im.n], vals)
 		case opDelete:
 			clear(im.vals[:im.n])
+		case opSetColumn:
+			v := uint64(op.delta)
+			if v > cols.max[op.col] {
+				return fmt.Errorf("%w: %s %d.%s = %d exceeds max %d", ErrValueRange,
+					op.cs.name, op.id, cols.cols[op.col].Name, v, cols.max[op.col])
+			}
+			im.vals[op.col] = v
+			res = v
 		}
 		b.results = append(b.results, res)
 	}

@@ -465,3 +465,39 @@ func TestFormat1UpgradedForFamilies(t *testing.T) {
 	}
 	must(t, db.Verify(context.Background()))
 }
+
+func TestSetColumnAndLargeBatch(t *testing.T) {
+	db := openTest(t, vfs.NewMem(), "d", nil)
+	posts := newPosts(t, db, 16)
+	must(t, posts.Set(4, 1, 2, 3))
+	must(t, posts.SetColumn(4, "comments", 9))
+	if got := get(t, posts, 4); !slices.Equal(got, []uint64{1, 9, 3}) {
+		t.Fatalf("after SetColumn = %v", got)
+	}
+	if err := posts.SetColumn(4, "comments", 1<<32); !errors.Is(err, ErrValueRange) {
+		t.Fatalf("SetColumn above max: %v", err)
+	}
+	if err := posts.SetColumn(4, "nope", 1); !errors.Is(err, ErrColumnNotFound) {
+		t.Fatalf("SetColumn of an unknown column: %v", err)
+	}
+	// A batch of many rows, each touched twice (the row index switches to
+	// a map past imageScan rows).
+	b := db.NewBatch()
+	for round := 0; round < 2; round++ {
+		for id := uint64(100); id < 100+3*imageScan; id++ {
+			must(t, b.Incr("posts", id, "likes", int64(id)))
+		}
+	}
+	must(t, b.SetColumn("posts", 100, "reposts", 7))
+	must(t, b.Commit())
+	b.Close()
+	for id := uint64(100); id < 100+3*imageScan; id++ {
+		want := []uint64{0, 0, 2 * id}
+		if id == 100 {
+			want[0] = 7
+		}
+		if got := get(t, posts, id); !slices.Equal(got, want) {
+			t.Fatalf("row %d = %v, want %v", id, got, want)
+		}
+	}
+}
