@@ -9,12 +9,12 @@ import (
 
 // Progress describes one running job.
 type Progress struct {
-	Kind    string // "seal" or "merge"
-	Counter string
-	Range   uint64
+	Kind    string // "seal" or "merge", or a queued job's kind
+	Counter string // the counter, or what a queued job works on ("job 12 key ...")
+	Range   uint64 // the range (seal, merge)
 	Phase   string
-	Done    int64 // rows processed
-	Total   int64 // rows to process
+	Done    int64 // rows (chunks of a queued job) processed
+	Total   int64 // rows (chunks) to process, 0 if not known
 	Started time.Time
 }
 
@@ -47,6 +47,13 @@ func (t *Tracker) Start(kind, counter string, rangeID uint64, total int64) *Job 
 
 // Add records n more rows processed.
 func (j *Job) Add(n int64) { j.done.Add(n) }
+
+// SetTotal updates the amount of work the job has in all.
+func (j *Job) SetTotal(n int64) {
+	j.phaseMu.Lock()
+	j.p.Total = n
+	j.phaseMu.Unlock()
+}
 
 // SetPhase names the job's current step.
 func (j *Job) SetPhase(p string) {

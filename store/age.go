@@ -66,8 +66,11 @@ type pendingJob struct {
 	rid  uint64
 }
 
-// Jobs returns the background jobs running now.
-func (db *DB) Jobs() []compaction.Progress { return db.jobs.Running() }
+// Jobs returns the background jobs running now: seals and merges, and
+// queued jobs being run (see QueuedJobs for pending ones too).
+func (db *DB) Jobs() []compaction.Progress {
+	return append(db.jobs.Running(), db.queue.tracker.Running()...)
+}
 
 // Compact runs every pending aging job and merges every non-empty cold
 // delta now, and waits for them. It is for offline maintenance, scripts and

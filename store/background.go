@@ -22,6 +22,10 @@ func (db *DB) startBackground() {
 		db.bg.wg.Add(1)
 		go db.compactionLoop()
 	}
+	for range max(db.opts.JobWorkers, 0) {
+		db.bg.wg.Add(1)
+		go db.jobWorker()
+	}
 }
 
 // compactionLoop ages ranges due under their policy and merges deltas past

@@ -12,6 +12,9 @@ import (
 // range (see rangeState). Tests call it after every step; tools may call it
 // on a quiet store.
 func (db *DB) Check() error {
+	if err := db.checkQueue(); err != nil {
+		return err
+	}
 	// Retired before the walk: a retired version is never published again.
 	retired := map[*coldVersion]bool{}
 	db.life.mu.Lock()

@@ -169,7 +169,7 @@ func (db *DB) Checkpoint() error {
 		// A seal or merge changed what the chunks must hold (a delta was
 		// folded into blocks) without a log record: an empty record gives
 		// the new checkpoint its own sequence.
-		if err := db.commitLocked(&Batch{db: db}); err != nil {
+		if err := db.commitEmptyRecordLocked(); err != nil {
 			db.commit.Unlock()
 			return err
 		}
@@ -234,6 +234,7 @@ func (db *DB) Checkpoint() error {
 		return fmt.Errorf("tally: checkpoint: %w", err)
 	}
 	db.step("checkpoint: finished")
+	db.flushRangeDels()
 	db.ckpt.seq = seq
 	db.ckpt.tierChanges = tierChanges
 	db.ckpt.last = time.Now()

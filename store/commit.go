@@ -23,6 +23,17 @@ package store
 //  5. Schema changes (CreateCounter, AddColumn) also hold DB.commit and are
 //     always written with a synced Pebble write before they are published,
 //     so no record can reference a column whose schema is not durable.
+//  6. Family writes (Put, Delete, DeleteRange, Merge), job enqueues and job
+//     progress (queue.go) and the source mark of an idempotent batch
+//     (once.go) ride in the same Pebble batch as the log record, so a batch
+//     is all or nothing through a crash. A batch of family writes only
+//     writes no log record: Pebble's WAL makes it durable, and there is
+//     nothing for recovery to replay into memory. Its in-memory effects (the
+//     queue's and the sources' maps) are applied after Pebble accepted the
+//     batch, under DB.commit, like counter images.
+//  7. DB.commit is an RWMutex: View holds it shared, so a reader that must
+//     see counters and families at one moment never sees a batch whose
+//     Pebble part is visible and whose counter part is not yet applied.
 
 import (
 	"fmt"
@@ -30,6 +41,8 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/tallydb/tally/internal/quote"
 )
 
 type opKind uint8
@@ -38,6 +51,7 @@ const (
 	opIncr opKind = iota + 1
 	opSet
 	opDelete
+	opSetColumn
 )
 
 type batchOp struct {
@@ -45,8 +59,8 @@ type batchOp struct {
 	id     uint64
 	kind   opKind
 	col    int
-	delta  int64
-	valOff int // opSet: b.vals[valOff : valOff+valN]
+	delta  int64 // opIncr; opSetColumn: the value
+	valOff int   // opSet: b.vals[valOff : valOff+valN]
 	valN   int
 }
 
@@ -58,17 +72,27 @@ type image struct {
 	vals [MaxColumns]uint64
 }
 
-// A Batch groups counter operations that commit atomically: all of them or
-// none. A Batch is not safe for concurrent use. Close it when done.
+// A Batch groups counter operations, family writes (Family.Put, Delete,
+// DeleteRange, Merge) and job enqueues that commit atomically: all of them
+// or none, through crashes. A Batch is not safe for concurrent use. Close it
+// when done.
 type Batch struct {
-	db      *DB
-	ops     []batchOp
-	vals    []uint64
-	images  []image
-	results []uint64 // per op: the column value after commit (opIncr)
-	buf     []byte
-	key     []byte
-	err     error
+	db       *DB
+	ops      []batchOp
+	vals     []uint64
+	images   []image
+	byRow    map[imageKey]int // index of images, once a batch has many rows
+	results  []uint64         // per op: the column value after commit (opIncr, opSetColumn)
+	pb       *pebble.Batch    // family writes, created by the first one
+	jobs     []jobEnqueue     // Enqueue (queue.go)
+	jobIDs   []JobID          // ids given to jobs at commit
+	progress *jobProgress     // JobRun.Commit (queue.go)
+	once     onceMark         // Once (once.go)
+	dup      bool             // the commit was a redelivery and changed nothing
+	record   bool             // write a log record even without counter ops
+	buf      []byte
+	key      []byte
+	err      error
 }
 
 var batchPool = sync.Pool{New: func() any { return new(Batch) }}
@@ -92,12 +116,37 @@ func (b *Batch) Reset() {
 	b.ops = b.ops[:0]
 	b.vals = b.vals[:0]
 	b.images = b.images[:0]
+	b.byRow = nil
 	b.results = b.results[:0]
+	if b.pb != nil {
+		b.pb.Close()
+		b.pb = nil
+	}
+	clear(b.jobs)
+	b.jobs = b.jobs[:0]
+	b.jobIDs = b.jobIDs[:0]
+	b.progress = nil
+	b.once = onceMark{}
+	b.dup = false
+	b.record = false
 	b.err = nil
 }
 
-// Len returns the number of operations in the batch.
+// Len returns the number of counter operations in the batch.
 func (b *Batch) Len() int { return len(b.ops) }
+
+// Empty reports whether the batch holds nothing to commit.
+func (b *Batch) Empty() bool {
+	return len(b.ops) == 0 && b.pb == nil && len(b.jobs) == 0 && b.progress == nil && !b.record
+}
+
+// pebble returns the Pebble batch that holds the family writes.
+func (b *Batch) pebble() *pebble.Batch {
+	if b.pb == nil {
+		b.pb = b.db.pdb.NewBatch()
+	}
+	return b.pb
+}
 
 // Result returns the value of the incremented column after the commit of
 // the i-th operation, which must be an Incr.
@@ -151,6 +200,27 @@ func (b *Batch) set(cs *counterState, id uint64, values []uint64) error {
 	return nil
 }
 
+// SetColumn sets one column of row id of counter to value, leaving the
+// other columns as they are, atomically (the row is read under the commit
+// lock, as for Incr). A value above the column's maximum fails the commit
+// with ErrValueRange.
+func (b *Batch) SetColumn(counter string, id uint64, column string, value uint64) error {
+	cs, err := b.counter(counter)
+	if err != nil {
+		return b.fail(err)
+	}
+	return b.setColumn(cs, id, column, value)
+}
+
+func (b *Batch) setColumn(cs *counterState, id uint64, column string, value uint64) error {
+	col, ok := cs.cols.Load().byName[column]
+	if !ok {
+		return b.fail(fmt.Errorf("%w: %s.%s", ErrColumnNotFound, cs.name, quote.Input(column)))
+	}
+	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opSetColumn, col: col, delta: int64(value)})
+	return nil
+}
+
 // Delete removes row id of counter (all its columns read 0 afterwards).
 func (b *Batch) Delete(counter string, id uint64) error {
 	cs, err := b.counter(counter)
@@ -176,7 +246,7 @@ func (db *DB) commitOne(add func(*Batch) error) (uint64, error) {
 }
 
 func (b *Batch) fail(err error) error {
-	if b.err == nil {
+	if err != nil && b.err == nil {
 		b.err = err
 	}
 	return err
@@ -184,26 +254,53 @@ func (b *Batch) fail(err error) error {
 
 // Commit applies the batch atomically under the DB's durability. It returns
 // only once the batch is durable as the durability mode promises. On error
-// nothing of the batch is applied.
+// nothing of the batch is applied. A batch made idempotent with Once that
+// was already applied commits nothing and returns nil; Duplicate reports it.
 func (b *Batch) Commit() error {
 	if b.err != nil {
 		return b.err
 	}
-	if len(b.ops) == 0 {
+	if b.Empty() {
 		return nil
 	}
 	return b.db.commitBatch(b)
 }
 
+// imageKey identifies a row of a batch.
+type imageKey struct {
+	cs *counterState
+	id uint64
+}
+
+// imageScan is the number of rows a batch looks up by a linear scan; past
+// it a map keeps large batches (bulk load, pipelined server commands)
+// linear.
+const imageScan = 16
+
 // imageFor returns the after-image being built for (cs, id), loading the
 // current row on first use.
 func (b *Batch) imageFor(cs *counterState, id uint64, ncols int) (*image, error) {
-	for i := range b.images {
-		if im := &b.images[i]; im.cs == cs && im.id == id {
-			return im, nil
+	if b.byRow != nil {
+		if i, ok := b.byRow[imageKey{cs, id}]; ok {
+			return &b.images[i], nil
+		}
+	} else {
+		for i := range b.images {
+			if im := &b.images[i]; im.cs == cs && im.id == id {
+				return im, nil
+			}
 		}
 	}
 	b.images = append(b.images, image{cs: cs, id: id, n: ncols})
+	switch n := len(b.images); {
+	case n == imageScan+1:
+		b.byRow = make(map[imageKey]int, 2*n)
+		for i := range b.images {
+			b.byRow[imageKey{b.images[i].cs, b.images[i].id}] = i
+		}
+	case n > imageScan+1:
+		b.byRow[imageKey{cs, id}] = n - 1
+	}
 	im := &b.images[len(b.images)-1]
 	return im, cs.readRow(id, im.vals[:ncols])
 }
@@ -250,6 +347,14 @@ func (b *Batch) buildImagesLocked() error {
 			copy(im.vals[:im.n], vals)
 		case opDelete:
 			clear(im.vals[:im.n])
+		case opSetColumn:
+			v := uint64(op.delta)
+			if v > cols.max[op.col] {
+				return fmt.Errorf("%w: %s %d.%s = %d exceeds max %d", ErrValueRange,
+					op.cs.name, op.id, cols.cols[op.col].Name, v, cols.max[op.col])
+			}
+			im.vals[op.col] = v
+			res = v
 		}
 		b.results = append(b.results, res)
 	}
@@ -279,6 +384,14 @@ func (db *DB) commitBatch(b *Batch) error {
 	return db.finishCommit(c)
 }
 
+// commitEmptyRecordLocked commits a log record with no ops, moving the
+// sequence on: for changes that write no record of their own (a seal, a
+// merge, hot rows of a bulk load) but must not let the next checkpoint be
+// skipped as "nothing new". The caller holds DB.commit.
+func (db *DB) commitEmptyRecordLocked() error {
+	return db.commitLocked(&Batch{db: db, record: true})
+}
+
 // commitLocked commits b while the caller holds DB.commit (bulk load). The
 // fsync wait happens under the lock, so other writers wait for it.
 func (db *DB) commitLocked(b *Batch) error {
@@ -305,37 +418,74 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 	if err := db.writable(); err != nil {
 		return c, err
 	}
+	if b.once.source != "" && db.isDuplicateLocked(&b.once) {
+		b.dup = true // a redelivery: commit nothing
+		return c, nil
+	}
 	if err := b.buildImagesLocked(); err != nil {
 		return c, err
 	}
-	pb := db.pdb.NewBatch()
-	rec := b.encodeRecord()
-	seq := db.commit.lastSeq + 1
-	b.key = appendLogKey(b.key[:0], seq)
-	if err := pb.Set(b.key, rec, nil); err != nil {
+	pb := b.pb
+	b.pb = nil
+	if pb == nil {
+		pb = db.pdb.NewBatch()
+	}
+	record := len(b.ops) > 0 || b.record
+	seq := db.commit.lastSeq
+	if record {
+		rec := b.encodeRecord()
+		seq++
+		b.key = appendLogKey(b.key[:0], seq)
+		if err := pb.Set(b.key, rec, nil); err != nil {
+			pb.Close()
+			return c, err
+		}
+		c.n = len(rec) + len(b.key)
+	}
+	qc, err := db.queue.prepareLocked(db, b, pb)
+	if err != nil {
 		pb.Close()
 		return c, err
 	}
-	var err error
+	if b.once.source != "" {
+		if err := b.once.write(pb); err != nil {
+			qc.abort()
+			pb.Close()
+			return c, err
+		}
+	}
 	if c.sync {
 		err = db.pdb.ApplyNoSyncWait(pb, pebble.Sync)
 	} else {
 		err = db.pdb.Apply(pb, pebble.NoSync)
 	}
 	if err != nil {
+		qc.abort()
 		pb.Close()
 		return c, fmt.Errorf("tally: commit: %w", err)
 	}
 	db.commit.lastSeq = seq
-	c.pb, c.n = pb, len(rec)+len(b.key)
+	c.pb = pb
 	c.applyErr = b.applyImagesLocked()
+	qc.apply()
+	if b.once.source != "" {
+		db.applyOnceLocked(&b.once)
+	}
 	return c, nil
 }
 
 // finishCommit does step 3: wait for the fsync (SyncAlways), then report.
 func (db *DB) finishCommit(c pendingCommit) error {
+	if c.pb == nil {
+		return nil // a duplicate: nothing was written
+	}
 	defer c.pb.Close()
-	db.noteLogWrite(c.n)
+	if db.opts.Durability != SyncAlways {
+		db.unsynced.Store(true) // the interval syncer fsyncs it
+	}
+	if c.n > 0 {
+		db.noteLogWrite(c.n)
+	}
 	if c.sync {
 		if err := c.pb.SyncWait(); err != nil {
 			db.setFailed(err)

@@ -150,6 +150,14 @@ func (c *Counter) Set(id uint64, values ...uint64) error {
 	return err
 }
 
+// SetColumn sets one column of row id to value, leaving the others as they
+// are, atomically. A value above the column's maximum is refused with
+// ErrValueRange and changes nothing.
+func (c *Counter) SetColumn(id uint64, column string, value uint64) error {
+	_, err := c.db.commitOne(func(b *Batch) error { return b.setColumn(c.cs, id, column, value) })
+	return err
+}
+
 // Delete removes row id; all its columns read 0 afterwards.
 func (c *Counter) Delete(id uint64) error {
 	_, err := c.db.commitOne(func(b *Batch) error {

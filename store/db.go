@@ -28,9 +28,16 @@ type DB struct {
 
 	cat atomic.Pointer[catalog]
 
+	families registry          // declared and persisted key families (family.go)
+	mergers  *mergerTable      // merge operators by id, shared with Pebble (merge.go)
+	queue    queue             // the durable job queue (queue.go)
+	sources  map[string]uint64 // idempotent-write sources (once.go), guarded by commit
+
 	// commit serializes writers; see commit.go for the ordering rules.
 	commit struct {
-		sync.Mutex
+		// An RWMutex so View can hold every commit off while it reads
+		// counters and families together; writers take it exclusively.
+		sync.RWMutex
 		lastSeq uint64 // sequence of the last committed record
 	}
 	// ckpt serializes checkpoints.
@@ -87,11 +94,9 @@ func (db *DB) setFailed(err error) {
 	db.failed.CompareAndSwap(nil, &err)
 }
 
+// noteLogWrite counts a log record of n bytes toward the next checkpoint.
 func (db *DB) noteLogWrite(n int) {
 	db.logRecords.Add(1)
-	if db.opts.Durability != SyncAlways {
-		db.unsynced.Store(true)
-	}
 	total := db.logBytes.Add(int64(n))
 	if lim := db.opts.CheckpointLogBytes; lim > 0 && total >= lim {
 		select { // nudge the checkpointer; one pending nudge is enough
@@ -293,4 +298,15 @@ func (db *DB) Counter(name string) (*Counter, error) {
 		return nil, counterNotFound(name)
 	}
 	return &Counter{db: db, cs: cs}, nil
+}
+
+// flushRangeDels starts a flush of Pebble's memtable after a batch with
+// range deletions (a checkpoint's log truncation, Open's cleanup), without
+// waiting for it. While a memtable holds a range deletion, Pebble allocates
+// an iterator for it in every point read, so family Gets would allocate
+// until the next flush. A failed flush is Pebble's to retry and report.
+func (db *DB) flushRangeDels() {
+	if _, err := db.pdb.AsyncFlush(); err != nil {
+		db.bgError(fmt.Errorf("tally: flush after range deletions: %w", err))
+	}
 }

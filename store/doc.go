@@ -28,13 +28,30 @@
 //	------  -----------  ----------------------------------------------  -----------------------------------
 //	0x01    meta         name (ASCII, e.g. "format", "ckpt",             format version; checkpoint pointer;
 //	                     "counter/" + u32 counter id,                    counter schema (see schema.go);
-//	                     "intent/" + u64 intent id)                      intent (see lifetime.go)
+//	                     "intent/" + u64 intent id,                      intent (see lifetime.go);
+//	                     "family/" + prefix byte)                        family record (see family.go)
 //	0x02    log          seq u64                                         mutation record (see log.go)
 //	0x03    checkpoint   ckptSeq u64 | counter u32 | range u64 |         checkpoint chunk (see checkpoint.go)
 //	                     chunk u32
 //	0x04    cold block   counter u32 | range u64 | block u32             cold block (package cold)
 //	0x05    cold range   counter u32 | range u64                         cold range descriptor (package cold)
-//	0x10-   (reserved for unread, timeline and like families)
+//	0x06    job          job id u64                                      job record (see queue.go)
+//	0x07    source       source name (1-256 bytes)                       highest applied seq (see once.go)
+//	0x08-0F (reserved for store)
+//
+// Families of the packages above store (0x10-0xFF) are declared by their
+// owners with a FamilySpec (see family.go) and listed here, so every prefix
+// of the module is in one place. Each owner documents its layouts in its
+// own package doc. Ranges: 0x20-0x2F timeline, 0x30-0x3F unread, 0x40-0x4F
+// likes; 0x10-0x1F and 0x50-0xDF are free for hosts; 0xE0-0xEF are used by
+// store's own tests.
+//
+//	prefix  family       owner     key layout (after prefix)                     value
+//	------  -----------  --------  --------------------------------------------  ----------------------------
+//	(filled by timeline, unread and likes as they declare their families)
+//
+// Values of a family with a merge operator start with the operator's id
+// byte (merge.go); a value whose first byte is 0 is a deferred merge list.
 //
 // # Durability and the commit path
 //

@@ -58,6 +58,23 @@ var (
 	ErrFailed = errors.New("tally: store failed; reopen it")
 	// ErrTooManyColumns is returned when a counter would exceed MaxColumns.
 	ErrTooManyColumns = errors.New("tally: too many columns")
+	// ErrFamilyNotFound is returned for a family name nobody declared.
+	ErrFamilyNotFound = errors.New("tally: family not found")
+	// ErrFamilyConflict is returned when a family declaration clashes with
+	// another declaration or with what the store holds: one prefix under two
+	// names, one name under two prefixes, or a changed merge operator.
+	ErrFamilyConflict = errors.New("tally: family conflict")
+	// ErrFamilyKey is returned for a family key outside the family (wrong
+	// prefix byte), of a length the family does not allow, or a range or
+	// bound that leaves the family.
+	ErrFamilyKey = errors.New("tally: bad family key")
+	// ErrValueTooLarge is returned for a family value or merge operand over
+	// the family's MaxValueLen (at most MaxFamilyValueLen).
+	ErrValueTooLarge = errors.New("tally: value too large")
+	// ErrBadOperand is returned for a merge operand (or a merge family's
+	// value) its operator cannot decode, or a merge into a family without
+	// an operator.
+	ErrBadOperand = errors.New("tally: bad merge operand")
 )
 
 // coldReadError classifies an error of a cold block read: damage (a block

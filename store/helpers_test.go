@@ -3,6 +3,7 @@ package store
 import (
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -62,4 +63,11 @@ func get(t testing.TB, c *Counter, id uint64) []uint64 {
 	v, err := c.Get(id, nil)
 	must(t, err)
 	return v
+}
+
+// rawPebbleOptions opens a store's Pebble instance directly (to damage or
+// repair bytes underneath tally): Pebble refuses a Merger name other than
+// the one the store was created with.
+func rawPebbleOptions(fs vfs.FS) *pebble.Options {
+	return &pebble.Options{FS: fs, Logger: quietLogger{}, Merger: (&mergerTable{}).pebbleMerger(mergerName)}
 }

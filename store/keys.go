@@ -9,6 +9,8 @@ const (
 	famCheckpoint byte = 0x03
 	famColdBlock  byte = 0x04
 	famColdRange  byte = 0x05
+	famJob        byte = 0x06 // durable job queue (queue.go)
+	famSource     byte = 0x07 // idempotent-write sources (once.go)
 )
 
 // Meta key names.
@@ -16,11 +18,20 @@ const (
 	metaFormat     = "format"
 	metaCheckpoint = "ckpt"
 	metaCounter    = "counter/"
+	metaFamily     = "family/" // + prefix byte: a declared family (family.go)
 	metaIntent     = "intent/" // + u64 id: see lifetime.go
 )
 
-// formatVersion is the store-wide format version kept under meta "format".
-const formatVersion = 1
+// formatVersion is the store-wide format version kept under meta "format"
+// and in the TALLY marker file. Format 2 added key families and merges
+// (its Pebble instance has tally's Merger); a format 1 store is upgraded on
+// its first successful Open by this build, after which older builds refuse
+// it (ErrIncompatible) instead of compacting merge operands they cannot
+// read.
+const (
+	formatVersion    = 2
+	minFormatVersion = 1 // oldest format this build opens (and upgrades)
+)
 
 func appendMetaKey(dst []byte, name string) []byte {
 	dst = append(dst, famMeta)

@@ -112,7 +112,7 @@ func stopHard(t testing.TB, db *DB) {
 // edit on it (to damage or repair a store as a user or a bug might).
 func editRaw(t testing.TB, fs vfs.FS, dir string, edit func(p *pebble.DB)) {
 	t.Helper()
-	p, err := pebble.Open(dir+"/db", &pebble.Options{FS: fs, Logger: quietLogger{}})
+	p, err := pebble.Open(dir+"/db", rawPebbleOptions(fs))
 	must(t, err)
 	edit(p)
 	must(t, p.Close())

@@ -137,7 +137,7 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 		// moves the sequence on so the checkpoint cannot be skipped as
 		// "nothing new".
 		db.commit.Lock()
-		err := db.commitLocked(&Batch{db: db})
+		err := db.commitEmptyRecordLocked()
 		db.commit.Unlock()
 		if err != nil {
 			return st, err

@@ -75,6 +75,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 		lock.Close()
 		return nil, err
 	}
+	if err := upgradeMarker(fs, dir); err != nil {
+		db.Close()
+		return nil, err
+	}
 	db.recovery.Duration = time.Since(start)
 	db.startBackground()
 	return db, nil
@@ -85,6 +89,10 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	if err := checkMarker(fs, dir); err != nil {
 		return nil, err
 	}
+	mergers, err := newMergerTable(o.Families)
+	if err != nil {
+		return nil, err
+	}
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
 	popts := &pebble.Options{
@@ -92,6 +100,7 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 		Cache:        cache,
 		MemTableSize: o.MemTableSize,
 		Logger:       quietLogger{},
+		Merger:       mergers.pebbleMerger(pebbleMergerName(fs, fs.PathJoin(dir, pebbleDir))),
 	}
 	pdb, err := pebble.Open(fs.PathJoin(dir, pebbleDir), popts)
 	if err != nil {
@@ -100,11 +109,13 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 		}
 		return nil, fmt.Errorf("tally: open pebble: %w", err)
 	}
-	db := &DB{dir: dir, opts: o, pdb: pdb, lock: lock,
+	db := &DB{dir: dir, opts: o, pdb: pdb, lock: lock, mergers: mergers,
 		blockCache: cold.NewCache(o.BlockCacheSize),
 		limiter:    compaction.NewLimiter(o.CompactionBytesPerSec),
 	}
 	db.cat.Store(&catalog{byName: map[string]*counterState{}, byID: map[uint32]*counterState{}})
+	db.queue.init(o.JobBytesPerSec)
+	db.sources = map[string]uint64{}
 	db.life.intents = map[uint64]*intent{}
 	db.jobCtx, db.jobCancel = context.WithCancel(context.Background())
 	db.bg.stop = make(chan struct{})
@@ -177,8 +188,8 @@ func checkMarker(fs vfs.FS, dir string) error {
 		if _, err := fmt.Sscanf(string(b), "tally store format %d\n", &v); err != nil {
 			return fmt.Errorf("%w: %s: bad marker %q", ErrNotStore, dir, strings.TrimSpace(string(b)))
 		}
-		if v != formatVersion {
-			return fmt.Errorf("%w: %s has format %d, this build reads %d", ErrIncompatible, dir, v, formatVersion)
+		if v < minFormatVersion || v > formatVersion {
+			return fmt.Errorf("%w: %s has format %d, this build reads %d..%d", ErrIncompatible, dir, v, minFormatVersion, formatVersion)
 		}
 		return nil
 	}
@@ -214,6 +225,46 @@ func checkMarker(fs vfs.FS, dir string) error {
 		return err
 	}
 	return syncDir(fs, fs.PathDir(dir))
+}
+
+// upgradeMarker rewrites the TALLY marker of an older format as
+// formatVersion (write a temporary file, sync, rename, sync the directory),
+// once the store opened and recovered under this build. Until then the
+// store keeps its old marker, so a failed Open changes nothing.
+func upgradeMarker(fs vfs.FS, dir string) error {
+	path := fs.PathJoin(dir, markerFile)
+	f, err := fs.Open(path)
+	if err != nil {
+		return fmt.Errorf("tally: read %s: %w", path, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 256))
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("tally: read %s: %w", path, err)
+	}
+	if string(b) == markerText(formatVersion) {
+		return nil
+	}
+	tmp := path + ".tmp"
+	mf, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("tally: upgrade %s: %w", path, err)
+	}
+	if _, err := mf.Write([]byte(markerText(formatVersion))); err != nil {
+		mf.Close()
+		return fmt.Errorf("tally: upgrade %s: %w", path, err)
+	}
+	if err := mf.Sync(); err != nil {
+		mf.Close()
+		return fmt.Errorf("tally: upgrade %s: %w", path, err)
+	}
+	if err := mf.Close(); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, path); err != nil {
+		return fmt.Errorf("tally: upgrade %s: %w", path, err)
+	}
+	return syncDir(fs, dir)
 }
 
 func syncDir(fs vfs.FS, dir string) error {

@@ -107,6 +107,18 @@ type Options struct {
 	// FS is the filesystem; tests pass a vfs.NewCrashableMem. The default is
 	// vfs.Default (the OS filesystem).
 	FS vfs.FS
+	// JobWorkers is the number of background goroutines that run queued
+	// jobs of registered kinds (see RegisterJobHandler). Negative disables
+	// them (RunJobs and WaitJob still run jobs). The default is 1.
+	JobWorkers int
+	// JobBytesPerSec paces queued jobs: each chunk waits for its batch's
+	// bytes. Negative means unlimited. The default is 256 MiB/s.
+	JobBytesPerSec int64
+	// Families declares the key families of the packages above store (see
+	// FamilySpec). A family with a custom merge operator must be declared
+	// here rather than with RegisterFamily, so Pebble can merge its values
+	// from the moment it opens. The default is none.
+	Families []FamilySpec
 	// DisableBackground turns off the background goroutines (interval sync,
 	// scheduled checkpoints); tests use it to control every step. The
 	// default is false.
@@ -160,6 +172,12 @@ func (o *Options) EnsureDefaults() *Options {
 	if c.DeltaMergeRows == 0 {
 		c.DeltaMergeRows = 65536
 	}
+	if c.JobWorkers == 0 {
+		c.JobWorkers = 1
+	}
+	if c.JobBytesPerSec == 0 {
+		c.JobBytesPerSec = 256 << 20
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -193,6 +211,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DeltaMergeRows < 0 {
 		bad("negative DeltaMergeRows %d", o.DeltaMergeRows)
+	}
+	if o.JobWorkers > 64 {
+		bad("JobWorkers %d (want at most 64)", o.JobWorkers)
 	}
 	if o.CacheSize < 0 {
 		bad("negative CacheSize %d", o.CacheSize)

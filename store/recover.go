@@ -23,14 +23,17 @@ import (
 // nothing to Pebble until everything was read and verified.
 func (db *DB) recover() error {
 	r := &db.recovery
+	formatOld := false
 	if v, err := db.getMeta(metaFormat); err != nil {
 		return err
 	} else if v == nil {
 		if err := db.pdb.Set(appendMetaKey(nil, metaFormat), []byte{formatVersion}, pebble.Sync); err != nil {
 			return fmt.Errorf("tally: write format: %w", err)
 		}
-	} else if len(v) != 1 || v[0] != formatVersion {
+	} else if len(v) != 1 || v[0] < minFormatVersion || v[0] > formatVersion {
 		return fmt.Errorf("%w: meta format %v", ErrIncompatible, v)
+	} else {
+		formatOld = v[0] < formatVersion
 	}
 
 	// Schema.
@@ -50,6 +53,18 @@ func (db *DB) recover() error {
 		return err
 	}
 	db.cat.Store(cat)
+
+	// Families, queued jobs, idempotent-write sources.
+	freshFamilies, err := db.loadFamilies(db.opts.Families)
+	if err != nil {
+		return err
+	}
+	if err := db.loadQueue(); err != nil {
+		return err
+	}
+	if err := db.loadSources(); err != nil {
+		return err
+	}
 
 	// Cold ranges.
 	if err := db.loadColdRanges(cat); err != nil {
@@ -127,9 +142,6 @@ func (db *DB) recover() error {
 	if err := db.accountBlocks(cat, intents); err != nil {
 		return err
 	}
-	if len(intents) == 0 {
-		return nil
-	}
 	b := db.pdb.NewBatch()
 	defer b.Close()
 	for _, in := range intents {
@@ -138,7 +150,27 @@ func (db *DB) recover() error {
 		}
 		r.IntentsResolved++
 	}
-	return b.Commit(pebble.Sync)
+	for _, rec := range freshFamilies {
+		if err := b.Set(appendFamilyMetaKey(nil, rec.prefix), appendFamilyRecord(nil, rec), nil); err != nil {
+			return err
+		}
+		db.families.persist[rec.prefix] = rec
+	}
+	if formatOld {
+		if err := b.Set(appendMetaKey(nil, metaFormat), []byte{formatVersion}, nil); err != nil {
+			return err
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	if len(intents) > 0 {
+		db.flushRangeDels() // resolving intents may range-delete blocks
+	}
+	return nil
 }
 
 // loadIntents reads every intent and sets the next intent id past them.

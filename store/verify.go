@@ -15,6 +15,8 @@ import (
 const maxVerifyProblems = 100
 
 // Verify walks everything on disk and reports damage: every schema record,
+// every family key (layout and the family's decoders), job record and
+// source mark, data under a prefix no family declared,
 // every cold range (its value, descriptor, every block's checksum and its
 // agreement with the index and presence set), the chunks of the current
 // checkpoint, every log record and every intent. It also reports data that
@@ -110,6 +112,10 @@ func (db *DB) Verify(ctx context.Context) error {
 		}
 		return true
 	}); err != nil {
+		return err
+	}
+
+	if err := db.verifyFamilies(ctx, snap, report); err != nil {
 		return err
 	}
 

@@ -1,0 +1,798 @@
+package store
+
+// Merge operators.
+//
+// Pebble takes one Merger per DB. tally's Merger ("tally.merge.v1", a name
+// Pebble records in its OPTIONS file, so it never changes) dispatches every
+// merge to the operator that wrote it: the first byte of every value and
+// operand of a merge family is its operator's id. Ids 1-127 are the built-in
+// operators below, known to every build, so a process that did not declare a
+// family can still merge (and compact) its values. Ids 128-255 are custom
+// operators a host declares with its family; a process that does not know
+// one keeps its operands unmerged, in order, and a process that does
+// resolves them on read (see pebbleMerger).
+//
+// Every operator must be associative: for operands a, b, c (oldest first),
+// Merge(Merge(a, b), c) must equal Merge(a, Merge(b, c)) once finished,
+// because Pebble merges whatever adjacent operands a read or a compaction
+// happens to see. TestMergeAssociative checks every built-in operator with
+// random splits of random operand sequences.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// mergerName is the name Pebble records for tally's Merger; it must never
+// change, or Pebble refuses to open existing stores.
+const mergerName = "tally.merge.v1"
+
+// FirstCustomMergeID is the lowest id of a custom (host-declared) operator.
+const FirstCustomMergeID = 128
+
+// MergeOperator is an associative merge function. A value or operand of a
+// family with an operator is the operator's id byte followed by a payload;
+// the functions below see payloads only.
+type MergeOperator struct {
+	// ID is the first byte of every value and operand: 1-127 for the
+	// built-in operators, FirstCustomMergeID-255 for custom ones.
+	ID byte
+	// Name identifies the operator in the family registry; a family's
+	// operator can never change.
+	Name string
+	// Merge combines two adjacent payloads, older first, into one. It must
+	// be associative (see the file comment) and must not modify or retain
+	// its arguments.
+	Merge func(older, newer []byte) ([]byte, error)
+	// Finish, if set, turns a merge that reached the oldest version of the
+	// key into a plain value (drop tombstones, say). Returning nil deletes
+	// the key. The default keeps the merged payload.
+	Finish func(payload []byte) ([]byte, error)
+	// Check decodes a payload and reports whether it is well formed.
+	Check func(payload []byte) error
+}
+
+func (m *MergeOperator) validate() error {
+	if m.ID == 0 || m.Merge == nil || m.Check == nil || m.Name == "" || len(m.Name) > 64 {
+		return fmt.Errorf("%w: merge operator %q (id %d) needs an id, a name, Merge and Check", ErrInvalidOption, m.Name, m.ID)
+	}
+	if m.ID < FirstCustomMergeID && builtinMergers[m.ID] != m {
+		return fmt.Errorf("%w: merge operator id %d is reserved for built-in operators", ErrInvalidOption, m.ID)
+	}
+	return nil
+}
+
+// Frame returns payload framed as a value or operand of m: the id byte,
+// then the payload, appended to dst.
+func (m *MergeOperator) Frame(dst, payload []byte) []byte {
+	dst = append(dst, m.ID)
+	return append(dst, payload...)
+}
+
+// check validates a framed value or operand.
+func (m *MergeOperator) check(v []byte) error {
+	if len(v) == 0 || v[0] != m.ID {
+		return fmt.Errorf("not a %s value (id byte %x)", m.Name, head(v))
+	}
+	return m.Check(v[1:])
+}
+
+// mergerTable maps operator ids to operators: the built-ins, then custom
+// operators as families declare them. Pebble's compactions read it from
+// their own goroutines.
+type mergerTable struct {
+	custom [256 - FirstCustomMergeID]atomic.Pointer[MergeOperator]
+}
+
+func (t *mergerTable) lookup(id byte) *MergeOperator {
+	if id < FirstCustomMergeID {
+		return builtinMergers[id]
+	}
+	return t.custom[id-FirstCustomMergeID].Load()
+}
+
+// add installs a custom operator; an id taken by another operator is a
+// conflict.
+func (t *mergerTable) add(m *MergeOperator) error {
+	slot := &t.custom[m.ID-FirstCustomMergeID]
+	if !slot.CompareAndSwap(nil, m) {
+		if cur := slot.Load(); cur != m && cur.Name != m.Name {
+			return fmt.Errorf("%w: merge operator id %d is %q, declared again as %q", ErrFamilyConflict, m.ID, cur.Name, m.Name)
+		}
+	}
+	return nil
+}
+
+// newMergerTable returns the table with the custom operators of specs.
+func newMergerTable(specs []FamilySpec) (*mergerTable, error) {
+	t := &mergerTable{}
+	for _, s := range specs {
+		if m := s.Merge; m != nil && m.ID >= FirstCustomMergeID {
+			if err := m.validate(); err != nil {
+				return nil, err
+			}
+			if err := t.add(m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return t, nil
+}
+
+// legacyMergerName is the Merger name Pebble recorded for stores of format
+// 1, which had no merges (Pebble's default merger).
+const legacyMergerName = "pebble.concatenate"
+
+// pebbleMergerName returns the Merger name to give Pebble for the instance
+// in dir: the name its newest OPTIONS file records when that is tally's or
+// the legacy one (Pebble refuses a changed name; format 1 never wrote a
+// merge, and the TALLY marker, not this name, keeps older builds away from
+// newer stores), else mergerName.
+func pebbleMergerName(fs vfs.FS, dir string) string {
+	desc, err := pebble.Peek(dir, fs)
+	if err != nil || !desc.Exists || desc.OptionsFilename == "" {
+		return mergerName
+	}
+	f, err := fs.Open(desc.OptionsFilename) // Peek returns the full path
+	if err != nil {
+		return mergerName
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return mergerName
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "merger="); ok && v == legacyMergerName {
+			return legacyMergerName
+		}
+	}
+	return mergerName
+}
+
+// pebbleMerger is the Merger handed to Pebble, under name.
+//
+// NB: the Merger never fails. Pebble flushes and compacts merge operands in
+// the background, and a flush that fails is retried forever (it would hang
+// Open and every later write). So operands it cannot merge (an operator
+// this process does not know, or a payload the operator rejects) are kept,
+// in order, in a deferred list (deferredID): concatenating lists is
+// associative, nothing is lost, and a read through a family that knows the
+// operator resolves the list (or reports ErrCorrupt for that key alone).
+func (t *mergerTable) pebbleMerger(name string) *pebble.Merger {
+	return &pebble.Merger{
+		Name: name,
+		Merge: func(key, value []byte) (pebble.ValueMerger, error) {
+			vm := &valueMerger{t: t, key: key}
+			vm.start(value)
+			return vm, nil
+		},
+	}
+}
+
+// deferredID marks a deferred merge list: operands kept unmerged.
+const deferredID = 0
+
+// appendDeferred encodes a deferred merge list, oldest operand first.
+//
+//	field     width      meaning
+//	--------  ---------  ------------------------------------------------
+//	id        1          deferredID (0, never an operator's id)
+//	n         uvarint    operands that follow
+//	per operand:
+//	  len     uvarint    bytes of the operand
+//	  operand len        a framed operand or value (its operator id first)
+func appendDeferred(dst []byte, ops [][]byte) []byte {
+	dst = append(dst, deferredID)
+	dst = binary.AppendUvarint(dst, uint64(len(ops)))
+	for _, o := range ops {
+		dst = binary.AppendUvarint(dst, uint64(len(o)))
+		dst = append(dst, o...)
+	}
+	return dst
+}
+
+// decodeDeferred returns the operands of a deferred list (aliasing v).
+func decodeDeferred(v []byte) ([][]byte, error) {
+	d := decoder{b: v, what: "deferred merge list"}
+	if id := d.byte(); d.err == nil && id != deferredID {
+		return nil, fmt.Errorf("deferred merge list id %d", id)
+	}
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(v)) {
+		return nil, fmt.Errorf("deferred merge list claims %d operands in %d bytes", n, len(v))
+	}
+	ops := make([][]byte, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		l := d.uvarint()
+		if d.err != nil || l == 0 || l > uint64(len(v)-d.off) {
+			d.fail("operand")
+			break
+		}
+		ops = append(ops, v[d.off:d.off+int(l)])
+		d.off += int(l)
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return ops, nil
+}
+
+// operands returns v's framed operands: the list's if v is deferred, else v.
+func operands(v []byte) ([][]byte, error) {
+	if len(v) > 0 && v[0] == deferredID {
+		return decodeDeferred(v)
+	}
+	if len(v) == 0 {
+		return nil, errors.New("empty merge operand")
+	}
+	return [][]byte{v}, nil
+}
+
+// resolve merges framed operands (oldest first) with m and finishes them
+// as a read does. ok is false when the result is no value (deleted).
+func (m *MergeOperator) resolve(ops [][]byte) (v []byte, ok bool, err error) {
+	var acc []byte
+	for i, o := range ops {
+		if len(o) == 0 || o[0] != m.ID {
+			return nil, false, fmt.Errorf("operand %d is not a %s operand (id %x)", i, m.Name, head(o))
+		}
+		if i == 0 {
+			if err := m.Check(o[1:]); err != nil {
+				return nil, false, err
+			}
+			acc = o[1:]
+			continue
+		}
+		if acc, err = m.Merge(acc, o[1:]); err != nil {
+			return nil, false, err
+		}
+	}
+	if m.Finish != nil {
+		if acc, err = m.Finish(acc); err != nil {
+			return nil, false, err
+		}
+		if acc == nil {
+			return nil, false, nil
+		}
+	}
+	return m.Frame(nil, acc), true, nil
+}
+
+// valueMerger accumulates operands for Pebble: merged with their operator
+// while it can, else as a deferred list. It implements
+// pebble.DeletableValueMerger so an operator's Finish can delete a key.
+type valueMerger struct {
+	t   *mergerTable
+	key []byte
+	m   *MergeOperator // nil once deferred
+	acc []byte         // merged payload so far (m != nil)
+	ops [][]byte       // deferred operands, oldest first (m == nil)
+}
+
+// start takes the first operand.
+func (v *valueMerger) start(value []byte) {
+	if len(value) > 0 && value[0] != deferredID {
+		if m := v.t.lookup(value[0]); m != nil && m.Check(value[1:]) == nil {
+			v.m = m
+			v.acc = append(v.acc, value[1:]...)
+			return
+		}
+	}
+	v.ops = v.appendOps(v.ops, value)
+}
+
+// appendOps appends value's operands (cloned) to ops; a value that is not
+// a well-formed list is kept as one opaque operand.
+func (v *valueMerger) appendOps(ops [][]byte, value []byte) [][]byte {
+	if os, err := operands(value); err == nil {
+		for _, o := range os {
+			ops = append(ops, bytes.Clone(o))
+		}
+		return ops
+	}
+	return append(ops, bytes.Clone(value))
+}
+
+// deferNow turns the merger into a deferred list holding what it merged.
+func (v *valueMerger) deferNow() {
+	if v.m != nil {
+		v.ops = [][]byte{v.m.Frame(nil, v.acc)}
+		v.m, v.acc = nil, nil
+	}
+}
+
+func (v *valueMerger) MergeNewer(value []byte) error {
+	if v.m != nil && len(value) > 0 && value[0] == v.m.ID {
+		if acc, err := v.m.Merge(v.acc, value[1:]); err == nil {
+			v.acc = acc
+			return nil
+		}
+	}
+	v.deferNow()
+	v.ops = v.appendOps(v.ops, value)
+	return nil
+}
+
+func (v *valueMerger) MergeOlder(value []byte) error {
+	if v.m != nil && len(value) > 0 && value[0] == v.m.ID {
+		if acc, err := v.m.Merge(value[1:], v.acc); err == nil {
+			v.acc = acc
+			return nil
+		}
+	}
+	v.deferNow()
+	v.ops = append(v.appendOps(nil, value), v.ops...)
+	return nil
+}
+
+func (v *valueMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
+	val, _, closer, err := v.DeletableFinish(includesBase)
+	return val, closer, err
+}
+
+func (v *valueMerger) DeletableFinish(includesBase bool) ([]byte, bool, io.Closer, error) {
+	if v.m == nil {
+		// A list that is all one known operator's may resolve now.
+		if len(v.ops) > 0 && len(v.ops[0]) > 0 {
+			if m := v.t.lookup(v.ops[0][0]); m != nil && includesBase {
+				if out, ok, err := m.resolve(v.ops); err == nil {
+					return out, !ok, nil, nil
+				}
+			}
+		}
+		return appendDeferred(nil, v.ops), false, nil, nil
+	}
+	p := v.acc
+	if includesBase && v.m.Finish != nil {
+		fin, err := v.m.Finish(p)
+		if err != nil {
+			return appendDeferred(nil, [][]byte{v.m.Frame(nil, p)}), false, nil, nil
+		}
+		if fin == nil {
+			return nil, true, nil, nil
+		}
+		p = fin
+	}
+	out := make([]byte, 0, 1+len(p))
+	return append(append(out, v.m.ID), p...), false, nil, nil
+}
+
+// Built-in operators. Their ids and encodings are part of the store's
+// format: never renumber them.
+var (
+	// MergeAdd adds signed 64-bit integers (wrapping on overflow). A
+	// payload is 8 bytes, big-endian two's complement. A key whose sum
+	// reaches 0 is deleted when the merge includes the oldest version.
+	// Build operands with AddOperand, read values with DecodeAdd.
+	MergeAdd = &MergeOperator{ID: 1, Name: "add-int64", Merge: mergeAdd, Finish: finishAdd, Check: checkAdd}
+
+	// MergeTopList keeps a capped list of (key, value) entries, newest
+	// operand winning per key, sorted by key descending (for a timeline:
+	// post id, author), holding at most the cap of the newest operand live
+	// entries above a floor (see TopList): what an inbox needs. Removals are
+	// tombstone entries. Build operands with TopListOperand, read values
+	// with DecodeTopList. An empty list with no floor is deleted.
+	MergeTopList = &MergeOperator{ID: 2, Name: "toplist", Merge: mergeTopList, Finish: finishTopList, Check: checkTopList}
+
+	// MergeRoaring unions and subtracts sets of uint32 (roaring bitmaps):
+	// an operand adds one set and removes another (OR / AND-NOT), newer
+	// operands winning. Build operands with RoaringOperand, read values with
+	// DecodeRoaring. An empty set is deleted.
+	MergeRoaring = &MergeOperator{ID: 3, Name: "roaring32", Merge: mergeRoaring, Finish: finishRoaring, Check: checkRoaring}
+)
+
+var builtinMergers = [FirstCustomMergeID]*MergeOperator{1: MergeAdd, 2: MergeTopList, 3: MergeRoaring}
+
+// --- add-int64 ---
+
+func checkAdd(p []byte) error {
+	if len(p) != 8 {
+		return fmt.Errorf("add-int64 payload of %d bytes (want 8)", len(p))
+	}
+	return nil
+}
+
+func mergeAdd(older, newer []byte) ([]byte, error) {
+	if err := checkAdd(older); err != nil {
+		return nil, err
+	}
+	if err := checkAdd(newer); err != nil {
+		return nil, err
+	}
+	s := binary.BigEndian.Uint64(older) + binary.BigEndian.Uint64(newer)
+	return binary.BigEndian.AppendUint64(nil, s), nil
+}
+
+func finishAdd(p []byte) ([]byte, error) {
+	if err := checkAdd(p); err != nil {
+		return nil, err
+	}
+	if binary.BigEndian.Uint64(p) == 0 {
+		return nil, nil
+	}
+	return p, nil
+}
+
+// AddOperand appends a MergeAdd operand (or value) of delta to dst.
+func AddOperand(dst []byte, delta int64) []byte {
+	dst = append(dst, MergeAdd.ID)
+	return binary.BigEndian.AppendUint64(dst, uint64(delta))
+}
+
+// DecodeAdd returns the sum held by a MergeAdd value.
+func DecodeAdd(v []byte) (int64, error) {
+	if err := MergeAdd.check(v); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return int64(binary.BigEndian.Uint64(v[1:])), nil
+}
+
+// --- toplist ---
+
+// TopEntry is one entry of a MergeTopList value: Key orders and identifies
+// it (newest first), Value rides along (≤ MaxTopValue). Removed marks a
+// tombstone in an operand; finished values hold no tombstones.
+type TopEntry struct {
+	Key, Value uint64
+	Removed    bool
+}
+
+// TopList is a decoded MergeTopList value: the live entries with key ≥
+// Floor, newest first, at most Cap of them. It is an exact window of
+// everything ever merged into the key: every entry added and not removed
+// whose key is ≥ Floor is in Entries. What lies below Floor was trimmed away
+// (a timeline pulls it from the outboxes instead).
+type TopList struct {
+	Cap     int
+	Floor   uint64
+	Entries []TopEntry
+}
+
+// Limits of a MergeTopList value.
+const (
+	MaxTopListCap = 1 << 20
+	MaxTopValue   = 1<<63 - 1
+)
+
+// topListVersion is the version byte of a toplist payload.
+const topListVersion = 1
+
+// appendTopList encodes a toplist payload. Entries are sorted by key
+// descending, keys unique, every key ≥ floor.
+//
+//	field     width     meaning
+//	--------  --------  ---------------------------------------------------
+//	version   1         topListVersion
+//	cap       uvarint   live entries kept (1..MaxTopListCap)
+//	floor     uvarint   keys below it were trimmed away
+//	n         uvarint   entries that follow
+//	per entry:
+//	  gap     uvarint   previous key − key; the first entry's previous key
+//	                    is 2^64−1 (so keys need no separate width)
+//	  value   uvarint   value << 1 | removed
+//
+// No checksum of its own: the payload lives inside Pebble's checksummed
+// blocks and WAL, and the decoder rejects every malformed shape.
+//
+// Why a floor. A capped list with removals cannot be both bounded and
+// exact: after a trim, removing a top entry should expose the entry the trim
+// dropped. Trimming to "the cap-th live key becomes the floor" keeps the
+// value an exact window of the truth whatever grouping of operands Pebble
+// merges: every grouping yields the truth restricted to keys ≥ its floor,
+// so merges stay associative in the sense that matters (TestMergeAssociative
+// checks it), and the reader knows where the window ends.
+func appendTopList(dst []byte, l *TopList) []byte {
+	dst = append(dst, topListVersion)
+	dst = binary.AppendUvarint(dst, uint64(l.Cap))
+	dst = binary.AppendUvarint(dst, l.Floor)
+	dst = binary.AppendUvarint(dst, uint64(len(l.Entries)))
+	prev := uint64(math.MaxUint64)
+	for _, e := range l.Entries {
+		dst = binary.AppendUvarint(dst, prev-e.Key)
+		flag := uint64(0)
+		if e.Removed {
+			flag = 1
+		}
+		dst = binary.AppendUvarint(dst, e.Value<<1|flag)
+		prev = e.Key
+	}
+	return dst
+}
+
+func decodeTopList(p []byte) (*TopList, error) {
+	d := decoder{b: p, what: "toplist"}
+	if v := d.byte(); d.err == nil && v != topListVersion {
+		return nil, fmt.Errorf("toplist version %d", v)
+	}
+	capacity, floor, n := d.uvarint(), d.uvarint(), d.uvarint()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if capacity < 1 || capacity > MaxTopListCap || n > uint64(len(p)) {
+		return nil, fmt.Errorf("toplist cap %d, %d entries in %d bytes", capacity, n, len(p))
+	}
+	l := &TopList{Cap: int(capacity), Floor: floor, Entries: make([]TopEntry, 0, n)}
+	prev := uint64(math.MaxUint64)
+	for i := uint64(0); i < n; i++ {
+		gap, vf := d.uvarint(), d.uvarint()
+		if d.err != nil {
+			return nil, d.err
+		}
+		if i > 0 && gap == 0 || gap > prev || prev-gap < floor {
+			return nil, fmt.Errorf("toplist entry %d: keys not strictly descending above the floor", i)
+		}
+		key := prev - gap
+		l.Entries = append(l.Entries, TopEntry{Key: key, Value: vf >> 1, Removed: vf&1 == 1})
+		prev = key
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func checkTopList(p []byte) error {
+	_, err := decodeTopList(p)
+	return err
+}
+
+// mergeTopLists merges two decoded lists, the newer winning per key, keeps
+// the keys ≥ both floors, and trims: once cap live entries are kept, the
+// cap-th live key becomes the floor and everything below it goes.
+func mergeTopLists(older, newer *TopList) *TopList {
+	out := &TopList{Cap: newer.Cap, Floor: max(older.Floor, newer.Floor)}
+	out.Entries = make([]TopEntry, 0, min(len(older.Entries)+len(newer.Entries), 2*out.Cap+8))
+	live := 0
+	oe, ne := older.Entries, newer.Entries
+	for i, j := 0, 0; (i < len(oe) || j < len(ne)) && live < out.Cap; {
+		var e TopEntry
+		switch {
+		case j == len(ne) || i < len(oe) && oe[i].Key > ne[j].Key:
+			e = oe[i]
+			i++
+		case i == len(oe) || ne[j].Key > oe[i].Key:
+			e = ne[j]
+			j++
+		default: // same key: the newer operand decides
+			e = ne[j]
+			i++
+			j++
+		}
+		if e.Key < out.Floor {
+			break // sorted: everything from here on is below the floor
+		}
+		out.Entries = append(out.Entries, e)
+		if !e.Removed {
+			if live++; live == out.Cap {
+				out.Floor = e.Key
+			}
+		}
+	}
+	return out
+}
+
+func mergeTopList(older, newer []byte) ([]byte, error) {
+	o, err := decodeTopList(older)
+	if err != nil {
+		return nil, err
+	}
+	n, err := decodeTopList(newer)
+	if err != nil {
+		return nil, err
+	}
+	return appendTopList(nil, mergeTopLists(o, n)), nil
+}
+
+func finishTopList(p []byte) ([]byte, error) {
+	l, err := decodeTopList(p)
+	if err != nil {
+		return nil, err
+	}
+	live := l.Entries[:0]
+	for _, e := range l.Entries {
+		if !e.Removed {
+			live = append(live, e)
+		}
+	}
+	if len(live) == 0 && l.Floor == 0 {
+		return nil, nil
+	}
+	l.Entries = live
+	return appendTopList(nil, l), nil
+}
+
+// TopListOperand appends a MergeTopList operand to dst: entries (any
+// order; for a repeated key the last one counts) under capacity, no floor.
+func TopListOperand(dst []byte, capacity int, entries []TopEntry) ([]byte, error) {
+	if capacity < 1 || capacity > MaxTopListCap {
+		return dst, fmt.Errorf("%w: toplist cap %d (want 1..%d)", ErrInvalidOption, capacity, MaxTopListCap)
+	}
+	es := slices.Clone(entries)
+	for _, e := range es {
+		if e.Value > MaxTopValue {
+			return dst, fmt.Errorf("%w: toplist value %d above %d", ErrValueRange, e.Value, uint64(MaxTopValue))
+		}
+	}
+	// Sort by key descending, keeping the last of equal keys.
+	slices.SortStableFunc(es, func(a, b TopEntry) int {
+		switch {
+		case a.Key > b.Key:
+			return -1
+		case a.Key < b.Key:
+			return 1
+		}
+		return 0
+	})
+	uniq := es[:0]
+	for i, e := range es {
+		if i+1 < len(es) && es[i+1].Key == e.Key {
+			continue
+		}
+		uniq = append(uniq, e)
+	}
+	l := mergeTopLists(&TopList{Cap: capacity}, &TopList{Cap: capacity, Entries: uniq})
+	dst = append(dst, MergeTopList.ID)
+	return appendTopList(dst, l), nil
+}
+
+// DecodeTopList decodes a MergeTopList value (or operand).
+func DecodeTopList(v []byte) (*TopList, error) {
+	if len(v) == 0 || v[0] != MergeTopList.ID {
+		return nil, fmt.Errorf("%w: not a toplist value", ErrCorrupt)
+	}
+	l, err := decodeTopList(v[1:])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return l, nil
+}
+
+// --- roaring32 ---
+
+// roaringVersion is the version byte of a roaring32 payload.
+const roaringVersion = 1
+
+// appendRoaring encodes a roaring32 payload: the members an operand adds
+// and those it removes (disjoint).
+//
+//	field     width      meaning
+//	--------  ---------  --------------------------------------------------
+//	version   1          roaringVersion
+//	addLen    uvarint    bytes of the add set
+//	add       addLen     roaring portable serialization
+//	remove    rest       roaring portable serialization, or empty
+func appendRoaring(dst []byte, add, remove *roaring.Bitmap) ([]byte, error) {
+	dst = append(dst, roaringVersion)
+	a, err := add.ToBytes()
+	if err != nil {
+		return dst, err
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(a)))
+	dst = append(dst, a...)
+	if remove != nil && !remove.IsEmpty() {
+		r, err := remove.ToBytes()
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, r...)
+	}
+	return dst, nil
+}
+
+func readBitmap(b []byte) (*roaring.Bitmap, error) {
+	bm := roaring.New()
+	if len(b) == 0 {
+		return bm, nil
+	}
+	n, err := bm.ReadFrom(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	if n != int64(len(b)) {
+		return nil, fmt.Errorf("roaring: %d trailing bytes", int64(len(b))-n)
+	}
+	if err := bm.Validate(); err != nil {
+		return nil, err
+	}
+	return bm, nil
+}
+
+func decodeRoaring(p []byte) (add, remove *roaring.Bitmap, err error) {
+	d := decoder{b: p, what: "roaring32"}
+	if v := d.byte(); d.err == nil && v != roaringVersion {
+		return nil, nil, fmt.Errorf("roaring32 version %d", v)
+	}
+	n := d.uvarint()
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	if n > uint64(len(p)-d.off) {
+		return nil, nil, errors.New("roaring32: add set overruns the payload")
+	}
+	if add, err = readBitmap(p[d.off : d.off+int(n)]); err != nil {
+		return nil, nil, err
+	}
+	if remove, err = readBitmap(p[d.off+int(n):]); err != nil {
+		return nil, nil, err
+	}
+	if add.Intersects(remove) {
+		return nil, nil, errors.New("roaring32: add and remove sets overlap")
+	}
+	return add, remove, nil
+}
+
+func checkRoaring(p []byte) error {
+	_, _, err := decodeRoaring(p)
+	return err
+}
+
+func mergeRoaring(older, newer []byte) ([]byte, error) {
+	oa, or, err := decodeRoaring(older)
+	if err != nil {
+		return nil, err
+	}
+	na, nr, err := decodeRoaring(newer)
+	if err != nil {
+		return nil, err
+	}
+	// Applying older then newer to a base B gives
+	// ((B − or) ∪ oa − nr) ∪ na = (B − (or ∪ nr)) ∪ ((oa − nr) ∪ na).
+	oa.AndNot(nr)
+	oa.Or(na)
+	or.Or(nr)
+	or.AndNot(oa)
+	return appendRoaring(nil, oa, or)
+}
+
+func finishRoaring(p []byte) ([]byte, error) {
+	add, _, err := decodeRoaring(p)
+	if err != nil {
+		return nil, err
+	}
+	if add.IsEmpty() {
+		return nil, nil
+	}
+	add.RunOptimize()
+	return appendRoaring(nil, add, nil)
+}
+
+// RoaringOperand appends a MergeRoaring operand to dst that adds the
+// members of add and removes those of remove (either may be nil). A member
+// in both is added.
+func RoaringOperand(dst []byte, add, remove *roaring.Bitmap) ([]byte, error) {
+	if add == nil {
+		add = roaring.New()
+	}
+	var rm *roaring.Bitmap
+	if remove != nil {
+		rm = roaring.AndNot(remove, add)
+	}
+	dst = append(dst, MergeRoaring.ID)
+	return appendRoaring(dst, add, rm)
+}
+
+// DecodeRoaring returns the set held by a finished MergeRoaring value (a
+// value read from the store), or, for an unfinished operand, the members it
+// adds and removes.
+func DecodeRoaring(v []byte) (add, remove *roaring.Bitmap, err error) {
+	if len(v) == 0 || v[0] != MergeRoaring.ID {
+		return nil, nil, fmt.Errorf("%w: not a roaring32 value", ErrCorrupt)
+	}
+	add, remove, err = decodeRoaring(v[1:])
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return add, remove, nil
+}

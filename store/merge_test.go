@@ -1,0 +1,362 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// mergeAll merges framed operands (oldest first) the way Pebble would:
+// starting from operand i0, MergeOlder for those before it and MergeNewer
+// for those after, in an order drawn by rng; includesBase finishes.
+func mergeAll(t testing.TB, ops [][]byte, rng *rand.Rand) ([]byte, bool) {
+	t.Helper()
+	mt := &mergerTable{}
+	m := mt.pebbleMerger(mergerName)
+	i0 := rng.IntN(len(ops))
+	vm, err := m.Merge(nil, ops[i0])
+	must(t, err)
+	lo, hi := i0-1, i0+1
+	for lo >= 0 || hi < len(ops) {
+		if hi < len(ops) && (lo < 0 || rng.IntN(2) == 0) {
+			must(t, vm.MergeNewer(ops[hi]))
+			hi++
+		} else {
+			must(t, vm.MergeOlder(ops[lo]))
+			lo--
+		}
+	}
+	v, del, _, err := vm.(*valueMerger).DeletableFinish(true)
+	must(t, err)
+	return v, del
+}
+
+// mergeGrouped merges ops by random contiguous groups first (as a
+// compaction that sees some operands and not the base would: Finish
+// without base), then merges the groups' results.
+func mergeGrouped(t testing.TB, ops [][]byte, rng *rand.Rand) ([]byte, bool) {
+	t.Helper()
+	mt := &mergerTable{}
+	m := mt.pebbleMerger(mergerName)
+	var groups [][]byte
+	for i := 0; i < len(ops); {
+		j := i + 1 + rng.IntN(len(ops)-i)
+		vm, err := m.Merge(nil, ops[i])
+		must(t, err)
+		for _, o := range ops[i+1 : j] {
+			must(t, vm.MergeNewer(o))
+		}
+		v, _, err := vm.Finish(false)
+		must(t, err)
+		groups = append(groups, v)
+		i = j
+	}
+	return mergeAll(t, groups, rng)
+}
+
+// TestMergeAssociative checks every built-in operator: merging a random
+// sequence of operands in random splits and random directions gives the
+// same finished value (for the toplist: the same window of the truth), and
+// that value matches a plain model.
+func TestMergeAssociative(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for iter := 0; iter < 300; iter++ {
+		n := 1 + rng.IntN(12)
+
+		// add-int64
+		var ops [][]byte
+		var sum int64
+		for range n {
+			d := rng.Int64N(200) - 100
+			sum += d
+			ops = append(ops, AddOperand(nil, d))
+		}
+		a, delA := mergeAll(t, ops, rng)
+		b, delB := mergeGrouped(t, ops, rng)
+		if delA != delB || !bytes.Equal(a, b) {
+			t.Fatalf("add: %x/%v vs %x/%v", a, delA, b, delB)
+		}
+		if got, _ := DecodeAdd(a); !delA && got != sum || delA && sum != 0 {
+			t.Fatalf("add = %d (deleted %v), want %d", got, delA, sum)
+		}
+
+		// roaring32
+		ops = ops[:0]
+		truth := map[uint32]bool{}
+		for range n {
+			add, rm := roaring.New(), roaring.New()
+			for range rng.IntN(20) {
+				x := uint32(rng.IntN(300))
+				if rng.IntN(3) == 0 {
+					rm.Add(x)
+				} else {
+					add.Add(x)
+				}
+			}
+			op, err := RoaringOperand(nil, add, rm)
+			must(t, err)
+			ops = append(ops, op)
+			rm.AndNot(add)
+			rm.Iterate(func(x uint32) bool { delete(truth, x); return true })
+			add.Iterate(func(x uint32) bool { truth[x] = true; return true })
+		}
+		a, delA = mergeAll(t, ops, rng)
+		b, delB = mergeGrouped(t, ops, rng)
+		var want []uint32
+		for x := range truth {
+			want = append(want, x)
+		}
+		slices.Sort(want)
+		for _, v := range [][]byte{a, b} {
+			var got []uint32
+			if v != nil {
+				set, _, err := DecodeRoaring(v)
+				must(t, err)
+				got = set.ToArray()
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("roaring = %v, want %v", got, want)
+			}
+		}
+		if delA != (len(want) == 0) || delB != delA {
+			t.Fatalf("roaring deleted %v/%v with %d members", delA, delB, len(want))
+		}
+
+		// toplist: truth is newest-wins per key; every finished value must
+		// be the truth restricted to keys ≥ its floor, with at most cap
+		// live entries.
+		capacity := 1 + rng.IntN(6)
+		ops = ops[:0]
+		live := map[uint64]uint64{}
+		for range n {
+			var es []TopEntry
+			for range 1 + rng.IntN(6) {
+				e := TopEntry{Key: uint64(rng.IntN(40)), Value: uint64(rng.IntN(1000))}
+				e.Removed = rng.IntN(4) == 0
+				es = append(es, e)
+			}
+			op, err := TopListOperand(nil, capacity, es)
+			must(t, err)
+			ops = append(ops, op)
+			// The operand alone keeps the last entry per key.
+			seen := map[uint64]bool{}
+			for i := len(es) - 1; i >= 0; i-- {
+				e := es[i]
+				if seen[e.Key] {
+					continue
+				}
+				seen[e.Key] = true
+				if e.Removed {
+					delete(live, e.Key)
+				} else {
+					live[e.Key] = e.Value
+				}
+			}
+		}
+		for _, merge := range []func(testing.TB, [][]byte, *rand.Rand) ([]byte, bool){mergeAll, mergeGrouped} {
+			v, del := merge(t, ops, rng)
+			checkTopWindow(t, v, del, live, capacity)
+		}
+	}
+}
+
+// checkTopWindow checks a finished toplist against the truth.
+func checkTopWindow(t testing.TB, v []byte, deleted bool, live map[uint64]uint64, capacity int) {
+	t.Helper()
+	var keys []uint64
+	for k := range live {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool { return keys[a] > keys[b] })
+	if deleted {
+		if len(keys) != 0 {
+			t.Fatalf("toplist deleted with live keys %v", keys)
+		}
+		return
+	}
+	l, err := DecodeTopList(v)
+	must(t, err)
+	if len(l.Entries) > capacity {
+		t.Fatalf("toplist holds %d entries, cap %d", len(l.Entries), capacity)
+	}
+	var want []TopEntry
+	for _, k := range keys {
+		if k >= l.Floor {
+			want = append(want, TopEntry{Key: k, Value: live[k]})
+		}
+	}
+	if !slices.Equal(l.Entries, want) {
+		t.Fatalf("toplist above floor %d = %v, want %v", l.Floor, l.Entries, want)
+	}
+	// Only a full window raises the floor: below cap entries the floor
+	// must have been set by an earlier trim, never for nothing.
+	if l.Floor > 0 && len(keys) > 0 && keys[0] < l.Floor && len(want) != 0 {
+		t.Fatalf("toplist floor %d above all live keys but entries %v", l.Floor, want)
+	}
+}
+
+// Merges through a real store: operands committed in many batches,
+// flushed and compacted in between, read back equal to the model.
+func TestMergeThroughPebble(t *testing.T) {
+	fs := vfs.NewMem()
+	inbox := FamilySpec{Name: "inbox", Prefix: 0xe3, MinKeyLen: 8, MaxKeyLen: 8, Merge: MergeTopList}
+	set := FamilySpec{Name: "set", Prefix: 0xe4, MinKeyLen: 8, MaxKeyLen: 8, Merge: MergeRoaring}
+	db := openFamilies(t, fs, inbox, set)
+	fi, fset := family(t, db, "inbox"), family(t, db, "set")
+	rng := rand.New(rand.NewPCG(1, 2))
+	live := map[uint64]uint64{}
+	members := map[uint32]bool{}
+	const capacity = 20
+	for round := 0; round < 40; round++ {
+		b := db.NewBatch()
+		var es []TopEntry
+		for range 5 {
+			e := TopEntry{Key: uint64(rng.IntN(100)), Value: uint64(rng.IntN(50))}
+			e.Removed = rng.IntN(5) == 0
+			es = append(es, e)
+			if e.Removed {
+				delete(live, e.Key)
+			} else {
+				live[e.Key] = e.Value
+			}
+		}
+		op, err := TopListOperand(nil, capacity, es)
+		must(t, err)
+		must(t, fi.Merge(b, famKey(fi, 1), op))
+		add, rm := roaring.New(), roaring.New()
+		x := uint32(rng.IntN(1000))
+		if rng.IntN(3) == 0 {
+			rm.Add(x)
+			delete(members, x)
+		} else {
+			add.Add(x)
+			members[x] = true
+		}
+		op, err = RoaringOperand(nil, add, rm)
+		must(t, err)
+		must(t, fset.Merge(b, famKey(fset, 1), op))
+		must(t, b.Commit())
+		b.Close()
+		if round%10 == 9 {
+			must(t, db.pdb.Flush())
+		}
+		if round%20 == 19 {
+			must(t, db.pdb.Compact(context.Background(), []byte{0xe3}, []byte{0xe5}, true))
+		}
+		v, ok := famGet(t, fi, famKey(fi, 1))
+		checkTopWindow(t, v, !ok, live, capacity)
+		v, ok = famGet(t, fset, famKey(fset, 1))
+		var got []uint32
+		if ok {
+			bm, _, err := DecodeRoaring(v)
+			must(t, err)
+			got = bm.ToArray()
+		}
+		var want []uint32
+		for m := range members {
+			want = append(want, m)
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: set = %v, want %v", round, got, want)
+		}
+	}
+	must(t, db.Verify(context.Background()))
+}
+
+// Golden encodings: a change of a merge format fails here first.
+func TestMergeGolden(t *testing.T) {
+	top, err := TopListOperand(nil, 3, []TopEntry{{Key: 9, Value: 1}, {Key: 5, Value: 2, Removed: true}, {Key: 7, Value: 3}})
+	must(t, err)
+	bm := roaring.BitmapOf(1, 2, 70000)
+	rg, err := RoaringOperand(nil, bm, roaring.BitmapOf(5))
+	must(t, err)
+	for _, tc := range []struct {
+		name string
+		got  []byte
+		want string
+	}{
+		{"add", AddOperand(nil, -2), "01fffffffffffffffe"},
+		{"toplist", top, "0201030003f6ffffffffffffffff010202060205"},
+		{"roaring", rg, "03011e3a300000020000000000010001000000180000001c0000000100020070113a3000000100000000000000100000000500"},
+		{"family record", appendFamilyRecord(nil, &familyRecord{prefix: 0x20, name: "inbox", mergeID: 2, mergeName: "toplist"}), "012005696e626f780207746f706c697374eab7a1de"},
+		{"job record", appendJobRecord(nil, &jobRecord{id: 3, kind: "fanout", key: []byte("k"), payload: []byte{1}, cursor: []byte{2}, done: 4, total: 9, created: 1700000000000}), "010666616e6f7574016b01010102040980d095ffbc318aefef03"},
+		{"deferred list", appendDeferred(nil, [][]byte{{200, 1}, {5}}), "000202c8010105"},
+		{"source mark", appendSourceMark(nil, 42), "01000000000000002a0484180d"},
+	} {
+		if got := hex.EncodeToString(tc.got); got != tc.want {
+			t.Errorf("%s = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// FuzzMergeOperands feeds arbitrary operands to every built-in operator's
+// decoder and merge: they must return an error, never panic, and a value
+// they accept must merge with itself.
+func FuzzMergeOperands(f *testing.F) {
+	top, _ := TopListOperand(nil, 3, []TopEntry{{Key: 9, Value: 1}, {Key: 5, Removed: true}})
+	rg, _ := RoaringOperand(nil, roaring.BitmapOf(1, 2, 70000), roaring.BitmapOf(5))
+	for _, s := range [][]byte{AddOperand(nil, 5), top, rg, {2, 1, 1, 0, 1, 0, 0}, {3, 1, 0}, appendDeferred(nil, [][]byte{{200, 1}, top})} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		// Pebble's merger must accept anything (it defers what it cannot
+		// merge) and never fail.
+		m := (&mergerTable{}).pebbleMerger(mergerName)
+		vm, err := m.Merge(nil, b)
+		if err != nil {
+			t.Fatalf("merger refused an operand: %v", err)
+		}
+		if err := vm.MergeNewer(AddOperand(nil, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.MergeOlder(b); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := vm.Finish(true); err != nil {
+			t.Fatalf("merger finish failed: %v", err)
+		}
+		if len(b) > 0 && b[0] == deferredID {
+			if ops, err := decodeDeferred(b); err == nil {
+				again, err := decodeDeferred(appendDeferred(nil, ops))
+				if err != nil || len(again) != len(ops) {
+					t.Fatalf("deferred list does not round-trip: %x: %v", b, err)
+				}
+				for i := range ops {
+					if !bytes.Equal(ops[i], again[i]) {
+						t.Fatalf("deferred list operand %d changed: %x", i, b)
+					}
+				}
+			}
+		}
+		if len(b) == 0 || b[0] >= FirstCustomMergeID {
+			return
+		}
+		op := builtinMergers[b[0]]
+		if op == nil {
+			return
+		}
+		if err := op.check(b); err != nil {
+			return
+		}
+		out, err := op.Merge(b[1:], b[1:])
+		if err != nil {
+			t.Fatalf("%s: merge of a valid payload with itself: %v", op.Name, err)
+		}
+		if err := op.Check(out); err != nil {
+			t.Fatalf("%s: merge produced an invalid payload: %v", op.Name, err)
+		}
+		if op.Finish != nil {
+			if fin, err := op.Finish(out); err != nil || fin != nil && op.Check(fin) != nil {
+				t.Fatalf("%s: finish: %v", op.Name, err)
+			}
+		}
+	})
+}
