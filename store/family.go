@@ -507,6 +507,9 @@ func (f *Family) get(r pebble.Reader, key, dst []byte) ([]byte, bool, error) {
 // family's decoders check it. ok is false when the list resolves to no
 // value. v may be reused for the result.
 func (f *Family) resolveStored(key, v []byte) ([]byte, bool, error) {
+	if m := f.spec.Merge; m != nil && len(v) == 1 && v[0] == m.ID {
+		return nil, false, nil // the empty value (merge.go): absent
+	}
 	if m := f.spec.Merge; m != nil && len(v) > 0 && v[0] == deferredID {
 		ops, err := decodeDeferred(v)
 		if err != nil {
@@ -551,14 +554,17 @@ type IterOptions struct {
 }
 
 // Iter iterates keys of one family in order (or reverse order). Key and
-// Value are valid until the next call to Next or Close. Not safe for
-// concurrent use.
+// Value are valid until the next call to Next or Close. Keys of a merge
+// family whose merges left nothing (merge.go's empty value) are skipped.
+// Not safe for concurrent use.
 type Iter struct {
 	f       *Family
 	it      *pebble.Iterator
 	reverse bool
 	started bool
 	valid   bool
+	loaded  bool   // val holds the current key's checked value
+	val     []byte // see loaded
 	err     error
 }
 
@@ -622,13 +628,53 @@ func (it *Iter) Next() bool {
 		it.valid = it.it.Next()
 	}
 	it.started = true
-	if !it.valid {
-		if err := it.it.Error(); err != nil {
-			it.err = it.f.db.readErr(err)
+	return it.settle()
+}
+
+// settle finishes a move: it reports an error, or skips keys whose value
+// reads as absent, moving on in the iteration's direction.
+func (it *Iter) settle() bool {
+	for {
+		it.loaded = false
+		if !it.valid {
+			if err := it.it.Error(); err != nil {
+				it.err = it.f.db.readErr(err)
+			}
+			return false
 		}
+		if it.f.spec.Merge == nil && it.f.spec.CheckValue == nil {
+			return true // values are read lazily, as they are
+		}
+		if ok := it.load(); it.err != nil {
+			return false
+		} else if ok {
+			return true
+		}
+		if it.reverse {
+			it.valid = it.it.Prev()
+		} else {
+			it.valid = it.it.Next()
+		}
+	}
+}
+
+// load reads and checks the current value; false means it reads as absent.
+func (it *Iter) load() bool {
+	v, err := it.it.ValueAndErr()
+	if err != nil {
+		it.err = it.f.db.readErr(err)
 		return false
 	}
-	return true
+	if len(v) > 0 && v[0] == deferredID {
+		v = bytes.Clone(v) // rare: a list this process resolves now
+	}
+	out, ok, err := it.f.resolveStored(it.it.Key(), v)
+	if err != nil {
+		it.err = err
+		return false
+	}
+	it.val, it.loaded = out, ok
+	return ok
 }
 
 // SeekGE moves to the first key ≥ key (forward iterators) and reports
@@ -636,7 +682,7 @@ func (it *Iter) Next() bool {
 func (it *Iter) SeekGE(key []byte) bool {
 	it.started = true
 	it.valid = it.it.SeekGE(key)
-	return it.valid
+	return it.settle()
 }
 
 // SeekLT moves to the last key < key (reverse iterators) and reports
@@ -644,7 +690,7 @@ func (it *Iter) SeekGE(key []byte) bool {
 func (it *Iter) SeekLT(key []byte) bool {
 	it.started = true
 	it.valid = it.it.SeekLT(key)
-	return it.valid
+	return it.settle()
 }
 
 // Key returns the current key (prefix byte included).
@@ -653,24 +699,13 @@ func (it *Iter) Key() []byte { return it.it.Key() }
 // Value returns the current value. A value the family's decoders reject
 // stops the iteration with ErrCorrupt (see Err).
 func (it *Iter) Value() []byte {
+	if it.loaded {
+		return it.val
+	}
 	v, err := it.it.ValueAndErr()
 	if err != nil {
 		it.err = it.f.db.readErr(err)
 		return nil
-	}
-	if it.f.spec.Merge != nil || it.f.spec.CheckValue != nil {
-		if len(v) > 0 && v[0] == deferredID {
-			v = bytes.Clone(v) // rare: a list this process resolves now
-		}
-		out, ok, err := it.f.resolveStored(it.it.Key(), v)
-		if err != nil {
-			it.err = err
-			return nil
-		}
-		if !ok {
-			return nil // merged to nothing: Next skips no key, the value is empty
-		}
-		v = out
 	}
 	return v
 }

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -12,8 +15,10 @@ import (
 
 // model is the plain in-memory reference the store is compared against.
 type model struct {
-	cols map[string][]Column
-	rows map[string]map[uint64][]uint64
+	cols  map[string][]Column
+	rows  map[string]map[uint64][]uint64
+	plain map[uint64][]byte // family "plain"
+	sums  map[uint64]int64  // family "sums" (MergeAdd), zero sums absent
 }
 
 func (m *model) get(counter string, id uint64) []uint64 {
@@ -41,11 +46,20 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	opts := testOptions(fs)
 	opts.CheckpointChunkRows = 7 // many chunks per checkpoint
 	opts.ColdBlockSize = 48      // many blocks per cold range
+	opts.Families = []FamilySpec{testPlain, testSum}
 	db, err := Open("m", opts)
 	must(t, err)
 	defer func() { db.Close() }()
 
-	m := &model{cols: map[string][]Column{}, rows: map[string]map[uint64][]uint64{}}
+	m := &model{cols: map[string][]Column{}, rows: map[string]map[uint64][]uint64{},
+		plain: map[uint64][]byte{}, sums: map[uint64]int64{}}
+	fams := func() (*Family, *Family) {
+		pf, err := db.Family("plain")
+		must(t, err)
+		sf, err := db.Family("sums")
+		must(t, err)
+		return pf, sf
+	}
 	counters := []string{"posts", "users"}
 	for i, name := range counters {
 		must(t, db.CreateCounter(name, CounterOptions{RangeBits: uint8(8 + 4*i)}))
@@ -72,9 +86,45 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		}
 		return uint64(rng.IntN(20))
 	}
+	verifyFamilies := func(where string) {
+		t.Helper()
+		pf, sf := fams()
+		got := map[uint64][]byte{}
+		it, err := pf.NewIter(nil)
+		must(t, err)
+		for it.Next() {
+			got[binary.BigEndian.Uint64(it.Key()[1:])] = slices.Clone(it.Value())
+		}
+		must(t, it.Close())
+		if len(got) != len(m.plain) {
+			t.Fatalf("%s: plain holds %d keys, want %d", where, len(got), len(m.plain))
+		}
+		for k, v := range m.plain {
+			if !bytes.Equal(got[k], v) {
+				t.Fatalf("%s: plain %d = %q, want %q", where, k, got[k], v)
+			}
+		}
+		n := 0
+		it, err = sf.NewIter(nil)
+		must(t, err)
+		for it.Next() {
+			k := binary.BigEndian.Uint64(it.Key()[1:])
+			sum, err := DecodeAdd(it.Value())
+			must(t, err)
+			if sum != m.sums[k] {
+				t.Fatalf("%s: sum %d = %d, want %d", where, k, sum, m.sums[k])
+			}
+			n++
+		}
+		must(t, it.Close())
+		if n != len(m.sums) {
+			t.Fatalf("%s: sums holds %d keys, want %d", where, n, len(m.sums))
+		}
+	}
 	verifyAll := func(where string) {
 		t.Helper()
 		must(t, db.Check())
+		verifyFamilies(where)
 		for _, name := range counters {
 			c, err := db.Counter(name)
 			must(t, err)
@@ -94,8 +144,14 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		}
 	}
 
-	sealed, merged := 0, 0
+	sealed, merged, famOps := 0, 0, 0
+	famKeyOf := func(f *Family) []byte { return famKey(f, uint64(rng.IntN(64))) }
 	for step := 0; step < steps; step++ {
+		if rng.IntN(4) == 0 {
+			famOps++
+			runModelFamilyStep(t, rng, db, m, fams, famKeyOf, step)
+			continue
+		}
 		name := counters[rng.IntN(len(counters))]
 		c, err := db.Counter(name)
 		must(t, err)
@@ -240,8 +296,123 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		}
 	}
 	verifyAll("end")
-	if sealed == 0 || merged == 0 {
-		t.Fatalf("cold paths not exercised: %d seals, %d merges", sealed, merged)
+	if sealed == 0 || merged == 0 || famOps == 0 {
+		t.Fatalf("paths not exercised: %d seals, %d merges, %d family steps", sealed, merged, famOps)
+	}
+}
+
+// runModelFamilyStep does one random family operation, or a mixed batch of
+// a counter op and family writes, and compares reads with the model.
+func runModelFamilyStep(t *testing.T, rng *rand.Rand, db *DB, m *model, fams func() (*Family, *Family),
+	famKeyOf func(*Family) []byte, step int) {
+	pf, sf := fams()
+	id := func(k []byte) uint64 { return binary.BigEndian.Uint64(k[1:]) }
+	switch p := rng.IntN(100); {
+	case p < 25: // Put
+		b := db.NewBatch()
+		k := famKeyOf(pf)
+		v := []byte(fmt.Sprintf("v%d", rng.IntN(1000)))
+		must(t, pf.Put(b, k, v))
+		must(t, b.Commit())
+		b.Close()
+		m.plain[id(k)] = v
+	case p < 35: // Delete
+		b := db.NewBatch()
+		k := famKeyOf(pf)
+		must(t, pf.Delete(b, k))
+		must(t, b.Commit())
+		b.Close()
+		delete(m.plain, id(k))
+	case p < 40: // DeleteRange
+		b := db.NewBatch()
+		lo, hi := uint64(rng.IntN(64)), uint64(rng.IntN(64))
+		if lo > hi {
+			lo, hi = hi, lo
+		}
+		if lo == hi {
+			hi++
+		}
+		must(t, pf.DeleteRange(b, famKey(pf, lo), famKey(pf, hi)))
+		must(t, b.Commit())
+		b.Close()
+		for k := range m.plain {
+			if k >= lo && k < hi {
+				delete(m.plain, k)
+			}
+		}
+	case p < 60: // Merge
+		b := db.NewBatch()
+		k := famKeyOf(sf)
+		d := int64(rng.IntN(20)) - 8
+		must(t, sf.Merge(b, k, AddOperand(nil, d)))
+		must(t, b.Commit())
+		b.Close()
+		if m.sums[id(k)] += d; m.sums[id(k)] == 0 {
+			delete(m.sums, id(k))
+		}
+	case p < 75: // mixed batch: a counter op, a put, a merge; sometimes refused
+		b := db.NewBatch()
+		cid := uint64(rng.IntN(300))
+		cur := m.get("posts", cid)
+		d := int64(rng.IntN(5))
+		if uint64(d) > m.cols["posts"][0].Max()-cur[0] {
+			d = 0 // keep clear of the column's maximum
+		}
+		k1, k2 := famKeyOf(pf), famKeyOf(sf)
+		v := []byte(fmt.Sprintf("m%d", step))
+		must(t, b.Incr("posts", cid, "c0", d))
+		must(t, pf.Put(b, k1, v))
+		must(t, sf.Merge(b, k2, AddOperand(nil, 3)))
+		bad := rng.IntN(5) == 0
+		if bad { // a bad write refuses the whole batch
+			pf.Put(b, []byte{0x01}, v)
+		}
+		err := b.Commit()
+		b.Close()
+		if bad {
+			if !errors.Is(err, ErrFamilyKey) {
+				t.Fatalf("step %d: bad mixed batch: %v", step, err)
+			}
+			break
+		}
+		must(t, err)
+		cur[0] += uint64(d)
+		m.put("posts", cid, cur)
+		m.plain[id(k1)] = v
+		if m.sums[id(k2)] += 3; m.sums[id(k2)] == 0 {
+			delete(m.sums, id(k2))
+		}
+	case p < 85: // Get
+		k := famKeyOf(pf)
+		v, ok, err := pf.Get(k, nil)
+		must(t, err)
+		if want, wok := m.plain[id(k)]; ok != wok || !bytes.Equal(v, want) {
+			t.Fatalf("step %d: get %d = %q %v, want %q %v", step, id(k), v, ok, want, wok)
+		}
+	default: // bounded scan, either way
+		lo := uint64(rng.IntN(64))
+		hi := lo + uint64(rng.IntN(20))
+		rev := rng.IntN(2) == 0
+		it, err := pf.NewIter(&IterOptions{Lower: famKey(pf, lo), Upper: famKey(pf, hi), Reverse: rev})
+		must(t, err)
+		var got []uint64
+		for it.Next() {
+			got = append(got, id(it.Key()))
+		}
+		must(t, it.Close())
+		var want []uint64
+		for k := range m.plain {
+			if k >= lo && k < hi {
+				want = append(want, k)
+			}
+		}
+		slices.Sort(want)
+		if rev {
+			slices.Reverse(want)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: scan [%d,%d) rev=%v = %v, want %v", step, lo, hi, rev, got, want)
+		}
 	}
 }
 

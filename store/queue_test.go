@@ -356,6 +356,7 @@ func TestCrashJobsExactlyOnce(t *testing.T) {
 		var mu sync.Mutex
 		ackedJobs := map[uint64]int64{}
 		wg.Add(2)
+		erng := rand.New(rand.NewPCG(uint64(round), 5)) // the enqueuer's own
 		go func() { // enqueuer
 			defer wg.Done()
 			for !stop.Load() {
@@ -363,7 +364,7 @@ func TestCrashJobsExactlyOnce(t *testing.T) {
 				row := nextRow
 				nextRow++
 				mu.Unlock()
-				n := int64(1 + rng.IntN(20))
+				n := int64(1 + erng.IntN(20))
 				b := db.NewBatch()
 				b.Enqueue("count", nil, countPayload(row, n), n)
 				err := b.Commit()
