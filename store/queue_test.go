@@ -357,7 +357,7 @@ func TestCrashJobsExactlyOnce(t *testing.T) {
 		ackedJobs := map[uint64]int64{}
 		wg.Add(2)
 		erng := rand.New(rand.NewPCG(uint64(round), 5)) // the enqueuer's own
-		go func() { // enqueuer
+		go func() {                                     // enqueuer
 			defer wg.Done()
 			for !stop.Load() {
 				mu.Lock()
