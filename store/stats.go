@@ -34,13 +34,13 @@ type Stats struct {
 	Recovery          RecoveryStats
 	BlockCache        BlockCacheStats
 	// Pebble holds figures of Pebble's own work.
-	Pebble            PebbleStats
-	Jobs              []compaction.Progress // background jobs running now (seals, merges, queued jobs)
-	JobsFinished      int64                 // seals and merges finished since Open
-	Queue             QueueStats            // the durable job queue
-	Families          []FamilyStats         // families declared or found on disk, by prefix
-	Sources           int                   // idempotent-write sources remembered (once.go)
-	Errors            []string              // background errors since Open
+	Pebble       PebbleStats
+	Jobs         []compaction.Progress // background jobs running now (seals, merges, queued jobs)
+	JobsFinished int64                 // seals and merges finished since Open
+	Queue        QueueStats            // the durable job queue
+	Families     []FamilyStats         // families declared or found on disk, by prefix
+	Sources      int                   // idempotent-write sources remembered (once.go)
+	Errors       []string              // background errors since Open
 }
 
 // PebbleStats are figures of the Pebble instance under the store.
