@@ -448,7 +448,8 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 		return c, err
 	}
 	if b.once.source != "" {
-		if err := b.once.write(pb); err != nil {
+		var err error
+		if b.buf, err = b.once.write(pb, b.buf); err != nil {
 			qc.abort()
 			pb.Close()
 			return c, err

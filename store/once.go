@@ -102,8 +102,13 @@ func (b *Batch) Once(source string, seq uint64) error {
 // redelivery (see Once).
 func (b *Batch) Duplicate() bool { return b.dup }
 
-func (m *onceMark) write(pb *pebble.Batch) error {
-	return pb.Set(appendSourceKey(nil, m.source), appendSourceMark(nil, m.seq), nil)
+// write adds the mark to pb; scratch is reused for the encodings (Pebble
+// copies them into the batch).
+func (m *onceMark) write(pb *pebble.Batch, scratch []byte) ([]byte, error) {
+	scratch = appendSourceKey(scratch[:0], m.source)
+	n := len(scratch)
+	scratch = appendSourceMark(scratch, m.seq)
+	return scratch, pb.Set(scratch[:n], scratch[n:], nil)
 }
 
 // isDuplicateLocked reports whether m was applied already. The caller holds

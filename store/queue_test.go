@@ -1,14 +1,19 @@
 package store
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -508,4 +513,131 @@ func FuzzDecodeJobRecord(f *testing.F) {
 		}
 		decodeFamilyRecord(b)
 	})
+}
+
+// TestKillChildJobs runs a child process that commits mixed batches (a
+// counter op and a family write that must agree) and enqueues chunked jobs
+// that its workers run, printing each acknowledgement; the parent SIGKILLs
+// it mid-stream, reopens, and checks that no batch is half applied, nothing
+// acknowledged is lost, and every acknowledged job finishes with each
+// chunk applied exactly once. Repeated on one directory.
+func TestKillChildJobs(t *testing.T) {
+	if dir := os.Getenv("TALLY_KILL_JOBS_DIR"); dir != "" {
+		killChildJobs(dir)
+		return
+	}
+	if testing.Short() {
+		t.Skip("spawns child processes")
+	}
+	dir := t.TempDir()
+	jobs := map[uint64]int64{}
+	var mixed uint64
+	for round := 0; round < 3; round++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChildJobs$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "TALLY_KILL_JOBS_DIR="+dir, fmt.Sprintf("TALLY_KILL_JOBS_ROW=%d", 1000*(round+1)))
+		out, err := cmd.StdoutPipe()
+		must(t, err)
+		cmd.Stderr = os.Stderr
+		must(t, cmd.Start())
+		sc := bufio.NewScanner(out)
+		lines := 0
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			switch {
+			case len(f) == 3 && f[0] == "mixed":
+				n, _ := strconv.ParseUint(f[2], 10, 64)
+				mixed = max(mixed, n)
+			case len(f) == 3 && f[0] == "job":
+				row, _ := strconv.ParseUint(f[1], 10, 64)
+				n, _ := strconv.ParseInt(f[2], 10, 64)
+				jobs[row] = n
+			default:
+				continue
+			}
+			if lines++; lines == 300+round*200 {
+				must(t, cmd.Process.Signal(syscall.SIGKILL))
+			}
+		}
+		cmd.Wait()
+		if lines < 300 {
+			t.Fatalf("child stopped early after %d acks", lines)
+		}
+		t.Logf("round %d: %d mixed batches, %d jobs acknowledged", round, mixed, len(jobs))
+		db, err := Open(dir, &Options{DisableBackground: true, Families: []FamilySpec{testPlain}})
+		must(t, err)
+		f := family(t, db, "plain")
+		c, err := db.Counter("posts")
+		must(t, err)
+		row, err := c.Get(1, nil)
+		must(t, err)
+		v, ok := famGet(t, f, famKey(f, 1))
+		if !ok || binary.BigEndian.Uint64(v) != row[1] {
+			t.Fatalf("round %d: half-applied mixed batch: family %x, counter %d", round, v, row[1])
+		}
+		if row[1] < mixed || row[1] > mixed+1 {
+			t.Fatalf("round %d: %d mixed batches, %d acknowledged", round, row[1], mixed)
+		}
+		mixed = row[1]
+		must(t, db.RegisterJobHandler("count", countHandler(db, f, nil)))
+		must(t, db.RunJobs(context.Background(), nil))
+		for r, n := range jobs {
+			checkCount(t, db, f, r, n)
+		}
+		must(t, db.Check())
+		must(t, db.Close())
+	}
+}
+
+// killChildJobs is the child side of TestKillChildJobs; it never returns.
+func killChildJobs(dir string) {
+	db, err := Open(dir, &Options{Families: []FamilySpec{testPlain}, JobWorkers: 2, CheckpointLogBytes: 64 << 10})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child open:", err)
+		os.Exit(2)
+	}
+	if _, err := db.Counter("posts"); err != nil {
+		db.CreateCounter("posts", CounterOptions{RangeBits: 16})
+		for _, col := range []string{"reposts", "comments", "likes"} {
+			db.AddColumn("posts", col, ColumnOptions{})
+		}
+	}
+	f, _ := db.Family("plain")
+	db.RegisterJobHandler("count", countHandler(db, f, nil))
+	c, _ := db.Counter("posts")
+	row, _ := strconv.ParseUint(os.Getenv("TALLY_KILL_JOBS_ROW"), 10, 64)
+	var mu sync.Mutex
+	stdout := bufio.NewWriter(os.Stdout)
+	say := func(format string, args ...any) {
+		mu.Lock()
+		fmt.Fprintf(stdout, format, args...)
+		stdout.Flush()
+		mu.Unlock()
+	}
+	go func() {
+		for n := int64(1); ; n++ {
+			b := db.NewBatch()
+			b.Enqueue("count", nil, countPayload(row, 1+n%30), 1+n%30)
+			if err := b.Commit(); err != nil {
+				fmt.Fprintln(os.Stderr, "child enqueue:", err)
+				os.Exit(3)
+			}
+			b.Close()
+			say("job %d %d\n", row, 1+n%30)
+			row++
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	for {
+		cur, _ := c.Get(1, nil)
+		n := cur[1] + 1
+		b := db.NewBatch()
+		b.Set("posts", 1, 0, n, 0)
+		f.Put(b, famKey(f, 1), binary.BigEndian.AppendUint64(nil, n))
+		if err := b.Commit(); err != nil {
+			fmt.Fprintln(os.Stderr, "child mixed:", err)
+			os.Exit(3)
+		}
+		b.Close()
+		say("mixed 1 %d\n", n)
+	}
 }

@@ -33,9 +33,37 @@ type Stats struct {
 	PebbleManualBytes int64
 	Recovery          RecoveryStats
 	BlockCache        BlockCacheStats
-	Jobs              []compaction.Progress // background jobs running now
-	JobsFinished      int64
-	Errors            []string // background errors since Open
+	// Pebble holds figures of Pebble's own work.
+	Pebble       PebbleStats
+	Jobs         []compaction.Progress // background jobs running now (seals, merges, queued jobs)
+	JobsFinished int64                 // seals and merges finished since Open
+	Queue        QueueStats            // the durable job queue
+	Families     []FamilyStats         // families declared or found on disk, by prefix
+	Sources      int                   // idempotent-write sources remembered (once.go)
+	Errors       []string              // background errors since Open
+}
+
+// PebbleStats are figures of the Pebble instance under the store.
+type PebbleStats struct {
+	Flushes, Compactions int64  // since Open
+	ReadAmp              int    // sublevels a point read may visit
+	L0Files              int64  // files in level 0
+	CompactionDebt       uint64 // estimated bytes compactions still owe
+	WALBytes             uint64 // live WAL bytes
+}
+
+// QueueStats describes the durable job queue.
+type QueueStats struct {
+	Pending, Running int
+	Finished         int64 // jobs finished since Open
+}
+
+// FamilyStats describes a key family.
+type FamilyStats struct {
+	Name     string
+	Prefix   byte
+	Merge    string // merge operator, "" if none
+	Declared bool   // declared by this process (else found on disk only)
 }
 
 // BlockCacheStats describes the decompressed cold block cache.
@@ -141,8 +169,43 @@ func (db *DB) Stats() Stats {
 		s.TableBytes = m.Table.Local.LiveSize + m.BlobFiles.LiveSize
 		s.PebbleManualBytes = m.BlockCache.Size + int64(m.MemTable.Size)
 		s.PebbleMemBytes = s.PebbleManualBytes + m.FileCache.Size
+		s.Pebble = PebbleStats{
+			Flushes: m.Flush.Count, Compactions: m.Compact.Count, ReadAmp: m.ReadAmp(),
+			L0Files: m.Levels[0].TablesCount, CompactionDebt: m.Compact.EstimatedDebt,
+			WALBytes: m.WAL.PhysicalSize,
+		}
 	}
 	db.pebbleMu.RUnlock()
+	q := &db.queue
+	q.mu.Lock()
+	for _, st := range q.jobs {
+		switch {
+		case st.replaced:
+		case st.leased:
+			s.Queue.Running++
+		default:
+			s.Queue.Pending++
+		}
+	}
+	s.Queue.Finished = q.finished
+	q.mu.Unlock()
+	r := &db.families
+	r.mu.Lock()
+	for p := 0; p < 256; p++ {
+		d, rec := r.declared[p], r.persist[p]
+		switch {
+		case d != nil:
+			fs := FamilyStats{Name: d.spec.Name, Prefix: byte(p), Declared: true}
+			if d.spec.Merge != nil {
+				fs.Merge = d.spec.Merge.Name
+			}
+			s.Families = append(s.Families, fs)
+		case rec != nil:
+			s.Families = append(s.Families, FamilyStats{Name: rec.name, Prefix: byte(p), Merge: rec.mergeName})
+		}
+	}
+	r.mu.Unlock()
+	s.Sources = db.NumSources()
 	for _, ci := range db.Counters() {
 		cs := db.cat.Load().byID[ci.ID]
 		st := CounterStats{Name: ci.Name}
@@ -183,7 +246,7 @@ func (db *DB) Stats() Stats {
 	}
 	cst := db.blockCache.Stats()
 	s.BlockCache = BlockCacheStats{Hits: cst.Hits, Misses: cst.Misses, Bytes: cst.Bytes, Entries: cst.Entries}
-	s.Jobs = db.jobs.Running()
+	s.Jobs = db.Jobs()
 	s.JobsFinished = db.jobs.Finished()
 	db.bg.errMu.Lock()
 	for _, e := range db.bg.errors {

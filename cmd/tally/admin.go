@@ -71,6 +71,15 @@ are two decimals.
   jobs_running         aging and merge jobs running now (in this process)
   jobs_finished        jobs finished since this invocation opened the store
   job.I                KIND COUNTER range ID PHASE DONE/TOTAL, per running job
+                       (a queued job shows "job ID key ..." as its COUNTER)
+  queue_pending        queued jobs waiting to run (see "tally jobs")
+  queue_running        queued jobs running in this process
+  queue_finished       queued jobs finished by this invocation
+  sources              idempotent-write sources remembered (incr --source)
+  pebble_flushes, pebble_compactions, pebble_read_amp, pebble_l0_files,
+    pebble_compaction_debt   Pebble's own figures
+  families             key families declared or on disk
+  family.NAME          prefix=P merge=OPERATOR|- declared=true|false
   background_errors    errors of background work since Open
   counter.NAME.columns                     column names, comma-separated
   counter.NAME.ranges_hot, .ranges_cold, .rows, .hot_rows, .cold_rows,
@@ -150,7 +159,16 @@ func runStats(e *env, args []string) error {
 	if err := db.Flush(); err != nil {
 		return closeDB(db, err)
 	}
+	pkgs, err := attachPackages(db)
+	if err != nil {
+		return closeDB(db, err)
+	}
 	writeStats(e.stdout, db.Stats())
+	for _, p := range pkgs {
+		for _, kv := range p.stats() {
+			fmt.Fprintf(e.stdout, "%s.%s %s\n", p.name, kv[0], kv[1])
+		}
+	}
 	return closeDB(db, nil)
 }
 
@@ -211,6 +229,23 @@ func writeStats(w io.Writer, s store.Stats) {
 	fmt.Fprintf(w, "jobs_finished %d\n", s.JobsFinished)
 	for i, j := range s.Jobs {
 		fmt.Fprintf(w, "job.%d %s %s range %d %s %d/%d\n", i, j.Kind, j.Counter, j.Range, j.Phase, j.Done, j.Total)
+	}
+	fmt.Fprintf(w, "queue_pending %d\n", s.Queue.Pending)
+	fmt.Fprintf(w, "queue_running %d\n", s.Queue.Running)
+	fmt.Fprintf(w, "queue_finished %d\n", s.Queue.Finished)
+	fmt.Fprintf(w, "sources %d\n", s.Sources)
+	fmt.Fprintf(w, "pebble_flushes %d\n", s.Pebble.Flushes)
+	fmt.Fprintf(w, "pebble_compactions %d\n", s.Pebble.Compactions)
+	fmt.Fprintf(w, "pebble_read_amp %d\n", s.Pebble.ReadAmp)
+	fmt.Fprintf(w, "pebble_l0_files %d\n", s.Pebble.L0Files)
+	fmt.Fprintf(w, "pebble_compaction_debt %d\n", s.Pebble.CompactionDebt)
+	fmt.Fprintf(w, "families %d\n", len(s.Families))
+	for _, f := range s.Families {
+		merge := f.Merge
+		if merge == "" {
+			merge = "-"
+		}
+		fmt.Fprintf(w, "family.%s prefix=%#02x merge=%s declared=%v\n", f.Name, f.Prefix, merge, f.Declared)
 	}
 	fmt.Fprintf(w, "background_errors %d\n", len(s.Errors))
 	for _, c := range s.Counters {

@@ -12,19 +12,29 @@ import (
 var cmdIncr = &command{
 	name:     "incr",
 	synopsis: "add to one column of a row and print the new value",
-	help: `Usage: tally -d DIR incr NAME ID COLUMN [DELTA]
-       tally -d DIR incr NAME ID.COLUMN [DELTA]
+	help: `Usage: tally -d DIR incr NAME ID COLUMN [DELTA] [--source S --seq N]
+       tally -d DIR incr NAME ID.COLUMN [DELTA] [--source S --seq N]
 
 Adds DELTA (default 1, may be negative) to COLUMN of row ID of counter NAME
 and prints the new value. A count never goes below 0: a negative DELTA larger
 than the value leaves it at 0. A result above the column's maximum is refused
 and changes nothing. Flags (-d, --durability) go before NAME.
 
+With --source S --seq N the increment is applied once per message: the
+store remembers the highest N applied for source S (a queue partition, a
+producer) and a redelivered or older N changes nothing; the current value
+is printed followed by " duplicate". N starts at 1; each source's
+sequences must grow in delivery order.
+
 Example:
   $ tally -d /var/lib/tally incr posts 1234 likes 5
   5
   $ tally -d /var/lib/tally incr posts 1234.likes -2
   3
+  $ tally -d /var/lib/tally incr posts 1234 likes 1 --source kafka-7 --seq 42
+  4
+  $ tally -d /var/lib/tally incr posts 1234 likes 1 --source kafka-7 --seq 42
+  4 duplicate
 `,
 }
 
@@ -96,6 +106,13 @@ func runIncr(e *env, args []string) error {
 	if len(pos) < 2 {
 		return usagef("want NAME ID COLUMN [DELTA] or NAME ID.COLUMN [DELTA]")
 	}
+	pos, source, seq, err := sourceFlags(pos)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return usagef("want NAME ID COLUMN [DELTA] or NAME ID.COLUMN [DELTA]")
+	}
 	name := pos[0]
 	id, column, dotted, err := splitIDColumn(pos[1])
 	if err != nil {
@@ -119,12 +136,60 @@ func runIncr(e *env, args []string) error {
 		return usagef("too many arguments: %s", quote.Input(strings.Join(rest[1:], " ")))
 	}
 	return e.withCounter(name, func(_ *store.DB, c *store.Counter) error {
+		if source != "" {
+			v, applied, err := c.IncrOnce(id, column, delta, source, seq)
+			switch {
+			case err != nil:
+			case applied:
+				fmt.Fprintln(e.stdout, v)
+			default:
+				fmt.Fprintln(e.stdout, v, "duplicate")
+			}
+			return err
+		}
 		v, err := c.Incr(id, column, delta)
 		if err == nil {
 			fmt.Fprintln(e.stdout, v)
 		}
 		return err
 	})
+}
+
+// sourceFlags takes "--source S --seq N" (either order, "=" forms too)
+// from anywhere in incr's arguments, which are parsed without
+// interspersed flags so a negative DELTA stays an argument.
+func sourceFlags(args []string) (rest []string, source string, seq uint64, err error) {
+	var haveSource, haveSeq bool
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "--") || name != "source" && name != "seq" {
+			rest = append(rest, a)
+			continue
+		}
+		if !hasVal {
+			if i+1 == len(args) {
+				return nil, "", 0, usagef("flag --%s needs a value", name)
+			}
+			i++
+			val = args[i]
+		}
+		if name == "source" {
+			source, haveSource = val, true
+			if val == "" {
+				return nil, "", 0, usagef("--source needs a non-empty name")
+			}
+		} else {
+			if seq, err = parseUint("--seq", val); err != nil {
+				return nil, "", 0, err
+			}
+			haveSeq = true
+		}
+	}
+	if haveSource != haveSeq {
+		return nil, "", 0, usagef("--source and --seq go together")
+	}
+	return rest, source, seq, nil
 }
 
 func runSet(e *env, args []string) error {

@@ -42,7 +42,7 @@ func init() {
 		cmdCounterAdd, cmdCounterList, cmdColumnAdd,
 		cmdIncr, cmdSet, cmdGet, cmdDelete,
 		cmdLoad, cmdCompact, cmdVerify,
-		cmdReplay, cmdStats, cmdCheckpoint,
+		cmdReplay, cmdStats, cmdCheckpoint, cmdJobs, cmdJobsWait,
 		cmdServe, cmdDemo, cmdHelp,
 	}
 }

@@ -157,6 +157,16 @@ block_cache_hit_rate 0\.0000
 block_cache_bytes 0
 jobs_running 0
 jobs_finished 0
+queue_pending 0
+queue_running 0
+queue_finished 0
+sources 0
+pebble_flushes \d+
+pebble_compactions \d+
+pebble_read_amp \d+
+pebble_l0_files \d+
+pebble_compaction_debt \d+
+families 0
 background_errors 0
 counter\.posts\.columns reposts,likes
 counter\.posts\.ranges_hot 1
