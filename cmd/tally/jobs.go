@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
@@ -68,14 +67,7 @@ func formatJob(j store.JobInfo) string {
 }
 
 func runJobs(e *env, args []string) error {
-	pos, err := parse(e.flags(cmdJobs), args, true)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected arguments: %s", quote.Input(strings.Join(pos, " ")))
-	}
-	db, err := e.open(false)
+	db, err := noArgs(e, cmdJobs, args)
 	if err != nil {
 		return err
 	}
@@ -88,14 +80,7 @@ func runJobs(e *env, args []string) error {
 }
 
 func runJobsWait(e *env, args []string) error {
-	pos, err := parse(e.flags(cmdJobsWait), args, true)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected arguments: %s", quote.Input(strings.Join(pos, " ")))
-	}
-	db, err := e.open(false)
+	db, err := noArgs(e, cmdJobsWait, args)
 	if err != nil {
 		return err
 	}
