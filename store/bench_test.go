@@ -203,28 +203,38 @@ func BenchmarkIncr(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/writers=%d", d, writers), func(b *testing.B) {
 				bd := openBench(b, b.TempDir(), &store.Options{Durability: d}, 100_000, 32, store.AgePolicy{})
 				ids := bd.d.ids
-				b.ReportAllocs()
-				b.ResetTimer()
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				for w := 0; w < writers; w++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						rng := rand.New(rand.NewPCG(uint64(w), 5))
-						for next.Add(1) <= int64(b.N) {
-							if _, err := bd.c.Incr(ids[rng.IntN(len(ids))], "likes", 1); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
+				runWriters(b, writers, func(rng *rand.Rand, _ *[]byte) error {
+					_, err := bd.c.Incr(ids[rng.IntN(len(ids))], "likes", 1)
+					return err
+				})
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "incr/s")
 			})
 		}
 	}
+}
+
+// runWriters runs b.N calls of op spread over writers goroutines, each with
+// its own random source and scratch buffer, after resetting the timer.
+func runWriters(b *testing.B, writers int, op func(rng *rand.Rand, buf *[]byte) error) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 5))
+			var buf []byte
+			for next.Add(1) <= int64(b.N) {
+				if err := op(rng, &buf); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // BenchmarkOpen measures recovery: Open of a store holding TALLY_BENCH_ROWS

@@ -61,45 +61,24 @@ func BenchmarkMixedBatch(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/%s/writers=%d", d, kind, writers), func(b *testing.B) {
 					db, box, sums, _ := openFamilyBench(b, d)
 					val := make([]byte, 16)
-					b.ReportAllocs()
-					b.ResetTimer()
-					var next atomic.Int64
-					var wg sync.WaitGroup
-					for w := 0; w < writers; w++ {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							rng := rand.New(rand.NewPCG(uint64(w), 9))
-							var k1, k2, k3 []byte
-							add := store.AddOperand(nil, 1)
-							for next.Add(1) <= int64(b.N) {
-								user, item := rng.Uint64N(1_000_000), rng.Uint64N(1_000_000)
-								bt := db.NewBatch()
-								err := bt.Incr("posts", item, "likes", 1)
-								if kind == "mixed" && err == nil {
-									k1 = boxKey(k1[:0], user, item)
-									k2 = boxKey(k2[:0], item, user)
-									k3 = binary.BigEndian.AppendUint64(append(k3[:0], benchSums.Prefix), user)
-									err = box.Put(bt, k1, val)
-									if err == nil {
-										err = box.Put(bt, k2, val)
-									}
-									if err == nil {
-										err = sums.Merge(bt, k3, add)
-									}
-								}
-								if err == nil {
-									err = bt.Commit()
-								}
-								bt.Close()
-								if err != nil {
-									b.Error(err)
-									return
-								}
-							}
-						}()
-					}
-					wg.Wait()
+					add := store.AddOperand(nil, 1)
+					runWriters(b, writers, func(rng *rand.Rand, buf *[]byte) error {
+						user, item := rng.Uint64N(1_000_000), rng.Uint64N(1_000_000)
+						bt := db.NewBatch()
+						defer bt.Close()
+						if err := bt.Incr("posts", item, "likes", 1); err != nil {
+							return err
+						}
+						if kind == "mixed" {
+							k := boxKey((*buf)[:0], user, item)
+							box.Put(bt, k, val)
+							box.Put(bt, boxKey(k[:0], item, user), val)
+							k = binary.BigEndian.AppendUint64(append(k[:0], benchSums.Prefix), user)
+							sums.Merge(bt, k, add)
+							*buf = k
+						}
+						return bt.Commit() // reports any error of the writes above
+					})
 					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
 				})
 			}
@@ -221,38 +200,23 @@ func BenchmarkIncrOnce(b *testing.B) {
 					for i := range sources {
 						sources[i] = fmt.Sprintf("kafka-%d", i)
 					}
-					var seqs [64]atomic.Uint64
+					var seqs [64]uint64
 					var locks [64]sync.Mutex
-					b.ReportAllocs()
-					b.ResetTimer()
-					var next atomic.Int64
-					var wg sync.WaitGroup
-					for w := 0; w < writers; w++ {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							rng := rand.New(rand.NewPCG(uint64(w), 3))
-							for next.Add(1) <= int64(b.N) {
-								id := rng.Uint64N(1_000_000)
-								var err error
-								if once {
-									// A source delivers in order: hold its
-									// lock from sequence to commit.
-									s := rng.IntN(len(sources))
-									locks[s].Lock()
-									_, _, err = c.IncrOnce(id, "likes", 1, sources[s], seqs[s].Add(1))
-									locks[s].Unlock()
-								} else {
-									_, err = c.Incr(id, "likes", 1)
-								}
-								if err != nil {
-									b.Error(err)
-									return
-								}
-							}
-						}()
-					}
-					wg.Wait()
+					runWriters(b, writers, func(rng *rand.Rand, _ *[]byte) error {
+						id := rng.Uint64N(1_000_000)
+						if !once {
+							_, err := c.Incr(id, "likes", 1)
+							return err
+						}
+						// A source delivers in order: hold its lock from
+						// sequence to commit.
+						s := rng.IntN(len(sources))
+						locks[s].Lock()
+						defer locks[s].Unlock()
+						seqs[s]++
+						_, _, err := c.IncrOnce(id, "likes", 1, sources[s], seqs[s])
+						return err
+					})
 					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "incr/s")
 				})
 			}
