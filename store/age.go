@@ -83,7 +83,8 @@ func (db *DB) SealRange(ctx context.Context, counter string, rangeID uint64) err
 	return db.runJobs(ctx, []pendingJob{{jobSeal, cs, rangeID}})
 }
 
-func (db *DB) runJobs(ctx context.Context, jobs []pendingJob) error {
+func (db *DB) runJobs(ctx context.Context, jobs []pendingJob) (err error) {
+	defer recoverPebble(&err)
 	db.jobMu.Lock()
 	defer db.jobMu.Unlock()
 	// Close cancels db.jobCtx; a job must stop then as well.

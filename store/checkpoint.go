@@ -155,11 +155,15 @@ type tableRef struct {
 // Checkpoint writes every hot table to Pebble so the log before it can be
 // dropped. It returns once the checkpoint is durable. It is a no-op when
 // nothing was written since the last one.
-func (db *DB) Checkpoint() error {
+//
+// A store that cannot take writes (closed, read-only, failed, disk full)
+// cannot checkpoint either; Checkpoint returns the reason.
+func (db *DB) Checkpoint() (err error) {
+	defer recoverPebble(&err)
 	db.ckpt.Lock()
 	defer db.ckpt.Unlock()
-	if db.closed.Load() {
-		return ErrClosed
+	if err := db.writable(); err != nil {
+		return err
 	}
 	db.commit.Lock()
 	tierChanges := db.tierChanges.Load()
@@ -217,7 +221,7 @@ func (db *DB) Checkpoint() error {
 		return err
 	}
 	if err := fin.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("tally: checkpoint: %w", err)
+		return fmt.Errorf("tally: checkpoint: %w", pebbleErr(err))
 	}
 	db.ckpt.seq = seq
 	db.ckpt.tierChanges = tierChanges
@@ -317,7 +321,7 @@ func (w *chunkWriter) flush() error {
 	w.batch.Close()
 	w.batch = nil
 	if err != nil {
-		return fmt.Errorf("tally: checkpoint chunks: %w", err)
+		return fmt.Errorf("tally: checkpoint chunks: %w", pebbleErr(err))
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ func TestOpenDamagedLogAndChunk(t *testing.T) {
 				}
 			}
 			// Restore the bytes through Pebble directly and open again.
-			pdb, err := pebble.Open("d/db", &pebble.Options{FS: fs, Logger: quietLogger{}})
+			pdb, err := pebble.Open("d/db", rawPebbleOptions(fs))
 			must(t, err)
 			must(t, pdb.Set(key, good, pebble.Sync))
 			must(t, pdb.Close())

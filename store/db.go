@@ -22,6 +22,8 @@ type DB struct {
 	dir  string
 	opts *Options
 	pdb  *pebble.DB
+	env  *pebbleEnv // Pebble's logger, events and filesystem; the store's health
+	errs *errorLog  // background errors (Stats.Errors)
 	lock io.Closer
 
 	cat atomic.Pointer[catalog]
@@ -44,7 +46,6 @@ type DB struct {
 	logRecords  atomic.Int64 // log records written since the last checkpoint
 	unsynced    atomic.Bool  // NoSync commits since the last interval sync
 	closed      atomic.Bool
-	failed      atomic.Pointer[error]
 
 	recovery RecoveryStats
 
@@ -60,28 +61,28 @@ type DB struct {
 	pebbleClosed bool         // guarded by pebbleMu
 
 	bg struct {
-		stop   chan struct{}
-		kick   chan struct{} // nudges the checkpointer when the log grew
-		wg     sync.WaitGroup
-		errMu  sync.Mutex
-		errors []error // background errors, reported by Stats and Close
+		stop chan struct{}
+		kick chan struct{} // nudges the checkpointer when the log grew
+		wg   sync.WaitGroup
 	}
 }
 
-// writable reports why the DB cannot take writes, or nil.
+// writable reports why the DB cannot take writes, or nil: closed, opened
+// read-only, failed (ErrFailed, reopen) or out of disk space (ErrDiskFull,
+// until a flush succeeds again).
 func (db *DB) writable() error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
-	if p := db.failed.Load(); p != nil {
-		return fmt.Errorf("%w: %v", ErrFailed, *p)
+	if db.opts.ReadOnly {
+		return ErrReadOnly
 	}
-	return nil
+	return db.env.writeErr()
 }
 
-func (db *DB) setFailed(err error) {
-	db.failed.CompareAndSwap(nil, &err)
-}
+// setFailed fails the store: every later write returns ErrFailed wrapping
+// err (classified: a full disk or damage stays recognisable).
+func (db *DB) setFailed(err error) { db.env.fail(pebbleErr(err)) }
 
 func (db *DB) noteLogWrite(n int) {
 	db.logRecords.Add(1)
@@ -113,7 +114,7 @@ func (db *DB) Close() error {
 	db.jobMu.Lock()
 	defer db.jobMu.Unlock()
 	var errs []error
-	if db.failed.Load() == nil {
+	if db.writable() == nil {
 		if err := db.Checkpoint(); err != nil {
 			errs = append(errs, fmt.Errorf("tally: checkpoint on close: %w", err))
 		}
@@ -127,7 +128,7 @@ func (db *DB) Close() error {
 	db.pebbleMu.Lock()
 	db.pebbleClosed = true
 	db.pebbleMu.Unlock()
-	if err := db.pdb.Close(); err != nil {
+	if err := db.env.closePebble(db.pdb); err != nil {
 		errs = append(errs, err)
 	}
 	if err := db.lock.Close(); err != nil {
@@ -205,10 +206,11 @@ func (db *DB) AddColumn(counter, column string, opts ColumnOptions) error {
 	return nil
 }
 
-func (db *DB) writeSchemaLocked(ci *CounterInfo) error {
+func (db *DB) writeSchemaLocked(ci *CounterInfo) (err error) {
+	defer recoverPebble(&err)
 	key := appendCounterMetaKey(nil, ci.ID)
 	if err := db.pdb.Set(key, appendSchema(nil, ci), pebble.Sync); err != nil {
-		return fmt.Errorf("tally: write schema: %w", err)
+		return fmt.Errorf("tally: write schema: %w", pebbleErr(err))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -36,6 +37,13 @@ func newPosts(t testing.TB, db *DB, rangeBits uint8) *Counter {
 	c, err := db.Counter("posts")
 	must(t, err)
 	return c
+}
+
+// rawPebbleOptions opens a store's Pebble directory directly (tests that
+// damage or repair keys), with tally's Pebble settings.
+func rawPebbleOptions(fs vfs.FS) *pebble.Options {
+	e := newPebbleEnv(fs, newErrorLog())
+	return e.pebbleOptions(&Options{MemTableSize: 4 << 20}, nil, true)
 }
 
 func must(t testing.TB, err error) {

@@ -44,8 +44,8 @@ type LoadStats struct {
 // Load returns once everything is durable. A Load that fails or crashes
 // part-way can leave some ranges loaded and others not; running it again
 // converges. progress, if not nil, is called with the rows done so far.
-func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress func(done int)) (LoadStats, error) {
-	var st LoadStats
+func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress func(done int)) (st LoadStats, err error) {
+	defer recoverPebble(&err)
 	cs := db.cat.Load().byName[counter]
 	if cs == nil {
 		return st, fmt.Errorf("%w: %q", ErrCounterNotFound, counter)

@@ -36,13 +36,14 @@ type RecoveryStats struct {
 }
 
 // Open opens the tally store in dir, creating it if dir does not exist or is
-// empty. opts may be nil for defaults. Open loads the newest complete
-// checkpoint and replays the log after it.
+// empty (unless Options.ReadOnly). opts may be nil for defaults. Open loads
+// the newest complete checkpoint and replays the log after it.
 //
 // Errors: ErrInvalidOption for bad options, ErrLocked when the directory is
 // open elsewhere, ErrNotStore for a non-empty directory that is not a store,
-// ErrIncompatible for another format version, ErrCorrupt for damaged data (in
-// which case nothing on disk was changed).
+// ErrIncompatible for another format version, ErrCorrupt for damaged data
+// (in which case nothing on disk was changed), ErrDiskFull when recovery
+// needs space the filesystem does not have (a read-only Open still works).
 func Open(dir string, opts *Options) (*DB, error) {
 	start := time.Now()
 	o := opts.EnsureDefaults()
@@ -54,7 +55,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := checkForeign(fs, dir); err != nil {
 		return nil, err
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if o.ReadOnly {
+		if _, err := fs.Stat(fs.PathJoin(dir, markerFile)); err != nil {
+			return nil, fmt.Errorf("%w: %s has no %s file (a read-only Open creates nothing)", ErrNotStore, dir, markerFile)
+		}
+	} else if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("tally: create %s: %w", dir, err)
 	}
 	lock, err := fs.Lock(fs.PathJoin(dir, lockFile))
@@ -76,22 +81,30 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	if err := checkMarker(fs, dir); err != nil {
 		return nil, err
 	}
+	// Nothing below writes before Pebble is open: a refused directory is
+	// left exactly as it was.
+	pdir := fs.PathJoin(dir, pebbleDir)
+	exists, err := checkPebbleDir(fs, pdir)
+	if err != nil {
+		return nil, err
+	}
+	if o.ReadOnly && !exists {
+		return nil, fmt.Errorf("%w: %s holds no data yet (a read-only Open creates nothing)", ErrNotStore, dir)
+	}
+	if !o.ReadOnly {
+		if err := preflight(fs, pdir); err != nil {
+			return nil, err
+		}
+	}
+	errs := newErrorLog()
+	env := newPebbleEnv(fs, errs)
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
-	popts := &pebble.Options{
-		FS:           fs,
-		Cache:        cache,
-		MemTableSize: o.MemTableSize,
-		Logger:       quietLogger{},
-	}
-	pdb, err := pebble.Open(fs.PathJoin(dir, pebbleDir), popts)
+	pdb, err := env.openPebble(pdir, env.pebbleOptions(o, cache, exists))
 	if err != nil {
-		if errors.Is(err, pebble.ErrCorruption) {
-			return nil, fmt.Errorf("%w: pebble: %v", ErrCorrupt, err)
-		}
-		return nil, fmt.Errorf("tally: open pebble: %w", err)
+		return nil, err
 	}
-	db := &DB{dir: dir, opts: o, pdb: pdb, lock: lock,
+	db := &DB{dir: dir, opts: o, pdb: pdb, env: env, errs: errs, lock: lock,
 		blockCache: cold.NewCache(o.BlockCacheSize),
 		limiter:    compaction.NewLimiter(o.CompactionBytesPerSec),
 	}
@@ -99,11 +112,20 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	db.jobCtx, db.jobCancel = context.WithCancel(context.Background())
 	db.bg.stop = make(chan struct{})
 	db.bg.kick = make(chan struct{}, 1)
-	if err := db.recover(); err != nil {
-		pdb.Close()
+	if err := db.recoverGuarded(); err != nil {
+		env.closePebble(pdb)
 		return nil, err
 	}
 	return db, nil
+}
+
+// recoverGuarded runs recover with Pebble's fatal errors turned into errors.
+func (db *DB) recoverGuarded() (err error) {
+	defer recoverPebble(&err)
+	if err := db.recover(); err != nil {
+		return pebbleErr(err)
+	}
+	return nil
 }
 
 // checkForeign returns ErrNotStore if dir exists, is not empty and has no
@@ -198,7 +220,7 @@ func (db *DB) getMeta(name string) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tally: read meta %q: %w", name, err)
+		return nil, fmt.Errorf("tally: read meta %q: %w", name, pebbleErr(err))
 	}
 	defer closer.Close()
 	return bytes.Clone(v), nil
@@ -208,13 +230,13 @@ func (db *DB) getMeta(name string) ([]byte, error) {
 func (db *DB) scan(lo, hi []byte, fn func(k, v []byte) error) error {
 	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return err
+		return pebbleErr(err)
 	}
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return err
+			return pebbleErr(err)
 		}
 		if err := fn(it.Key(), v); err != nil {
 			it.Close()
@@ -223,9 +245,9 @@ func (db *DB) scan(lo, hi []byte, fn func(k, v []byte) error) error {
 	}
 	if err := it.Error(); err != nil {
 		it.Close()
-		return err
+		return pebbleErr(err)
 	}
-	return it.Close()
+	return pebbleErr(it.Close())
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix p.
@@ -237,13 +259,4 @@ func prefixEnd(p []byte) []byte {
 		}
 	}
 	return nil
-}
-
-// quietLogger keeps Pebble's informational logging off the host's stderr.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: fatal: "+format, args...))
 }

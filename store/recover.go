@@ -20,7 +20,7 @@ func (db *DB) recover() error {
 	r := &db.recovery
 	if v, err := db.getMeta(metaFormat); err != nil {
 		return err
-	} else if v == nil {
+	} else if v == nil && !db.opts.ReadOnly {
 		if err := db.pdb.Set(appendMetaKey(nil, metaFormat), []byte{formatVersion}, pebble.Sync); err != nil {
 			return fmt.Errorf("tally: write format: %w", err)
 		}
@@ -108,7 +108,11 @@ func (db *DB) recover() error {
 	db.logRecords.Store(int64(r.RecordsReplayed))
 
 	// Everything verified: drop chunks of interrupted checkpoints and
-	// blocks no cold range references (interrupted seals and merges).
+	// blocks no cold range references (interrupted seals and merges). A
+	// read-only store leaves them (readers never look at them).
+	if db.opts.ReadOnly {
+		return nil
+	}
 	b := db.pdb.NewBatch()
 	defer b.Close()
 	if err := db.deleteOrphanBlocks(cat, b); err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"sort"
 
 	"github.com/tallydb/tally/compaction"
@@ -23,7 +24,14 @@ type Stats struct {
 	BlockCache     BlockCacheStats
 	Jobs           []compaction.Progress // background jobs running now
 	JobsFinished   int64
-	Errors         []string // background errors since Open
+	// Errors are the most recent distinct background errors since Open:
+	// tally's and Pebble's (failed flushes and compactions, corruption
+	// found by reads). ErrorsTotal counts every one, also those not kept.
+	Errors      []string
+	ErrorsTotal int64
+	// WriteError says why writes are refused now (disk full, a failed
+	// WAL, a read-only store), or is empty.
+	WriteError string
 }
 
 // BlockCacheStats describes the decompressed cold block cache.
@@ -159,10 +167,9 @@ func (db *DB) Stats() Stats {
 	s.BlockCache = BlockCacheStats{Hits: cst.Hits, Misses: cst.Misses, Bytes: cst.Bytes, Entries: cst.Entries}
 	s.Jobs = db.jobs.Running()
 	s.JobsFinished = db.jobs.Finished()
-	db.bg.errMu.Lock()
-	for _, e := range db.bg.errors {
-		s.Errors = append(s.Errors, e.Error())
+	s.Errors, s.ErrorsTotal = db.errs.list()
+	if err := db.writable(); err != nil && !errors.Is(err, ErrClosed) {
+		s.WriteError = err.Error()
 	}
-	db.bg.errMu.Unlock()
 	return s
 }

@@ -13,9 +13,10 @@ var cmdReplay = &command{
 	synopsis: "open the store (recovering it) and report what recovery did",
 	help: `Usage: tally -d DIR replay
 
-Opens the store, which loads the newest checkpoint and replays the log after
-it, reports what that took, and closes it (which checkpoints). Prints
-"key value" lines:
+Opens the store read-only, which loads the newest checkpoint and replays the
+log after it in memory, reports what that took, and closes it without
+writing anything (run "checkpoint" to fold the log into a checkpoint).
+Prints "key value" lines:
   checkpoint_seq    log sequence the loaded checkpoint includes
   chunks_loaded     checkpoint chunks read
   rows_loaded       rows loaded from them
@@ -102,8 +103,9 @@ func init() {
 	cmdCheckpoint.run = runCheckpoint
 }
 
-// noArgs opens the store for a command that takes no arguments.
-func noArgs(e *env, c *command, args []string) (*store.DB, error) {
+// noArgs opens the store for a command that takes no arguments, read-only
+// for the commands that only read.
+func noArgs(e *env, c *command, args []string, readOnly bool) (*store.DB, error) {
 	pos, err := parse(e.flags(c), args, true)
 	if err != nil {
 		return nil, err
@@ -111,11 +113,14 @@ func noArgs(e *env, c *command, args []string) (*store.DB, error) {
 	if len(pos) != 0 {
 		return nil, usagef("takes no arguments, got %q", strings.Join(pos, " "))
 	}
+	if readOnly {
+		return e.openRead()
+	}
 	return e.open(false)
 }
 
 func runReplay(e *env, args []string) error {
-	db, err := noArgs(e, cmdReplay, args)
+	db, err := noArgs(e, cmdReplay, args, true)
 	if err != nil {
 		return err
 	}
@@ -133,7 +138,7 @@ func writeRecovery(w io.Writer, r store.RecoveryStats) {
 }
 
 func runStats(e *env, args []string) error {
-	db, err := noArgs(e, cmdStats, args)
+	db, err := noArgs(e, cmdStats, args, true)
 	if err != nil {
 		return err
 	}
@@ -216,7 +221,7 @@ func writeStats(w io.Writer, s store.Stats) {
 }
 
 func runCheckpoint(e *env, args []string) error {
-	db, err := noArgs(e, cmdCheckpoint, args)
+	db, err := noArgs(e, cmdCheckpoint, args, false)
 	if err != nil {
 		return err
 	}

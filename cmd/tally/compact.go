@@ -178,7 +178,7 @@ func compactWithProgress(ctx context.Context, db *store.DB, w io.Writer) error {
 }
 
 func runVerify(e *env, args []string) error {
-	db, err := noArgs(e, cmdVerify, args)
+	db, err := noArgs(e, cmdVerify, args, true)
 	if err != nil {
 		return err
 	}

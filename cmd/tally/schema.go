@@ -142,7 +142,7 @@ func runCounterList(e *env, args []string) error {
 	if len(pos) != 0 {
 		return usagef("takes no arguments, got %q", strings.Join(pos, " "))
 	}
-	db, err := e.open(false)
+	db, err := e.openRead()
 	if err != nil {
 		return err
 	}
