@@ -101,7 +101,17 @@ func checkRecordLog(f io.ReaderAt, size int64, path string, kind logKind, num ui
 		case err == nil:
 			continue
 		case errors.Is(err, io.EOF):
-			return nil
+			// A clean end, or a damaged log number that reads as the
+			// next log's number (the EOF trailer's mark): only proof
+			// of durable data after it tells the two apart.
+			damaged, serr := durableAfter(f, size, start, kind, num)
+			if serr != nil {
+				return fmt.Errorf("tally: read %s: %w", path, serr)
+			}
+			if !damaged {
+				return nil
+			}
+			err = record.ErrInvalidChunk
 		case !record.IsInvalidRecord(err):
 			return fmt.Errorf("tally: read %s: %w", path, err)
 		}
@@ -109,6 +119,9 @@ func checkRecordLog(f io.ReaderAt, size int64, path string, kind logKind, num ui
 		// already have confirmed the damage; it reports ErrUnexpectedEOF
 		// when it could not.
 		confirmed := kind == logWAL && !errors.Is(err, record.ErrUnexpectedEOF)
+		if errors.Is(err, io.EOF) {
+			confirmed = true // by the scan above
+		}
 		if !confirmed {
 			var serr error
 			if confirmed, serr = durableAfter(f, size, start, kind, num); serr != nil {

@@ -84,7 +84,7 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	// Nothing below writes before Pebble is open: a refused directory is
 	// left exactly as it was.
 	pdir := fs.PathJoin(dir, pebbleDir)
-	exists, err := checkPebbleDir(fs, pdir)
+	exists, format, err := checkPebbleDir(fs, pdir)
 	if err != nil {
 		return nil, err
 	}
@@ -112,18 +112,27 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	db.jobCtx, db.jobCancel = context.WithCancel(context.Background())
 	db.bg.stop = make(chan struct{})
 	db.bg.kick = make(chan struct{}, 1)
-	if err := db.recoverGuarded(); err != nil {
+	upgraded := !o.ReadOnly && format < int(pebbleFormat)
+	if err := db.recoverGuarded(upgraded); err != nil {
 		env.closePebble(pdb)
 		return nil, err
 	}
 	return db, nil
 }
 
-// recoverGuarded runs recover with Pebble's fatal errors turned into errors.
-func (db *DB) recoverGuarded() (err error) {
+// recoverGuarded runs recover with Pebble's fatal errors turned into
+// errors. When Pebble upgraded the database to pebbleFormat in this Open,
+// the WAL it opened predates the upgrade (no sync offsets): a rotation
+// starts one that has them.
+func (db *DB) recoverGuarded(upgraded bool) (err error) {
 	defer recoverPebble(&err)
 	if err := db.recover(); err != nil {
 		return pebbleErr(err)
+	}
+	if upgraded {
+		if _, err := db.pdb.AsyncFlush(); err != nil {
+			return fmt.Errorf("tally: rotate the WAL: %w", pebbleErr(err))
+		}
 	}
 	return nil
 }

@@ -62,6 +62,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,7 +85,9 @@ const preflightMargin = 1 << 20
 // every WAL chunk carry the offset the log was synced to, which is what
 // lets checkRecordLog tell a damaged WAL from a torn one. Its sstables stay
 // in the row format (TableFormatPebblev4) because tally does not enable
-// columnar blocks.
+// columnar blocks. Pebble creates a database, and the WAL of that first
+// Open, at its oldest format and upgrades it afterwards; open rotates that
+// WAL so the log tally writes to has sync offsets from the start.
 const pebbleFormat = pebble.FormatWALSyncChunks
 
 // pebbleEnv is what one Pebble instance reports into, and the health it
@@ -321,11 +324,12 @@ func preflight(fs vfs.FS, dir string) error {
 // database and delete every sstable as obsolete (issue 12, defect 5).
 // Pebble creates MANIFEST-* and marker.manifest.* before any WAL, sstable,
 // OPTIONS file or format marker, so a directory with only a MANIFEST is an
-// interrupted creation and may be created again.
-func checkPebbleDir(fs vfs.FS, dir string) (exists bool, err error) {
+// interrupted creation and may be created again. format is the database's
+// format major version (0 when it has none yet).
+func checkPebbleDir(fs vfs.FS, dir string) (exists bool, format int, err error) {
 	names, lerr := fs.List(dir)
 	if lerr != nil {
-		return false, nil // missing: a new store
+		return false, 0, nil // missing: a new store
 	}
 	var manifestMarker, formatMarker, data bool
 	var sample string
@@ -334,7 +338,11 @@ func checkPebbleDir(fs vfs.FS, dir string) (exists bool, err error) {
 		case strings.HasPrefix(n, "marker.manifest."):
 			manifestMarker = true
 		case strings.HasPrefix(n, "marker.format-version."):
+			// marker.format-version.<iteration>.<version>
 			formatMarker = true
+			if v, err := strconv.Atoi(n[strings.LastIndexByte(n, '.')+1:]); err == nil {
+				format = max(format, v)
+			}
 		case strings.HasSuffix(n, ".sst"), strings.HasSuffix(n, ".blob"), isWAL(n), strings.HasPrefix(n, "OPTIONS-"):
 			data = true
 			sample = n
@@ -342,14 +350,14 @@ func checkPebbleDir(fs vfs.FS, dir string) (exists bool, err error) {
 	}
 	switch {
 	case manifestMarker && formatMarker:
-		return true, nil
+		return true, format, nil
 	case !data && !formatMarker:
-		return false, nil
+		return false, 0, nil
 	case !manifestMarker:
-		return false, fmt.Errorf("%w: %s holds Pebble data (%s) but no marker.manifest.* file: it would be opened as a new database; restore the marker (a file named marker.manifest.NNNNNN.MANIFEST-NNNNNN naming the newest MANIFEST)",
+		return false, 0, fmt.Errorf("%w: %s holds Pebble data (%s) but no marker.manifest.* file: it would be opened as a new database; restore the marker (a file named marker.manifest.NNNNNN.MANIFEST-NNNNNN naming the newest MANIFEST)",
 			ErrCorrupt, dir, sample)
 	default:
-		return false, fmt.Errorf("%w: %s holds a Pebble database without its marker.format-version.* file", ErrCorrupt, dir)
+		return false, 0, fmt.Errorf("%w: %s holds a Pebble database without its marker.format-version.* file", ErrCorrupt, dir)
 	}
 }
 
