@@ -36,7 +36,8 @@ const (
 )
 
 // ckptPointerVersion is the version byte of the meta "ckpt" value.
-const ckptPointerVersion = 1
+// Version 1 had no chunk count; it is still read.
+const ckptPointerVersion = 2
 
 // chunkHeader is the decoded header of a checkpoint chunk.
 type chunkHeader struct {
@@ -123,24 +124,54 @@ func decodeChunk(b []byte, fn func(h *chunkHeader, key uint64, vals []uint64) er
 	return h, d.finish()
 }
 
-func appendCkptPointer(dst []byte, seq uint64) []byte {
+// ckptPointer is the decoded meta "ckpt" value.
+type ckptPointer struct {
+	seq       uint64 // log sequence the checkpoint includes
+	chunks    uint64 // chunk keys the checkpoint wrote
+	hasChunks bool   // false for a version 1 pointer
+}
+
+// appendCkptPointer encodes the meta "ckpt" value, which names the
+// checkpoint recovery loads.
+//
+//	field     width    meaning
+//	--------  -------  ------------------------------------------------
+//	version   1        ckptPointerVersion (1: no chunks field)
+//	seq       8        log sequence the checkpoint includes, big-endian
+//	chunks    uvarint  chunk keys the checkpoint wrote (version 2), so
+//	                   recovery sees a chunk that is gone
+//	checksum  4        CRC-32C of everything before, big-endian
+//
+// A pointer without hasChunks is encoded as version 1 (tests of old stores).
+func appendCkptPointer(dst []byte, p ckptPointer) []byte {
 	start := len(dst)
+	if !p.hasChunks {
+		dst = append(dst, 1)
+		dst = binary.BigEndian.AppendUint64(dst, p.seq)
+		return appendChecksum(dst, start)
+	}
 	dst = append(dst, ckptPointerVersion)
-	dst = binary.BigEndian.AppendUint64(dst, seq)
+	dst = binary.BigEndian.AppendUint64(dst, p.seq)
+	dst = binary.AppendUvarint(dst, p.chunks)
 	return appendChecksum(dst, start)
 }
 
-func decodeCkptPointer(b []byte) (uint64, error) {
+func decodeCkptPointer(b []byte) (ckptPointer, error) {
+	var p ckptPointer
 	body, err := verifyChecksum(b, "checkpoint pointer")
 	if err != nil {
-		return 0, err
+		return p, err
 	}
 	d := decoder{b: body, what: "checkpoint pointer"}
-	if v := d.byte(); d.err == nil && v != ckptPointerVersion {
-		return 0, fmt.Errorf("%w: checkpoint pointer version %d", ErrCorrupt, v)
+	v := d.byte()
+	if d.err == nil && v != 1 && v != ckptPointerVersion {
+		return p, fmt.Errorf("%w: checkpoint pointer version %d", ErrCorrupt, v)
 	}
-	seq := d.u64()
-	return seq, d.finish()
+	p.seq = d.u64()
+	if v == ckptPointerVersion {
+		p.chunks, p.hasChunks = d.uvarint(), true
+	}
+	return p, d.finish()
 }
 
 // checkpointBatchBytes is the size at which checkpoint chunk batches are
@@ -211,7 +242,8 @@ func (db *DB) Checkpoint() (err error) {
 
 	fin := db.pdb.NewBatch()
 	defer fin.Close()
-	if err := fin.Set(appendMetaKey(nil, metaCheckpoint), appendCkptPointer(nil, seq), nil); err != nil {
+	ptr := ckptPointer{seq: seq, chunks: w.chunks, hasChunks: true}
+	if err := fin.Set(appendMetaKey(nil, metaCheckpoint), appendCkptPointer(nil, ptr), nil); err != nil {
 		return err
 	}
 	if err := fin.DeleteRange(appendLogKey(nil, 0), appendLogKey(nil, seq+1), nil); err != nil {
@@ -236,6 +268,7 @@ type chunkWriter struct {
 	db      *DB
 	seq     uint64
 	maxRows int
+	chunks  uint64 // chunk keys written
 	batch   *pebble.Batch
 	rows    []uint64
 	buf     []byte
@@ -307,6 +340,7 @@ func (w *chunkWriter) emit(h *chunkHeader, chunk uint32, rows []uint64) error {
 	if err := w.batch.Set(w.key, w.buf, nil); err != nil {
 		return err
 	}
+	w.chunks++
 	if w.batch.Len() >= checkpointBatchBytes {
 		return w.flush()
 	}

@@ -186,9 +186,11 @@ func openWithin(t testing.TB, dir string, o *Options, d time.Duration) (*DB, err
 func exhaustive() bool { return os.Getenv("TALLY_FAULT_EXHAUSTIVE") != "" }
 
 // sampleOffsets returns the offsets of a file of size bytes to damage: all
-// of them when exhaustive, else n spread evenly plus the first and last 64.
-func sampleOffsets(size int64, n int, rng *rand.Rand) []int64 {
-	if exhaustive() || size <= int64(n)+128 {
+// of them when exhaustive, else the first and last edge bytes (headers,
+// footers) and n drawn uniformly from the rest.
+func sampleOffsets(size int64, n, edge int, rng *rand.Rand) []int64 {
+	e := int64(edge)
+	if exhaustive() || size <= int64(n)+2*e {
 		out := make([]int64, size)
 		for i := range out {
 			out[i] = int64(i)
@@ -196,11 +198,11 @@ func sampleOffsets(size int64, n int, rng *rand.Rand) []int64 {
 		return out
 	}
 	var out []int64
-	for i := int64(0); i < 64; i++ {
+	for i := int64(0); i < e; i++ {
 		out = append(out, i, size-1-i)
 	}
 	for range n {
-		out = append(out, 64+rng.Int64N(size-128))
+		out = append(out, e+rng.Int64N(size-2*e))
 	}
 	return out
 }

@@ -135,8 +135,15 @@ func checkRecordLog(f io.ReaderAt, size int64, path string, kind logKind, num ui
 		if kind == logManifest {
 			what = "later records"
 		}
-		return fmt.Errorf("%w: %s: damaged record at offset %d with %s (replaying would silently drop them): %v",
-			ErrCorrupt, path, start, what, err)
+		detail := ""
+		if !errors.Is(err, record.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			detail = " (" + firstLine(err.Error()) + ")"
+		}
+		// NB: the record error must not be in the chain: Pebble reads
+		// record.ErrUnexpectedEOF from the newest WAL as a torn end and
+		// would replay up to here after all.
+		return &pebbleError{ErrCorrupt, fmt.Sprintf("%s: damaged record at offset %d, followed by %s: replaying would silently drop them%s",
+			path, start, what, detail), nil}
 	}
 }
 

@@ -170,6 +170,10 @@ func checkMarker(fs vfs.FS, dir string) error {
 		}
 		var v int
 		if _, err := fmt.Sscanf(string(b), "tally store format %d\n", &v); err != nil {
+			if _, serr := fs.Stat(fs.PathJoin(dir, pebbleDir)); serr == nil {
+				// A store's marker, damaged: not a foreign directory.
+				return fmt.Errorf("%w: %s: damaged %s file %q", ErrCorrupt, dir, markerFile, strings.TrimSpace(string(b)))
+			}
 			return fmt.Errorf("%w: %s: bad marker %q", ErrNotStore, dir, strings.TrimSpace(string(b)))
 		}
 		if v != formatVersion {

@@ -61,6 +61,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -288,6 +289,10 @@ func openError(dir string, err error) error {
 		return perr
 	case errors.Is(err, pebble.ErrDBDoesNotExist), errors.Is(err, pebble.ErrDBNotPristine):
 		return fmt.Errorf("%w: %s is not a complete Pebble database: %v", ErrCorrupt, dir, err)
+	case errors.Is(err, os.ErrNotExist):
+		// The MANIFEST names a file that is gone (checkPebbleDir found the
+		// directory and its markers).
+		return fmt.Errorf("%w: %s: a file the database needs is missing: %v", ErrCorrupt, dir, firstLine(err.Error()))
 	}
 	return fmt.Errorf("tally: open pebble: %w", err)
 }
@@ -362,23 +367,33 @@ func checkPebbleDir(fs vfs.FS, dir string) (exists bool, format int, err error) 
 }
 
 // pebbleError is an error of Pebble's classified for tally's callers: kind
-// is ErrCorrupt or ErrDiskFull.
+// is ErrCorrupt or ErrDiskFull; cause, if not nil, is Pebble's or the OS's
+// error.
 type pebbleError struct {
 	kind  error
 	msg   string
 	cause error
 }
 
-func (e *pebbleError) Error() string   { return e.kind.Error() + ": " + e.msg }
-func (e *pebbleError) Unwrap() []error { return []error{e.kind, e.cause} }
+func (e *pebbleError) Error() string { return e.kind.Error() + ": " + e.msg }
+
+func (e *pebbleError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}
 
 // pebbleErr classifies an error from Pebble: damaged bytes wrap ErrCorrupt
 // and name the file, a full disk wraps ErrDiskFull; the original error
 // stays in the chain.
 func pebbleErr(err error) error {
+	var pe *pebbleError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &pe):
+		return pe // tally's own, from deep inside a Pebble call (logcheck)
 	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrDiskFull):
 		return err
 	}

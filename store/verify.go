@@ -115,7 +115,13 @@ func (db *DB) Verify(ctx context.Context) (err error) {
 	ckptSeq := db.ckpt.seq
 	db.ckpt.Unlock()
 	cp := appendCheckpointPrefix(nil, ckptSeq)
+	var gaps chunkGaps
+	var chunks uint64
 	if err := scan(cp, prefixEnd(cp), func(k, v []byte) bool {
+		chunks++
+		if err := gaps.check(k); err != nil && !report(err) {
+			return false
+		}
 		if _, err := decodeChunk(v, func(*chunkHeader, uint64, []uint64) error { return nil }); err != nil {
 			return report(fmt.Errorf("checkpoint chunk %x: %w", k, err))
 		}
@@ -123,9 +129,26 @@ func (db *DB) Verify(ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
+	if v, closer, err := snap.Get(appendMetaKey(nil, metaCheckpoint)); err == nil {
+		ptr, err := decodeCkptPointer(v)
+		closer.Close()
+		switch {
+		case err != nil:
+			report(fmt.Errorf("checkpoint pointer: %w", err))
+		case ptr.seq == ckptSeq && ptr.hasChunks && ptr.chunks != chunks:
+			report(fmt.Errorf("checkpoint %d wrote %d chunks, %d are left", ptr.seq, ptr.chunks, chunks))
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		report(fmt.Errorf("checkpoint pointer: %w", pebbleErr(err)))
+	}
+	prev := ckptSeq
 	if err := scan([]byte{famLog}, familyEnd(famLog), func(k, v []byte) bool {
+		seq, _ := decodeLogKey(k)
+		if seq > prev+1 && !report(logGap(prev+1, seq)) {
+			return false
+		}
+		prev = max(prev, seq)
 		if err := decodeRecord(v, func(rowImage) error { return nil }); err != nil {
-			seq, _ := decodeLogKey(k)
 			return report(fmt.Errorf("log record %d: %w", seq, err))
 		}
 		return true
