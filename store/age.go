@@ -134,7 +134,7 @@ func (w *blockWriter) set(key, value []byte) error {
 	if err := w.batch.Set(key, value, nil); err != nil {
 		return err
 	}
-	if w.batch.Len() >= jobBatchBytes {
+	if w.batch.Len() >= w.db.batchLimit(jobBatchBytes) {
 		return w.flush()
 	}
 	return nil
@@ -159,7 +159,10 @@ func (w *blockWriter) flush() error {
 	if w.batch == nil {
 		return nil
 	}
-	err := w.db.pdb.Apply(w.batch, pebble.NoSync)
+	err := w.db.writable()
+	if err == nil {
+		err = w.db.pdb.Apply(w.batch, pebble.NoSync)
+	}
 	w.batch.Close()
 	w.batch = nil
 	return err
@@ -232,6 +235,9 @@ func (db *DB) sealRange(ctx context.Context, cs *counterState, rid uint64) (err 
 	job.SetPhase("sort")
 	rows := compaction.SortedRows(rs.hot)
 	prefix := appendColdBlockPrefix(nil, cs.id, rid)
+	if err := db.writable(); err != nil {
+		return err
+	}
 	if err := db.pdb.DeleteRange(prefix, prefixEnd(prefix), pebble.NoSync); err != nil {
 		return err
 	}
@@ -247,6 +253,9 @@ func (db *DB) sealRange(ctx context.Context, cs *counterState, rid uint64) (err 
 
 	// 3. Switch on disk.
 	job.SetPhase("commit")
+	if err := db.writable(); err != nil {
+		return err
+	}
 	if err := db.pdb.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), pebble.Sync); err != nil {
 		return err
 	}
@@ -313,6 +322,9 @@ func (db *DB) mergeRange(ctx context.Context, cs *counterState, rid uint64) (err
 	defer func() {
 		if err != nil {
 			db.unfreezeMerge(cs, rid)
+			if db.writable() != nil {
+				return
+			}
 			// Best effort: drop the new, unreferenced blocks now (Open
 			// would drop them too).
 			db.pdb.DeleteRange(appendColdBlockKey(nil, cs.id, rid, old.nextBlockID),
@@ -371,6 +383,9 @@ func (db *DB) mergeRange(ctx context.Context, cs *counterState, rid uint64) (err
 				return err
 			}
 		}
+	}
+	if err := db.writable(); err != nil {
+		return err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return err

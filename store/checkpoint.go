@@ -175,8 +175,15 @@ func decodeCkptPointer(b []byte) (ckptPointer, error) {
 }
 
 // checkpointBatchBytes is the size at which checkpoint chunk batches are
-// committed.
+// committed, at most a quarter of the memtable (batchLimit).
 const checkpointBatchBytes = 8 << 20
+
+// batchLimit caps the size of tally's own large batches (checkpoint chunks,
+// job blocks) below Pebble's large-batch threshold (half a memtable): a
+// larger batch makes Pebble rotate its WAL at every commit, and a WAL
+// rotation on a WAL that has failed panics inside Pebble with its mutex
+// released, which no recover can catch (see pebble.go).
+func (db *DB) batchLimit(n int) int { return min(n, int(db.opts.MemTableSize/4)) }
 
 type tableRef struct {
 	cs *counterState
@@ -242,6 +249,9 @@ func (db *DB) Checkpoint() (err error) {
 
 	fin := db.pdb.NewBatch()
 	defer fin.Close()
+	if err := db.writable(); err != nil {
+		return err
+	}
 	ptr := ckptPointer{seq: seq, chunks: w.chunks, hasChunks: true}
 	if err := fin.Set(appendMetaKey(nil, metaCheckpoint), appendCkptPointer(nil, ptr), nil); err != nil {
 		return err
@@ -341,7 +351,7 @@ func (w *chunkWriter) emit(h *chunkHeader, chunk uint32, rows []uint64) error {
 		return err
 	}
 	w.chunks++
-	if w.batch.Len() >= checkpointBatchBytes {
+	if w.batch.Len() >= w.db.batchLimit(checkpointBatchBytes) {
 		return w.flush()
 	}
 	return nil
@@ -351,7 +361,11 @@ func (w *chunkWriter) flush() error {
 	if w.batch == nil {
 		return nil
 	}
-	err := w.batch.Commit(pebble.NoSync)
+	// NB: every commit to Pebble is preceded by this check; see batchLimit.
+	err := w.db.writable()
+	if err == nil {
+		err = w.batch.Commit(pebble.NoSync)
+	}
 	w.batch.Close()
 	w.batch = nil
 	if err != nil {

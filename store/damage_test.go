@@ -408,7 +408,7 @@ func TestFileDamageMatrix(t *testing.T) {
 				kind := fileKind(pristine.PathBase(path))
 				damages := []fileDamage{{path, -1}}
 				if size := int64(len(readFile(t, pristine, path))); size > 0 {
-					for _, off := range sampleOffsets(size, 5, 4, rng) {
+					for _, off := range sampleOffsets(size, 3, 3, rng) {
 						damages = append(damages, fileDamage{path, off})
 					}
 				}

@@ -37,8 +37,10 @@ var (
 	ErrClosed = errors.New("tally: store is closed")
 	// ErrFailed is returned by writes after a failure the open DB cannot
 	// recover from (a failed WAL write or sync, a fatal Pebble error); the
-	// DB must be reopened. The error also wraps the cause (ErrDiskFull,
-	// ErrCorrupt or the I/O error).
+	// DB must be reopened. It is also returned, until a flush succeeds
+	// again, while Pebble cannot write sstables for a reason other than a
+	// full disk. The error also wraps the cause (ErrDiskFull, ErrCorrupt or
+	// the I/O error).
 	ErrFailed = errors.New("tally: store failed; reopen it")
 	// ErrDiskFull is returned when the filesystem has no space left (ENOSPC
 	// or EDQUOT) for a write the store must make: by writes while Pebble

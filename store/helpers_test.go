@@ -45,7 +45,7 @@ func newPosts(t testing.TB, db *DB, rangeBits uint8) *Counter {
 // rawPebbleOptions opens a store's Pebble directory directly (tests that
 // damage or repair keys), with tally's Pebble settings.
 func rawPebbleOptions(fs vfs.FS) *pebble.Options {
-	e := newPebbleEnv(fs, newErrorLog())
+	e := newPebbleEnv(fs, newErrorLog(), "", 4<<20)
 	return e.pebbleOptions(&Options{MemTableSize: 4 << 20}, nil, true)
 }
 

@@ -172,6 +172,9 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 	}
 	local := &compaction.Rows{NCols: rows.NCols, Keys: keys, Vals: rows.Vals}
 	prefix := appendColdBlockPrefix(nil, cs.id, rid)
+	if err := db.writable(); err != nil {
+		return err
+	}
 	if err := db.pdb.DeleteRange(prefix, prefixEnd(prefix), pebble.NoSync); err != nil {
 		return err
 	}
@@ -193,6 +196,9 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 		// A writer created the range while its blocks were written: leave
 		// the blocks as orphans (Open drops them) and load through the log.
 		return db.loadLoggedLocked(cs, rows, st)
+	}
+	if err := db.writable(); err != nil {
+		return err
 	}
 	if err := db.pdb.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), pebble.Sync); err != nil {
 		return err

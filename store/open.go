@@ -18,9 +18,10 @@ import (
 
 // Files tally keeps beside Pebble's in the store directory.
 const (
-	markerFile = "TALLY"      // "tally store format N\n": says the directory is a store
-	lockFile   = "TALLY.LOCK" // held while the store is open
-	pebbleDir  = "db"         // Pebble's own directory
+	markerFile = "TALLY"       // "tally store format N\n": says the directory is a store
+	lockFile   = "TALLY.LOCK"  // held while the store is open
+	probeFile  = "TALLY.PROBE" // written and removed to see if the disk takes writes again
+	pebbleDir  = "db"          // Pebble's own directory
 )
 
 func markerText(v int) string { return fmt.Sprintf("tally store format %d\n", v) }
@@ -97,7 +98,10 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 		}
 	}
 	errs := newErrorLog()
-	env := newPebbleEnv(fs, errs)
+	env := newPebbleEnv(fs, errs, dir, o.MemTableSize)
+	if o.testOpenGrace > 0 {
+		env.grace = o.testOpenGrace
+	}
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
 	pdb, err := env.openPebble(pdir, env.pebbleOptions(o, cache, exists))

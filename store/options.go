@@ -122,6 +122,8 @@ type Options struct {
 	// testHookBlockWrite, if set, runs before each cold block is written;
 	// an error fails the job (fault injection in tests).
 	testHookBlockWrite func() error
+	// testOpenGrace, if set, replaces openGrace (tests of a stuck Open).
+	testOpenGrace time.Duration
 }
 
 // EnsureDefaults returns a copy of o (which may be nil) with every zero field

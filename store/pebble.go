@@ -16,7 +16,8 @@ package store
 // fatal to Pebble (Logger.Fatalf). tally therefore:
 //
 //   - sees every write failure at the filesystem (storeFS) and, on ENOSPC or
-//     EDQUOT, refuses writes at once with ErrDiskFull instead of handing
+//     EDQUOT anywhere or any failed sstable write, refuses writes at once
+//     (ErrDiskFull, or ErrFailed for other I/O errors) instead of handing
 //     them to a commit pipeline that cannot drain; a successful flush or
 //     compaction lifts the refusal;
 //   - paces Pebble's flush retries (storeFS.Create backs off to 1s);
@@ -102,23 +103,35 @@ type pebbleEnv struct {
 	fenced  atomic.Bool // the instance was abandoned (storeFS refuses writes)
 	parked  atomic.Bool // a Pebble goroutine is parked in Fatalf
 
-	// failed is why the instance takes no more writes (reopen the store);
-	// full is why writes are refused until a flush or compaction succeeds.
-	failed atomic.Pointer[error]
-	full   atomic.Pointer[error]
+	// failed is why the instance takes no more writes (reopen the store).
+	// blocked is why writes are refused until a flush or compaction
+	// succeeds: Pebble could not write an sstable (a full disk, an I/O
+	// error), and a write handed to it now would queue behind a flush that
+	// cannot finish (Pebble's write stall has no timeout).
+	failed  atomic.Pointer[error]
+	blocked atomic.Pointer[error]
 
 	backoffMu sync.Mutex
 	backoffN  int
+
+	// probe: how a refusal of writes is lifted when no flush comes to do
+	// it (see maybeLift).
+	probeDir  string // the store directory, where the probe file goes
+	minFree   uint64 // free bytes a full disk must have again
+	probeMu   sync.Mutex
+	lastProbe time.Time
 
 	never     chan struct{} // never closed: abandoned goroutines wait on it
 	closing   chan struct{} // closed when the DB closes: cuts backoffs short
 	closeOnce sync.Once
 	stuck     chan struct{} // closed when Open must stop waiting for Pebble
 	stuckOnce sync.Once
+	grace     time.Duration // openGrace, or a test's
 }
 
-func newPebbleEnv(fs vfs.FS, errs *errorLog) *pebbleEnv {
-	e := &pebbleEnv{errs: errs, never: make(chan struct{}), closing: make(chan struct{}), stuck: make(chan struct{})}
+func newPebbleEnv(fs vfs.FS, errs *errorLog, dir string, memTableSize uint64) *pebbleEnv {
+	e := &pebbleEnv{errs: errs, never: make(chan struct{}), closing: make(chan struct{}), stuck: make(chan struct{}),
+		probeDir: dir, minFree: 2*memTableSize + preflightMargin, grace: openGrace}
 	e.fs = &storeFS{FS: fs, env: e}
 	return e
 }
@@ -139,13 +152,59 @@ func (e *pebbleEnv) pebbleOptions(o *Options, cache *pebble.Cache, mustExist boo
 
 // writeErr returns why writes are refused now, or nil.
 func (e *pebbleEnv) writeErr() error {
+	if err := e.refusal(); err == nil || e.failed.Load() != nil || !e.maybeLift() {
+		return err
+	}
+	return nil
+}
+
+// refusal returns the recorded reason writes are refused, or nil.
+func (e *pebbleEnv) refusal() error {
 	if p := e.failed.Load(); p != nil {
 		return fmt.Errorf("%w: %w", ErrFailed, *p)
 	}
-	if p := e.full.Load(); p != nil {
+	if p := e.blocked.Load(); p != nil {
 		return *p
 	}
 	return nil
+}
+
+// probeInterval bounds how often a refused write probes the disk.
+const probeInterval = time.Second
+
+// maybeLift lifts a refusal of writes when the disk takes writes again and
+// no flush came to say so (the failed job was a compaction, or nothing was
+// left to flush). At most once per probeInterval it checks the free space
+// (where the filesystem reports it: room for two memtables) and writes,
+// syncs and removes a small probe file. If Pebble's sstables still fail,
+// the next failure refuses writes again.
+func (e *pebbleEnv) maybeLift() bool {
+	e.probeMu.Lock()
+	defer e.probeMu.Unlock()
+	if time.Since(e.lastProbe) < probeInterval {
+		return false
+	}
+	e.lastProbe = time.Now()
+	fs := e.fs.FS
+	if u, err := fs.GetDiskUsage(e.probeDir); err == nil && u.AvailBytes < e.minFree {
+		return false
+	}
+	path := fs.PathJoin(e.probeDir, probeFile)
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return false
+	}
+	_, err = f.Write(make([]byte, 64<<10))
+	if err == nil {
+		err = f.Sync()
+	}
+	f.Close()
+	fs.Remove(path)
+	if err != nil {
+		return false
+	}
+	e.succeeded()
+	return true
 }
 
 // fail puts the instance in the failed state (the first cause wins).
@@ -155,10 +214,18 @@ func (e *pebbleEnv) fail(err error) {
 	}
 }
 
-// diskFull refuses writes until a flush or compaction succeeds.
-func (e *pebbleEnv) diskFull(err error) {
-	if e.full.CompareAndSwap(nil, &err) {
+// block refuses writes until a flush or compaction succeeds. err is the
+// cause: it wraps ErrDiskFull for a full disk, else it is wrapped in
+// ErrFailed (a failure the caller cannot fix by retrying at once).
+func (e *pebbleEnv) block(err error) {
+	if !errors.Is(err, ErrDiskFull) {
+		err = fmt.Errorf("%w: pebble cannot write sstables: %w", ErrFailed, err)
+	}
+	if e.blocked.CompareAndSwap(nil, &err) {
 		e.errs.add(err)
+		e.probeMu.Lock()
+		e.lastProbe = time.Now() // no probe within probeInterval of a failure
+		e.probeMu.Unlock()
 	}
 	if e.opening.Load() {
 		e.signalStuck()
@@ -173,8 +240,8 @@ func (e *pebbleEnv) writeFailed(name string, err error) {
 		return
 	}
 	cause := pebbleErr(err)
-	if errors.Is(cause, ErrDiskFull) {
-		e.diskFull(cause)
+	if errors.Is(cause, ErrDiskFull) || isTable(name) {
+		e.block(cause)
 	}
 	if isWAL(name) {
 		// Pebble's log writer keeps the error: no later sync succeeds.
@@ -182,18 +249,18 @@ func (e *pebbleEnv) writeFailed(name string, err error) {
 	}
 }
 
-// succeeded lifts a disk-full refusal after a flush or compaction that
+// succeeded lifts the refusal of writes after a flush or compaction that
 // wrote its output.
 func (e *pebbleEnv) succeeded() {
-	e.full.Store(nil)
+	e.blocked.Store(nil)
 	e.backoffMu.Lock()
 	e.backoffN = 0
 	e.backoffMu.Unlock()
 }
 
-// backoff delays an sstable create while the disk is full.
+// backoff delays an sstable create while sstable writes fail.
 func (e *pebbleEnv) backoff() {
-	if e.full.Load() == nil {
+	if e.blocked.Load() == nil {
 		return
 	}
 	e.backoffMu.Lock()
@@ -230,9 +297,10 @@ func (e *pebbleEnv) closePebble(pdb *pebble.DB) (err error) {
 	return pdb.Close()
 }
 
-// openPebble runs pebble.Open with a bounded wait: if Pebble hits a full
-// disk or parks in Fatalf while opening, it cannot back out (see the file
-// comment), so after openGrace the instance is fenced and Open fails.
+// openPebble runs pebble.Open with a bounded wait: if Pebble cannot write
+// an sstable (a full disk, an I/O error) or parks in Fatalf while opening,
+// it cannot back out (see the file comment), so after openGrace the
+// instance is fenced and Open fails.
 func (e *pebbleEnv) openPebble(dir string, popts *pebble.Options) (*pebble.DB, error) {
 	type result struct {
 		pdb *pebble.DB
@@ -257,14 +325,14 @@ func (e *pebbleEnv) openPebble(dir string, popts *pebble.Options) (*pebble.DB, e
 	case <-e.stuck:
 		select {
 		case r = <-ch:
-		case <-time.After(openGrace):
+		case <-time.After(e.grace):
 			e.fence()
 			go func() { // in case Pebble ever gets out
 				if r := <-ch; r.pdb != nil && !e.parked.Load() {
 					r.pdb.Close()
 				}
 			}()
-			if err := e.writeErr(); err != nil {
+			if err := e.refusal(); err != nil {
 				return nil, fmt.Errorf("tally: open %s: %w", dir, err)
 			}
 			return nil, fmt.Errorf("%w: tally: open %s: pebble did not finish opening", ErrFailed, dir)
@@ -273,7 +341,7 @@ func (e *pebbleEnv) openPebble(dir string, popts *pebble.Options) (*pebble.DB, e
 	if r.err != nil {
 		return nil, openError(dir, r.err)
 	}
-	if err := e.writeErr(); err != nil && !popts.ReadOnly {
+	if err := e.refusal(); err != nil && !popts.ReadOnly {
 		// Pebble opened, but a write of its recovery failed: refuse now
 		// rather than fail the first write.
 		e.closePebble(r.pdb)
@@ -485,7 +553,7 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 		}
 	}
 	if errors.Is(err, ErrDiskFull) {
-		l.env.diskFull(err)
+		l.env.block(err)
 	}
 	l.env.fail(err)
 	if tallyOnStack() {
@@ -505,7 +573,7 @@ func (e *pebbleEnv) listener() *pebble.EventListener {
 			}
 			err = pebbleErr(err)
 			if errors.Is(err, ErrDiskFull) {
-				e.diskFull(err)
+				e.block(err)
 			}
 			e.errs.add(fmt.Errorf("pebble: background: %w", err))
 		},
