@@ -185,12 +185,20 @@ func openWithin(t testing.TB, dir string, o *Options, d time.Duration) (*DB, err
 // every file instead of a sample.
 func exhaustive() bool { return os.Getenv("TALLY_FAULT_EXHAUSTIVE") != "" }
 
-// sampleOffsets returns the offsets of a file of size bytes to damage: all
-// of them when exhaustive, else the first and last edge bytes (headers,
-// footers) and n drawn uniformly from the rest.
+// sampleOffsets returns the offsets of a file of size bytes to damage: the
+// first and last edge bytes (headers, footers) and n drawn uniformly from
+// the rest. TALLY_FAULT_EXHAUSTIVE=1 takes every byte of files up to 16 KiB
+// and 4096 of larger ones.
 func sampleOffsets(size int64, n, edge int, rng *rand.Rand) []int64 {
 	e := int64(edge)
-	if exhaustive() || size <= int64(n)+2*e {
+	if exhaustive() {
+		if size > 16<<10 {
+			n, e = 4096, 256
+		} else {
+			n = int(size)
+		}
+	}
+	if size <= int64(n)+2*e {
 		out := make([]int64, size)
 		for i := range out {
 			out[i] = int64(i)

@@ -306,6 +306,9 @@ func (e *pebbleEnv) openPebble(dir string, popts *pebble.Options) (*pebble.DB, e
 		pdb *pebble.DB
 		err error
 	}
+	if err := checkOptionsFile(e.fs.FS, dir, popts); err != nil {
+		return nil, err
+	}
 	ch := make(chan result, 1)
 	e.opening.Store(true)
 	go func() {
@@ -348,6 +351,42 @@ func (e *pebbleEnv) openPebble(dir string, popts *pebble.Options) (*pebble.DB, e
 		return nil, fmt.Errorf("tally: open %s: %w", dir, err)
 	}
 	return r.pdb, nil
+}
+
+// checkOptionsFile runs Pebble's own check of its newest OPTIONS file
+// before Pebble does, so a damaged one is reported as ErrCorrupt naming the
+// file (Pebble's error, "merger name from file ... != ...", reads like
+// misuse; tally always opens with the same comparer and merger).
+func checkOptionsFile(fs vfs.FS, dir string, popts *pebble.Options) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil
+	}
+	var newest string
+	for _, n := range names {
+		if strings.HasPrefix(n, "OPTIONS-") && n > newest {
+			newest = n
+		}
+	}
+	if newest == "" {
+		return nil
+	}
+	path := fs.PathJoin(dir, newest)
+	f, err := fs.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Errorf("tally: read %s: %w", path, err)
+	}
+	o := popts.Clone()
+	o.EnsureDefaults()
+	if err := o.CheckCompatibility(dir, string(b)); err != nil {
+		return &pebbleError{ErrCorrupt, path + ": " + firstLine(err.Error()), nil}
+	}
+	return nil
 }
 
 // openError names what a failed pebble.Open means for the store.
@@ -593,5 +632,3 @@ func (e *pebbleEnv) listener() *pebble.EventListener {
 	}
 }
 
-// closeQuietly closes c, for cleanup paths that already have an error.
-func closeQuietly(c io.Closer) { _ = c.Close() }
