@@ -631,4 +631,3 @@ func (e *pebbleEnv) listener() *pebble.EventListener {
 		},
 	}
 }
-
