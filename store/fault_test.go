@@ -251,7 +251,17 @@ func TestFaultMatrix(t *testing.T) {
 					must(t, err)
 					acked++
 				}
-				t.Logf("| %s | %s | %v | %v | %v |", tg.name, errno, triggerErr, laterErr, db.env.parked.Load())
+				within(t, "Verify after the fault", 10*time.Second, func() {
+					if err := db.Verify(context.Background()); err != nil {
+						t.Errorf("verify after the fault: %v", err)
+					}
+				})
+				// Pebble's background errors reach Stats (issue 12, defect
+				// 9), not stderr.
+				if st := db.Stats(); tg.name != "WAL write" && tg.name != "WAL sync" && len(st.Errors) == 0 {
+					t.Errorf("no background error in Stats after a failed %s", tg.name)
+				}
+				t.Logf("| %s | %s | %v | %v | %v |", tg.name, errno, triggerErr, laterErr, db.env.abandon.Load())
 				crashed := mem.CrashClone(vfs.CrashCloneCfg{})
 				within(t, "Close", 10*time.Second, func() { db.Close() })
 				fault.Off()
@@ -270,5 +280,24 @@ func TestFaultMatrix(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestErrorLog: background errors are kept, deduplicated and rate-limited,
+// so a flush failing on every retry cannot flood Stats.
+func TestErrorLog(t *testing.T) {
+	l := newErrorLog()
+	for range 50 {
+		l.add(errors.New("same"))
+	}
+	for i := range 1000 {
+		l.add(fmt.Errorf("distinct %d", i))
+	}
+	list, total := l.list()
+	if total != 1050 || len(list) > maxErrors || list[0] != "same (50 times)" {
+		t.Fatalf("total %d, kept %d: %q", total, len(list), list)
+	}
+	if list[len(list)-1] != fmt.Sprintf("distinct %d", maxErrors-2) {
+		t.Fatalf("rate limit: newest kept %q", list[len(list)-1])
 	}
 }

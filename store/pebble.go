@@ -22,7 +22,7 @@ package store
 //     compaction lifts the refusal;
 //   - paces Pebble's flush retries (storeFS.Create backs off to 1s);
 //   - checks free space before a writable Open (preflight) and bounds the
-//     wait for pebble.Open: if Pebble hits ENOSPC (or parks in Fatalf) while
+//     wait for pebble.Open: if Pebble hits ENOSPC (or ends in Fatalf) while
 //     opening, Open returns ErrDiskFull within openGrace and abandons the
 //     instance (see fence);
 //   - lets reads go on: a DB opened with Options.ReadOnly never writes, so
@@ -39,12 +39,17 @@ package store
 //   - on a goroutine that came from a tally call (a tally frame is on the
 //     stack), it panics with *pebbleFatal, which that call's deferred
 //     recoverPebble turns into its error;
-//   - on Pebble's own goroutines (flushes, compactions), it parks the
-//     goroutine for good. The instance is then never closed (Close would
-//     wait for that goroutine); DB.Close fences it instead: its filesystem
-//     refuses every mutation and its directory lock is released, so the
-//     store can be reopened, in this process too, while the parked
-//     goroutine and its memory stay until the process exits.
+//   - on Pebble's own goroutines (flushes, compactions), it ends the
+//     goroutine (runtime.Goexit). Its deferred calls run, so the locks
+//     Pebble holds through defer are released (a failed MANIFEST write
+//     during a flush calls Fatalf holding DB.mu; parking there instead
+//     would block Metrics, snapshots and Verify), but the work it was doing
+//     stays marked as running. The instance is then abandoned: it is never
+//     closed (Pebble's Close would wait for that flush forever); DB.Close
+//     fences it instead: its filesystem refuses every mutation and its
+//     directory lock is released, so the store can be reopened, in this
+//     process too, while the instance's memory stays until the process
+//     exits. Reads go on until then.
 //
 // The host process never panics and never loses an acknowledged write this
 // way; it may leak one Pebble instance per fatal error.
@@ -101,7 +106,7 @@ type pebbleEnv struct {
 
 	opening atomic.Bool // pebble.Open is running: check record logs
 	fenced  atomic.Bool // the instance was abandoned (storeFS refuses writes)
-	parked  atomic.Bool // a Pebble goroutine is parked in Fatalf
+	abandon atomic.Bool // a Pebble goroutine ended in Fatalf: fence, never Close
 
 	// failed is why the instance takes no more writes (reopen the store).
 	// blocked is why writes are refused until a flush or compaction
@@ -121,7 +126,7 @@ type pebbleEnv struct {
 	probeMu   sync.Mutex
 	lastProbe time.Time
 
-	never     chan struct{} // never closed: abandoned goroutines wait on it
+	never     chan struct{} // never closed: a fenced instance's creates wait on it
 	closing   chan struct{} // closed when the DB closes: cuts backoffs short
 	closeOnce sync.Once
 	stuck     chan struct{} // closed when Open must stop waiting for Pebble
@@ -285,11 +290,11 @@ func (e *pebbleEnv) fence() {
 	e.fs.releaseLocks()
 }
 
-// closePebble closes pdb, or fences it when a Pebble goroutine is parked in
+// closePebble closes pdb, or fences it when a Pebble goroutine ended in
 // Fatalf (Close would wait for it forever).
 func (e *pebbleEnv) closePebble(pdb *pebble.DB) (err error) {
 	e.closed()
-	if e.parked.Load() {
+	if e.abandon.Load() {
 		e.fence()
 		return nil
 	}
@@ -298,7 +303,7 @@ func (e *pebbleEnv) closePebble(pdb *pebble.DB) (err error) {
 }
 
 // openPebble runs pebble.Open with a bounded wait: if Pebble cannot write
-// an sstable (a full disk, an I/O error) or parks in Fatalf while opening,
+// an sstable (a full disk, an I/O error) or ends in Fatalf while opening,
 // it cannot back out (see the file comment), so after openGrace the
 // instance is fenced and Open fails.
 func (e *pebbleEnv) openPebble(dir string, popts *pebble.Options) (*pebble.DB, error) {
@@ -331,7 +336,7 @@ func (e *pebbleEnv) openPebble(dir string, popts *pebble.Options) (*pebble.DB, e
 		case <-time.After(e.grace):
 			e.fence()
 			go func() { // in case Pebble ever gets out
-				if r := <-ch; r.pdb != nil && !e.parked.Load() {
+				if r := <-ch; r.pdb != nil && !e.abandon.Load() {
 					r.pdb.Close()
 				}
 			}()
@@ -598,9 +603,9 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 	if tallyOnStack() {
 		panic(&pebbleFatal{err})
 	}
-	l.env.parked.Store(true)
+	l.env.abandon.Store(true)
 	l.env.signalStuck()
-	<-l.env.never
+	runtime.Goexit()
 }
 
 // listener routes Pebble's events into the env.
