@@ -55,6 +55,27 @@
 // records after S. An interrupted checkpoint leaves "ckpt" at the previous
 // one; its partial chunks are deleted on the next Open.
 //
+// # Faults
+//
+// A full disk refuses writes with ErrDiskFull (reads go on; writes resume
+// once Pebble can write sstables again) and makes a writable Open fail
+// within seconds; Options.ReadOnly opens a store without writing anything.
+// A failed WAL write or sync, or an error Pebble calls fatal, fails the
+// store: every later write returns ErrFailed and the store must be
+// reopened. Damaged files come back as ErrCorrupt naming the file, from
+// Open (WAL and MANIFEST damage is checked before Pebble replays them), from
+// the read that finds them, and from Verify, which reads every block of
+// every sstable. Pebble's errors go to Stats.Errors, never to stderr, and
+// the host process never panics. docs/FAULTS.md has the corruption matrix
+// and what is not detected.
+//
+// # Tests
+//
+// The default tests take seconds. Heavier runs are opt-in:
+// TALLY_FAULT_EXHAUSTIVE=1 flips every byte of the WAL and of small store
+// files (and 4096 of each sstable) instead of a sample; TALLY_DISKFULL_TEST=1
+// fills a real tmpfs (needs root).
+//
 // # Caveats
 //
 // A write is visible to readers as soon as it is in Pebble's WAL buffer, a

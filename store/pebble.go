@@ -69,6 +69,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -254,8 +255,10 @@ func (e *pebbleEnv) writeFailed(name string, err error) {
 	}
 }
 
-// succeeded lifts the refusal of writes after a flush or compaction that
-// wrote its output.
+// succeeded lifts the refusal of writes: an sstable was written and synced
+// (storeFS), or the probe succeeded. A finished flush or compaction is not
+// proof enough: a compaction that moves a file to another level writes
+// nothing.
 func (e *pebbleEnv) succeeded() {
 	e.blocked.Store(nil)
 	e.backoffMu.Lock()
@@ -411,18 +414,26 @@ func openError(dir string, err error) error {
 
 // preflight refuses a writable Open that cannot have the space to replay
 // the WAL into an sstable, before Pebble starts a flush that cannot end.
-// Filesystems that do not report usage (vfs.MemFS) pass.
+// Filesystems that do not report usage (vfs.MemFS) pass. It counts the two
+// newest WAL files: older ones are Pebble's recycled logs (flushed, kept
+// for reuse), and more than two live ones are rare; if the estimate is
+// short, the bounded wait of openPebble still ends the Open.
 func preflight(fs vfs.FS, dir string) error {
 	names, err := fs.List(dir)
 	if err != nil {
 		return nil // a new store: Pebble creates the directory
 	}
-	var wal int64
+	var wals []string
 	for _, n := range names {
 		if isWAL(n) {
-			if st, err := fs.Stat(fs.PathJoin(dir, n)); err == nil {
-				wal += st.Size()
-			}
+			wals = append(wals, n)
+		}
+	}
+	slices.Sort(wals) // fixed-width numbers: name order is number order
+	var wal int64
+	for _, n := range wals[max(0, len(wals)-2):] {
+		if st, err := fs.Stat(fs.PathJoin(dir, n)); err == nil {
+			wal += st.Size()
 		}
 	}
 	u, err := fs.GetDiskUsage(dir)
@@ -623,16 +634,6 @@ func (e *pebbleEnv) listener() *pebble.EventListener {
 		},
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			e.errs.add(fmt.Errorf("%w: %s: %s", ErrCorrupt, info.Path, firstLine(info.Details.Error())))
-		},
-		FlushEnd: func(info pebble.FlushInfo) {
-			if info.Err == nil {
-				e.succeeded()
-			}
-		},
-		CompactionEnd: func(info pebble.CompactionInfo) {
-			if info.Err == nil {
-				e.succeeded()
-			}
 		},
 	}
 }

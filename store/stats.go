@@ -1,7 +1,6 @@
 package store
 
 import (
-	"errors"
 	"sort"
 
 	"github.com/tallydb/tally/compaction"
@@ -168,8 +167,11 @@ func (db *DB) Stats() Stats {
 	s.Jobs = db.jobs.Running()
 	s.JobsFinished = db.jobs.Finished()
 	s.Errors, s.ErrorsTotal = db.errs.list()
-	if err := db.writable(); err != nil && !errors.Is(err, ErrClosed) {
-		s.WriteError = err.Error()
+	switch {
+	case db.opts.ReadOnly:
+		s.WriteError = ErrReadOnly.Error()
+	case db.env.refusal() != nil:
+		s.WriteError = db.env.refusal().Error()
 	}
 	return s
 }

@@ -21,9 +21,10 @@ import (
 // What it does, per operation:
 //
 //   - A failed write, sync or create records the error in the env:
-//     ENOSPC/EDQUOT makes the store disk-full (writes refused with
-//     ErrDiskFull until a flush or compaction succeeds again); any failure
-//     of a WAL file fails the store (Pebble's log writer keeps the error).
+//     ENOSPC/EDQUOT anywhere, or any failure of an sstable, refuses writes
+//     (ErrDiskFull, or ErrFailed for other errors) until an sstable is
+//     synced again; any failure of a WAL file fails the store (Pebble's log
+//     writer keeps the error).
 //   - Creating an sstable while the store is disk-full first waits, with a
 //     backoff from 10ms to 1s. Pebble reschedules a failed flush at once and
 //     has no backoff of its own ("TODO(peter): count consecutive flush
@@ -200,7 +201,11 @@ func (f *storeFile) Sync() error {
 	if f.fs.env.fenced.Load() {
 		return errFenced
 	}
-	return f.check(f.File.Sync())
+	err := f.check(f.File.Sync())
+	if err == nil && isTable(f.name) {
+		f.fs.env.succeeded() // sstables can be written again
+	}
+	return err
 }
 
 func (f *storeFile) SyncData() error {

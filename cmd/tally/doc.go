@@ -30,7 +30,8 @@
 //	compact [--bytes-per-sec N] age due ranges and merge cold deltas now
 //	verify                      check every block, chunk and record; "ok"
 //	                            or each problem on stderr and exit 1
-//	replay                      open (recover) and report what recovery did
+//	replay                      open (recover, read-only) and report what
+//	                            recovery did
 //	stats                       "key value" lines per tier, block cache and
 //	                            jobs; per counter as counter.NAME.KEY
 //	checkpoint                  force a checkpoint, print its sequence
@@ -61,11 +62,18 @@
 // Commands other than "counter add" and "demo" refuse a missing or empty
 // directory instead of creating a store there, so a mistyped -d fails.
 //
+// The commands that only read (get, counter list, verify, replay, stats)
+// open the store read-only (store.Options.ReadOnly): they write nothing, so
+// they work on a full disk and leave a damaged store exactly as it was. A
+// damaged store makes them exit 1 with a "tally: corrupt data: PATH: ..."
+// line naming the file; see docs/FAULTS.md.
+//
 // # Caveats
 //
 // Each invocation opens the store, which replays the log since the last
-// checkpoint, and closes it, which checkpoints: fine for administration and
-// scripts, far too slow for serving traffic. Embed package store for that.
+// checkpoint, and closes it, which checkpoints (for the commands that
+// write): fine for administration and scripts, far too slow for serving
+// traffic. Embed package store for that.
 // incr, set, get and delete take their flags before NAME, so that a negative
 // DELTA is not read as a flag.
 package main
