@@ -192,7 +192,9 @@ func TestFaultMatrix(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", tg.name, errno), func(t *testing.T) {
 				mem := vfs.NewCrashableMem()
 				fault := errnoFault(errno, tg.ops)
-				db, err := Open("f", testOptions(faultFS(mem, fault)))
+				o := testOptions(faultFS(mem, fault))
+				o.testProbeInterval = 100 * time.Millisecond
+				db, err := Open("f", o)
 				must(t, err)
 				c := newPosts(t, db, 12)
 				acked := 0

@@ -102,6 +102,9 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	if o.testOpenGrace > 0 {
 		env.grace = o.testOpenGrace
 	}
+	if o.testProbeInterval > 0 {
+		env.probeGap = o.testProbeInterval
+	}
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
 	pdb, err := env.openPebble(pdir, env.pebbleOptions(o, cache, exists))

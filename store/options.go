@@ -124,6 +124,8 @@ type Options struct {
 	testHookBlockWrite func() error
 	// testOpenGrace, if set, replaces openGrace (tests of a stuck Open).
 	testOpenGrace time.Duration
+	// testProbeInterval, if set, replaces probeInterval and maxBackoff.
+	testProbeInterval time.Duration
 }
 
 // EnsureDefaults returns a copy of o (which may be nil) with every zero field

@@ -133,11 +133,12 @@ type pebbleEnv struct {
 	stuck     chan struct{} // closed when Open must stop waiting for Pebble
 	stuckOnce sync.Once
 	grace     time.Duration // openGrace, or a test's
+	probeGap  time.Duration // probeInterval (and the longest backoff), or a test's
 }
 
 func newPebbleEnv(fs vfs.FS, errs *errorLog, dir string, memTableSize uint64) *pebbleEnv {
 	e := &pebbleEnv{errs: errs, never: make(chan struct{}), closing: make(chan struct{}), stuck: make(chan struct{}),
-		probeDir: dir, minFree: 2*memTableSize + preflightMargin, grace: openGrace}
+		probeDir: dir, minFree: 2*memTableSize + preflightMargin, grace: openGrace, probeGap: probeInterval}
 	e.fs = &storeFS{FS: fs, env: e}
 	return e
 }
@@ -187,7 +188,7 @@ const probeInterval = time.Second
 func (e *pebbleEnv) maybeLift() bool {
 	e.probeMu.Lock()
 	defer e.probeMu.Unlock()
-	if time.Since(e.lastProbe) < probeInterval {
+	if time.Since(e.lastProbe) < e.probeGap {
 		return false
 	}
 	e.lastProbe = time.Now()
@@ -272,7 +273,7 @@ func (e *pebbleEnv) backoff() {
 		return
 	}
 	e.backoffMu.Lock()
-	d := min(minBackoff<<min(e.backoffN, 10), maxBackoff)
+	d := min(minBackoff<<min(e.backoffN, 10), maxBackoff, e.probeGap)
 	e.backoffN++
 	e.backoffMu.Unlock()
 	t := time.NewTimer(d)
