@@ -49,10 +49,11 @@
 // # Checkpoints and recovery
 //
 // A checkpoint writes every hot table as chunks tagged with the log sequence
-// S they include, then, in one synced batch, points the meta "ckpt" key at S,
-// range-deletes the log up to S and the chunks of older checkpoints. Open
-// loads the chunks of the checkpoint that "ckpt" points at and replays the log
-// records after S. An interrupted checkpoint leaves "ckpt" at the previous
+// S they include, then, in one synced batch, points the meta "ckpt" key at S
+// (with the number of chunks it wrote), range-deletes the log up to S and the
+// chunks of older checkpoints. Open loads the chunks of the checkpoint that
+// "ckpt" points at and replays the log records after S; a chunk missing from
+// the count, or a gap in the log's sequence numbers, is ErrCorrupt. An interrupted checkpoint leaves "ckpt" at the previous
 // one; its partial chunks are deleted on the next Open.
 //
 // # Faults
