@@ -42,9 +42,13 @@ type RecoveryStats struct {
 //
 // Errors: ErrInvalidOption for bad options, ErrLocked when the directory is
 // open elsewhere, ErrNotStore for a non-empty directory that is not a store,
-// ErrIncompatible for another format version, ErrCorrupt for damaged data
-// (in which case nothing on disk was changed), ErrDiskFull when recovery
-// needs space the filesystem does not have (a read-only Open still works).
+// ErrIncompatible for another format version, ErrCorrupt for damaged data,
+// ErrDiskFull when recovery needs space the filesystem does not have (a
+// read-only Open still works). A failed Open changes no data: damage found
+// before Pebble opens (markers, WAL, MANIFEST, OPTIONS, the TALLY file)
+// leaves every file as it was; damage found by recovery after a writable
+// Pebble opened leaves the data as it was, though Pebble may have flushed
+// the WAL it replayed into an sstable (a read-only Open changes nothing).
 func Open(dir string, opts *Options) (*DB, error) {
 	start := time.Now()
 	o := opts.EnsureDefaults()
