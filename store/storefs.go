@@ -25,11 +25,11 @@ import (
 //     (ErrDiskFull, or ErrFailed for other errors) until an sstable is
 //     synced again; any failure of a WAL file fails the store (Pebble's log
 //     writer keeps the error).
-//   - Creating an sstable while the store is disk-full first waits, with a
+//   - Creating an sstable while writes are refused first waits, with a
 //     backoff from 10ms to 1s. Pebble reschedules a failed flush at once and
-//     has no backoff of its own ("TODO(peter): count consecutive flush
-//     errors and backoff", compaction.go); without this a full disk costs a
-//     core and a create/remove pair per retry.
+//     has no backoff of its own (DB.flush in compaction.go notes it as
+//     future work); without this a full disk costs a core and a
+//     create/remove pair per retry.
 //   - Opening a WAL or MANIFEST while Pebble opens runs checkRecordLog.
 //   - Once fenced, nothing changes on disk: every mutation fails, a create
 //     blocks for good (it is only reached by an abandoned instance's flush
