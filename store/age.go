@@ -91,7 +91,8 @@ func (db *DB) SealRange(ctx context.Context, counter string, rangeID uint64) err
 	return db.runJobs(ctx, []pendingJob{{jobSeal, cs, rangeID}})
 }
 
-func (db *DB) runJobs(ctx context.Context, jobs []pendingJob) error {
+func (db *DB) runJobs(ctx context.Context, jobs []pendingJob) (err error) {
+	defer recoverPebble(&err)
 	db.jobMu.Lock()
 	defer db.jobMu.Unlock()
 	// Replaced blocks whose last reader let go since the last sweep.
@@ -143,7 +144,7 @@ func (w *blockWriter) set(key, value []byte) error {
 	if err := w.batch.Set(key, value, nil); err != nil {
 		return err
 	}
-	if w.batch.Len() >= jobBatchBytes {
+	if w.batch.Len() >= w.db.batchLimit(jobBatchBytes) {
 		return w.flush()
 	}
 	return nil
@@ -168,7 +169,10 @@ func (w *blockWriter) flush() error {
 	if w.batch == nil {
 		return nil
 	}
-	err := w.db.pdb.Apply(w.batch, pebble.NoSync)
+	err := w.db.writable()
+	if err == nil {
+		err = w.db.pdb.Apply(w.batch, pebble.NoSync)
+	}
 	w.batch.Close()
 	w.batch = nil
 	return err

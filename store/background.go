@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -9,7 +10,7 @@ import (
 
 // startBackground starts the interval syncer and the checkpointer.
 func (db *DB) startBackground() {
-	if db.opts.DisableBackground {
+	if db.opts.DisableBackground || db.opts.ReadOnly {
 		return
 	}
 	if db.opts.Durability == SyncInterval {
@@ -57,12 +58,68 @@ func (db *DB) stopBackground() {
 	db.bg.wg.Wait()
 }
 
-func (db *DB) bgError(err error) {
-	db.bg.errMu.Lock()
-	defer db.bg.errMu.Unlock()
-	if len(db.bg.errors) < 16 {
-		db.bg.errors = append(db.bg.errors, err)
+func (db *DB) bgError(err error) { db.errs.add(err) }
+
+// errorLog holds the background errors Stats reports: tally's own and
+// Pebble's (its Errorf, BackgroundError and DataCorruption events). It keeps
+// the maxErrors most recent distinct messages; a message seen again is
+// counted, not stored again, and new messages are rate-limited (a burst of
+// maxErrors, then one a second) so a flush that fails on every retry cannot
+// flood it. Nothing is printed.
+type errorLog struct {
+	mu      sync.Mutex
+	entries []errorEntry // oldest first
+	total   int64        // every add, kept or not
+	tokens  float64
+	refill  time.Time
+}
+
+type errorEntry struct {
+	msg string
+	n   int64
+}
+
+const maxErrors = 16
+
+func newErrorLog() *errorLog { return &errorLog{tokens: maxErrors, refill: time.Now()} }
+
+func (l *errorLog) add(err error) {
+	msg := err.Error()
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.total++
+	for i := range l.entries {
+		if l.entries[i].msg == msg {
+			l.entries[i].n++
+			return
+		}
 	}
+	l.tokens = min(maxErrors, l.tokens+now.Sub(l.refill).Seconds())
+	l.refill = now
+	if l.tokens < 1 {
+		return
+	}
+	l.tokens--
+	if len(l.entries) == maxErrors {
+		l.entries = append(l.entries[:0], l.entries[1:]...)
+	}
+	l.entries = append(l.entries, errorEntry{msg: msg, n: 1})
+}
+
+// list returns the kept messages, oldest first, and the count of every
+// error added.
+func (l *errorLog) list() ([]string, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, len(l.entries))
+	for i, e := range l.entries {
+		out[i] = e.msg
+		if e.n > 1 {
+			out[i] = fmt.Sprintf("%s (%d times)", e.msg, e.n)
+		}
+	}
+	return out, l.total
 }
 
 // syncLoop fsyncs the WAL every SyncInterval when NoSync commits happened.
@@ -77,7 +134,6 @@ func (db *DB) syncLoop() {
 		case <-t.C:
 			if db.unsynced.Swap(false) {
 				if err := db.SyncWAL(); err != nil {
-					db.setFailed(err)
 					db.bgError(err)
 				}
 			}
@@ -86,12 +142,15 @@ func (db *DB) syncLoop() {
 }
 
 // SyncWAL fsyncs the WAL now, making every acknowledged write durable.
-func (db *DB) SyncWAL() error {
-	if db.closed.Load() {
-		return ErrClosed
+func (db *DB) SyncWAL() (err error) {
+	defer recoverPebble(&err)
+	if err := db.writable(); err != nil {
+		return err
 	}
 	if err := db.pdb.LogData(nil, pebble.Sync); err != nil {
-		return fmt.Errorf("tally: sync wal: %w", err)
+		err = pebbleErr(err)
+		db.setFailed(fmt.Errorf("wal sync: %w", err))
+		return fmt.Errorf("%w: sync wal: %w", ErrFailed, err)
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func (db *DB) Check() error {
 func (db *DB) checkIntents() error {
 	db.pebbleMu.RLock()
 	defer db.pebbleMu.RUnlock()
-	if db.pebbleClosed || db.failed.Load() != nil {
+	if db.pebbleClosed || db.env.failed.Load() != nil {
 		return nil // after a failed sync, only a reopen knows what is on disk
 	}
 	db.life.diskMu.Lock()

@@ -38,7 +38,8 @@ const (
 )
 
 // ckptPointerVersion is the version byte of the meta "ckpt" value.
-const ckptPointerVersion = 1
+// Version 1 had no chunk count; it is still read.
+const ckptPointerVersion = 2
 
 // chunkHeader is the decoded header of a checkpoint chunk.
 type chunkHeader struct {
@@ -125,29 +126,66 @@ func decodeChunk(b []byte, fn func(h *chunkHeader, key uint64, vals []uint64) er
 	return h, d.finish()
 }
 
-func appendCkptPointer(dst []byte, seq uint64) []byte {
+// ckptPointer is the decoded meta "ckpt" value.
+type ckptPointer struct {
+	seq       uint64 // log sequence the checkpoint includes
+	chunks    uint64 // chunk keys the checkpoint wrote
+	hasChunks bool   // false for a version 1 pointer
+}
+
+// appendCkptPointer encodes the meta "ckpt" value, which names the
+// checkpoint recovery loads.
+//
+//	field     width    meaning
+//	--------  -------  ------------------------------------------------
+//	version   1        ckptPointerVersion (1: no chunks field)
+//	seq       8        log sequence the checkpoint includes, big-endian
+//	chunks    uvarint  chunk keys the checkpoint wrote (version 2), so
+//	                   recovery sees a chunk that is gone
+//	checksum  4        CRC-32C of everything before, big-endian
+//
+// A pointer without hasChunks is encoded as version 1 (tests of old stores).
+func appendCkptPointer(dst []byte, p ckptPointer) []byte {
 	start := len(dst)
+	if !p.hasChunks {
+		dst = append(dst, 1)
+		dst = binary.BigEndian.AppendUint64(dst, p.seq)
+		return appendChecksum(dst, start)
+	}
 	dst = append(dst, ckptPointerVersion)
-	dst = binary.BigEndian.AppendUint64(dst, seq)
+	dst = binary.BigEndian.AppendUint64(dst, p.seq)
+	dst = binary.AppendUvarint(dst, p.chunks)
 	return appendChecksum(dst, start)
 }
 
-func decodeCkptPointer(b []byte) (uint64, error) {
+func decodeCkptPointer(b []byte) (ckptPointer, error) {
+	var p ckptPointer
 	body, err := verifyChecksum(b, "checkpoint pointer")
 	if err != nil {
-		return 0, err
+		return p, err
 	}
 	d := decoder{b: body, what: "checkpoint pointer"}
-	if v := d.byte(); d.err == nil && v != ckptPointerVersion {
-		return 0, fmt.Errorf("%w: checkpoint pointer version %d", ErrCorrupt, v)
+	v := d.byte()
+	if d.err == nil && v != 1 && v != ckptPointerVersion {
+		return p, fmt.Errorf("%w: checkpoint pointer version %d", ErrCorrupt, v)
 	}
-	seq := d.u64()
-	return seq, d.finish()
+	p.seq = d.u64()
+	if v == ckptPointerVersion {
+		p.chunks, p.hasChunks = d.uvarint(), true
+	}
+	return p, d.finish()
 }
 
 // checkpointBatchBytes is the size at which checkpoint chunk batches are
-// committed.
+// committed, at most a quarter of the memtable (batchLimit).
 const checkpointBatchBytes = 8 << 20
+
+// batchLimit caps the size of tally's own large batches (checkpoint chunks,
+// job blocks) below Pebble's large-batch threshold (half a memtable): a
+// larger batch makes Pebble rotate its WAL at every commit, and a WAL
+// rotation on a WAL that has failed panics inside Pebble with its mutex
+// released, which no recover can catch (see pebble.go).
+func (db *DB) batchLimit(n int) int { return min(n, int(db.opts.MemTableSize/4)) }
 
 type tableRef struct {
 	cs *counterState
@@ -157,11 +195,20 @@ type tableRef struct {
 // Checkpoint writes every hot table to Pebble so the log before it can be
 // dropped. It returns once the checkpoint is durable. It is a no-op when
 // nothing was written since the last one.
-func (db *DB) Checkpoint() error {
+//
+// A store that cannot take writes (closed, read-only, failed, disk full)
+// cannot checkpoint either; Checkpoint returns the reason.
+func (db *DB) Checkpoint() error { return db.checkpoint(true) }
+
+// checkpoint is Checkpoint; flush starts a flush after the log truncation
+// (Close passes false: the process is going away, and the next Open
+// replays the little WAL there is).
+func (db *DB) checkpoint(flush bool) (err error) {
+	defer recoverPebble(&err)
 	db.ckpt.Lock()
 	defer db.ckpt.Unlock()
-	if db.closed.Load() {
-		return ErrClosed
+	if err := db.writable(); err != nil {
+		return err
 	}
 	db.commit.Lock()
 	tierChanges := db.tierChanges.Load()
@@ -210,7 +257,7 @@ func (db *DB) Checkpoint() error {
 	}
 	db.step("checkpoint: intent written")
 	w := chunkWriter{db: db, seq: seq, maxRows: db.opts.CheckpointChunkRows}
-	err := w.writeTables(tables)
+	err = w.writeTables(tables)
 	w.close()
 	if err != nil {
 		db.abandonCheckpoint(in)
@@ -220,7 +267,11 @@ func (db *DB) Checkpoint() error {
 
 	fin := db.pdb.NewBatch()
 	defer fin.Close()
-	if err := fin.Set(appendMetaKey(nil, metaCheckpoint), appendCkptPointer(nil, seq), nil); err != nil {
+	if err := db.writable(); err != nil {
+		return err
+	}
+	ptr := ckptPointer{seq: seq, chunks: w.chunks, hasChunks: true}
+	if err := fin.Set(appendMetaKey(nil, metaCheckpoint), appendCkptPointer(nil, ptr), nil); err != nil {
 		return err
 	}
 	if err := fin.DeleteRange(appendLogKey(nil, 0), appendLogKey(nil, seq+1), nil); err != nil {
@@ -231,10 +282,12 @@ func (db *DB) Checkpoint() error {
 	}
 	if err := db.commitIntents(fin, pebble.Sync, nil, []*intent{in}); err != nil {
 		db.abandonCheckpoint(in)
-		return fmt.Errorf("tally: checkpoint: %w", err)
+		return fmt.Errorf("tally: checkpoint: %w", pebbleErr(err))
 	}
 	db.step("checkpoint: finished")
-	db.flushRangeDels()
+	if flush {
+		db.flushRangeDels()
+	}
 	db.ckpt.seq = seq
 	db.ckpt.tierChanges = tierChanges
 	db.ckpt.last = time.Now()
@@ -249,7 +302,7 @@ func (db *DB) Checkpoint() error {
 // later checkpoint, whose final batch deletes every older chunk) resolves
 // it.
 func (db *DB) abandonCheckpoint(in *intent) {
-	if db.failed.Load() != nil {
+	if db.env.failed.Load() != nil {
 		return // the final batch may have reached disk: leave it to Open
 	}
 	b := db.pdb.NewBatch()
@@ -275,6 +328,7 @@ type chunkWriter struct {
 	db      *DB
 	seq     uint64
 	maxRows int
+	chunks  uint64 // chunk keys written
 	batch   *pebble.Batch
 	rows    []uint64
 	buf     []byte
@@ -346,7 +400,8 @@ func (w *chunkWriter) emit(h *chunkHeader, chunk uint32, rows []uint64) error {
 	if err := w.batch.Set(w.key, w.buf, nil); err != nil {
 		return err
 	}
-	if w.batch.Len() >= checkpointBatchBytes {
+	w.chunks++
+	if w.batch.Len() >= w.db.batchLimit(checkpointBatchBytes) {
 		return w.flush()
 	}
 	return nil
@@ -356,11 +411,15 @@ func (w *chunkWriter) flush() error {
 	if w.batch == nil {
 		return nil
 	}
-	err := w.batch.Commit(pebble.NoSync)
+	// NB: every commit to Pebble is preceded by this check; see batchLimit.
+	err := w.db.writable()
+	if err == nil {
+		err = w.batch.Commit(pebble.NoSync)
+	}
 	w.batch.Close()
 	w.batch = nil
 	if err != nil {
-		return fmt.Errorf("tally: checkpoint chunks: %w", err)
+		return fmt.Errorf("tally: checkpoint chunks: %w", pebbleErr(err))
 	}
 	return nil
 }

@@ -97,7 +97,8 @@ type pebbleBlocks struct {
 	ids       []uint32
 }
 
-func (s *pebbleBlocks) ReadBlock(n uint32) ([]byte, error) {
+func (s *pebbleBlocks) ReadBlock(n uint32) (b []byte, err error) {
+	defer recoverPebble(&err)
 	// Cache misses are the only reads that reach Pebble; they hold
 	// pebbleMu so Close cannot close Pebble under them.
 	s.db.pebbleMu.RLock()
@@ -120,7 +121,7 @@ func readBlock(r pebble.Reader, counterID uint32, rangeID uint64, ids []uint32, 
 		return nil, fmt.Errorf("block id %d: %w", ids[n], cold.ErrMissingBlock)
 	}
 	if err != nil {
-		return nil, err
+		return nil, pebbleErr(err)
 	}
 	// NB: a miss path; the copy keeps Pebble's buffer lifetime out of cold.
 	b := bytes.Clone(v)

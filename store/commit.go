@@ -371,7 +371,8 @@ func (b *Batch) encodeRecord() []byte {
 	return appendChecksum(b.buf, 0)
 }
 
-func (db *DB) commitBatch(b *Batch) error {
+func (db *DB) commitBatch(b *Batch) (err error) {
+	defer recoverPebble(&err)
 	if err := db.writable(); err != nil {
 		return err
 	}
@@ -394,7 +395,8 @@ func (db *DB) commitEmptyRecordLocked() error {
 
 // commitLocked commits b while the caller holds DB.commit (bulk load). The
 // fsync wait happens under the lock, so other writers wait for it.
-func (db *DB) commitLocked(b *Batch) error {
+func (db *DB) commitLocked(b *Batch) (err error) {
+	defer recoverPebble(&err)
 	c, err := db.writeLocked(b)
 	if err != nil {
 		return err
@@ -455,15 +457,11 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 			return c, err
 		}
 	}
-	if c.sync {
-		err = db.pdb.ApplyNoSyncWait(pb, pebble.Sync)
-	} else {
-		err = db.pdb.Apply(pb, pebble.NoSync)
-	}
+	err = db.applyLocked(pb, c.sync)
 	if err != nil {
 		qc.abort()
 		pb.Close()
-		return c, fmt.Errorf("tally: commit: %w", err)
+		return c, fmt.Errorf("tally: commit: %w", pebbleErr(err))
 	}
 	db.commit.lastSeq = seq
 	c.pb = pb
@@ -473,6 +471,17 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 		db.applyOnceLocked(&b.once)
 	}
 	return c, nil
+}
+
+// applyLocked hands pb to Pebble's commit pipeline. A Fatalf of Pebble's
+// inside it (a WAL rotation that failed) is turned into the store's failed
+// state and an error here, so the caller's locks are released normally.
+func (db *DB) applyLocked(pb *pebble.Batch, sync bool) (err error) {
+	defer recoverPebble(&err)
+	if sync {
+		return db.pdb.ApplyNoSyncWait(pb, pebble.Sync)
+	}
+	return db.pdb.Apply(pb, pebble.NoSync)
 }
 
 // finishCommit does step 3: wait for the fsync (SyncAlways), then report.
@@ -489,15 +498,16 @@ func (db *DB) finishCommit(c pendingCommit) error {
 	}
 	if c.sync {
 		if err := c.pb.SyncWait(); err != nil {
-			db.setFailed(err)
-			return fmt.Errorf("%w: wal sync: %v", ErrFailed, err)
+			err = pebbleErr(err)
+			db.setFailed(fmt.Errorf("wal sync: %w", err))
+			return fmt.Errorf("%w: wal sync: %w", ErrFailed, err)
 		}
 	}
 	if c.applyErr != nil {
 		// The record is durable but memory could not take it: memory now
 		// disagrees with the log, which only a reopen repairs.
 		db.setFailed(c.applyErr)
-		return fmt.Errorf("%w: apply: %v", ErrFailed, c.applyErr)
+		return fmt.Errorf("%w: apply: %w", ErrFailed, c.applyErr)
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ type DB struct {
 	dir  string
 	opts *Options
 	pdb  *pebble.DB
+	env  *pebbleEnv // Pebble's logger, events and filesystem; the store's health
+	errs *errorLog  // background errors (Stats.Errors)
 	lock io.Closer
 
 	cat atomic.Pointer[catalog]
@@ -53,7 +55,6 @@ type DB struct {
 	logRecords  atomic.Int64 // log records written since the last checkpoint
 	unsynced    atomic.Bool  // NoSync commits since the last interval sync
 	closed      atomic.Bool
-	failed      atomic.Pointer[error]
 
 	recovery RecoveryStats
 
@@ -71,28 +72,28 @@ type DB struct {
 	life lifetimes // retired cold versions and live intents (lifetime.go)
 
 	bg struct {
-		stop   chan struct{}
-		kick   chan struct{} // nudges the checkpointer when the log grew
-		wg     sync.WaitGroup
-		errMu  sync.Mutex
-		errors []error // background errors, reported by Stats and Close
+		stop chan struct{}
+		kick chan struct{} // nudges the checkpointer when the log grew
+		wg   sync.WaitGroup
 	}
 }
 
-// writable reports why the DB cannot take writes, or nil.
+// writable reports why the DB cannot take writes, or nil: closed, opened
+// read-only, failed (ErrFailed, reopen) or out of disk space (ErrDiskFull,
+// until a flush succeeds again).
 func (db *DB) writable() error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
-	if p := db.failed.Load(); p != nil {
-		return fmt.Errorf("%w: %v", ErrFailed, *p)
+	if db.opts.ReadOnly {
+		return ErrReadOnly
 	}
-	return nil
+	return db.env.writeErr()
 }
 
-func (db *DB) setFailed(err error) {
-	db.failed.CompareAndSwap(nil, &err)
-}
+// setFailed fails the store: every later write returns ErrFailed wrapping
+// err (classified: a full disk or damage stays recognisable).
+func (db *DB) setFailed(err error) { db.env.fail(pebbleErr(err)) }
 
 // noteLogWrite counts a log record of n bytes toward the next checkpoint.
 func (db *DB) noteLogWrite(n int) {
@@ -122,8 +123,8 @@ func (db *DB) Close() error {
 	db.jobMu.Lock()
 	defer db.jobMu.Unlock()
 	var errs []error
-	if db.failed.Load() == nil {
-		if err := db.Checkpoint(); err != nil {
+	if db.writable() == nil {
+		if err := db.checkpoint(false); err != nil {
 			errs = append(errs, fmt.Errorf("tally: checkpoint on close: %w", err))
 		}
 	}
@@ -138,7 +139,7 @@ func (db *DB) Close() error {
 	db.pebbleMu.Unlock()
 	// No block read can start now: every replaced block can go.
 	db.sweep(true)
-	if err := db.pdb.Close(); err != nil {
+	if err := db.env.closePebble(db.pdb); err != nil {
 		errs = append(errs, err)
 	}
 	if err := db.lock.Close(); err != nil {
@@ -270,10 +271,11 @@ func (cs *counterState) canAddColumnLocked(ncols, width int) error {
 	return nil
 }
 
-func (db *DB) writeSchemaLocked(ci *CounterInfo) error {
+func (db *DB) writeSchemaLocked(ci *CounterInfo) (err error) {
+	defer recoverPebble(&err)
 	key := appendCounterMetaKey(nil, ci.ID)
 	if err := db.pdb.Set(key, appendSchema(nil, ci), pebble.Sync); err != nil {
-		return fmt.Errorf("tally: write schema: %w", err)
+		return fmt.Errorf("tally: write schema: %w", pebbleErr(err))
 	}
 	return nil
 }

@@ -68,10 +68,11 @@
 //
 // A checkpoint writes an intent naming S, then every hot table as chunks
 // tagged with the log sequence S they include, then, in one synced batch,
-// points the meta "ckpt" key at S, range-deletes the log up to S and the
-// chunks of older checkpoints, and deletes the intent. Open loads the chunks
-// of the checkpoint that "ckpt" points at and replays the log records after
-// S. An interrupted checkpoint leaves "ckpt" at the previous one and its
+// points the meta "ckpt" key at S (with the number of chunks it wrote),
+// range-deletes the log up to S and the chunks of older checkpoints, and
+// deletes the intent. Open loads the chunks of the checkpoint that "ckpt"
+// points at and replays the log records after S; a chunk missing from the
+// count, or a gap in the log's sequence numbers, is ErrCorrupt. An interrupted checkpoint leaves "ckpt" at the previous one and its
 // intent, by which the next Open knows its partial chunks are garbage.
 //
 // # Lifetimes and intents
@@ -106,6 +107,27 @@
 // reopens and crashes; heavier runs set TALLY_SCHEMA_SEEDS and
 // TALLY_SCHEMA_STEPS (defaults 6 and 500), and FuzzSchemaOps drives the same
 // simulation from fuzzer bytes (go test -fuzz=FuzzSchemaOps ./store/).
+//
+// # Faults
+//
+// A full disk refuses writes with ErrDiskFull (reads go on; writes resume
+// once Pebble can write sstables again) and makes a writable Open fail
+// within seconds; Options.ReadOnly opens a store without writing anything.
+// A failed WAL write or sync, or an error Pebble calls fatal, fails the
+// store: every later write returns ErrFailed and the store must be
+// reopened. Damaged files come back as ErrCorrupt naming the file, from
+// Open (WAL and MANIFEST damage is checked before Pebble replays them), from
+// the read that finds them, and from Verify, which reads every block of
+// every sstable. Pebble's errors go to Stats.Errors, never to stderr, and
+// the host process never panics. docs/FAULTS.md has the corruption matrix
+// and what is not detected.
+//
+// # Tests
+//
+// The default tests take seconds. Heavier runs are opt-in:
+// TALLY_FAULT_EXHAUSTIVE=1 flips every byte of the WAL and of small store
+// files (and 4096 of each sstable) instead of a sample; TALLY_DISKFULL_TEST=1
+// fills a real tmpfs (needs root).
 //
 // # Caveats
 //

@@ -53,9 +53,24 @@ var (
 	ErrCorrupt = errors.New("tally: corrupt data")
 	// ErrClosed is returned by operations on a closed DB.
 	ErrClosed = errors.New("tally: store is closed")
-	// ErrFailed is returned by writes after a WAL sync failed; the DB must be
-	// reopened.
+	// ErrFailed is returned by writes after a failure the open DB cannot
+	// recover from (a failed WAL write or sync, a fatal Pebble error); the
+	// DB must be reopened. It is also returned, until a flush succeeds
+	// again, while Pebble cannot write sstables for a reason other than a
+	// full disk. The error also wraps the cause (ErrDiskFull, ErrCorrupt or
+	// the I/O error).
 	ErrFailed = errors.New("tally: store failed; reopen it")
+	// ErrDiskFull is returned when the filesystem has no space left (ENOSPC
+	// or EDQUOT) for a write the store must make: by writes while Pebble
+	// cannot flush or compact for lack of space (they are refused at once
+	// rather than queue behind a flush that cannot finish), by Open when the
+	// store needs space to recover, and wrapped in ErrFailed when the WAL
+	// itself could not be written. The error also wraps the OS error.
+	// Reads keep working; see docs/FAULTS.md.
+	ErrDiskFull = errors.New("tally: disk full")
+	// ErrReadOnly is returned by writes to a DB opened with
+	// Options.ReadOnly.
+	ErrReadOnly = errors.New("tally: store is open read-only")
 	// ErrTooManyColumns is returned when a counter would exceed MaxColumns.
 	ErrTooManyColumns = errors.New("tally: too many columns")
 	// ErrFamilyNotFound is returned for a family name nobody declared.

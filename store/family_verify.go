@@ -2,42 +2,21 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/tallydb/tally/internal/quote"
 )
 
-// verifyFamilies checks, on snap, every key outside the counter families:
+// verifyFamilies checks, with Verify's scan of its snapshot (which reports
+// damaged sstable blocks and goes on), every key outside the counter
+// families:
 // job records and source marks decode; every key of a declared family has
 // the family's layout and a value its decoders accept; a family the caller
 // did not declare is checked as far as its persisted record allows (its
 // built-in merge operator's decoder); and keys under a prefix that no family
 // ever declared, or under store's unused prefixes, are data nobody can
 // account for. report returns false to stop.
-func (db *DB) verifyFamilies(ctx context.Context, snap *pebble.Snapshot, report func(error) bool) error {
-	scan := func(lo, hi []byte, fn func(k, v []byte) bool) error {
-		it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-		if err != nil {
-			return err
-		}
-		defer it.Close()
-		for ok := it.First(); ok; ok = it.Next() {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			v, err := it.ValueAndErr()
-			if err != nil {
-				return err
-			}
-			if !fn(it.Key(), v) {
-				return nil
-			}
-		}
-		return it.Error()
-	}
+func (db *DB) verifyFamilies(scan func(lo, hi []byte, fn func(k, v []byte) bool) error, report func(error) bool) error {
 	if err := scan([]byte{famJob}, familyEnd(famJob), func(k, v []byte) bool {
 		id, ok := decodeJobKey(k)
 		if !ok {

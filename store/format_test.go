@@ -36,7 +36,8 @@ func TestGolden(t *testing.T) {
 		"schema": appendSchema(nil, sampleSchema()),
 		"record": sampleRecord(),
 		"chunk":  sampleChunk(),
-		"ckpt":   appendCkptPointer(nil, 4242),
+		"ckpt":   appendCkptPointer(nil, ckptPointer{seq: 4242, chunks: 300, hasChunks: true}),
+		"ckpt1":  appendCkptPointer(nil, ckptPointer{seq: 4242}),
 	}
 	for name, in := range sampleIntents() {
 		got[name] = appendIntent(nil, in)
@@ -44,7 +45,7 @@ func TestGolden(t *testing.T) {
 	path := filepath.Join("testdata", "golden.txt")
 	if os.Getenv("TALLY_UPDATE_GOLDEN") != "" {
 		var sb strings.Builder
-		for _, k := range []string{"chunk", "ckpt", "intent-ckpt", "intent-merge", "intent-obsolete", "record", "schema"} {
+		for _, k := range []string{"chunk", "ckpt", "ckpt1", "intent-ckpt", "intent-merge", "intent-obsolete", "record", "schema"} {
 			sb.WriteString(k + " " + hex.EncodeToString(got[k]) + "\n")
 		}
 		must(t, os.WriteFile(path, []byte(sb.String()), 0o644))
@@ -227,10 +228,11 @@ func FuzzDecodeSchema(f *testing.F) {
 }
 
 func FuzzDecodeCkptPointer(f *testing.F) {
-	f.Add(appendCkptPointer(nil, 99))
+	f.Add(appendCkptPointer(nil, ckptPointer{seq: 99, chunks: 3, hasChunks: true}))
+	f.Add(appendCkptPointer(nil, ckptPointer{seq: 99}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		seq, err := decodeCkptPointer(b)
-		if err == nil && string(appendCkptPointer(nil, seq)) != string(b) {
+		p, err := decodeCkptPointer(b)
+		if err == nil && string(appendCkptPointer(nil, p)) != string(b) {
 			t.Fatalf("accepted pointer does not re-encode")
 		}
 	})

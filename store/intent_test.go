@@ -114,11 +114,11 @@ func TestChunksOfNoCheckpoint(t *testing.T) {
 		fs, m := sealedStore(t)
 		var stray []byte
 		editRaw(t, fs, "d", func(p *pebble.DB) {
-			seq, err := decodeCkptPointer(rawGet(t, p, appendMetaKey(nil, metaCheckpoint)))
+			ptr, err := decodeCkptPointer(rawGet(t, p, appendMetaKey(nil, metaCheckpoint)))
 			must(t, err)
 			ks := keysOf(t, p, []byte{famCheckpoint}, familyEnd(famCheckpoint))
 			k := ks[0]
-			stray = appendCheckpointKey(nil, uint64(int64(seq)+off), 0, 1, 0)
+			stray = appendCheckpointKey(nil, uint64(int64(ptr.seq)+off), 0, 1, 0)
 			must(t, p.Set(stray, rawGet(t, p, k), pebble.Sync))
 		})
 		db, c := reopenSmallBlocks(t, fs)
@@ -169,8 +169,9 @@ func TestStaleIntents(t *testing.T) {
 	var blocks []uint32
 	editRaw(t, fs, "d", func(p *pebble.DB) {
 		blocks = blocksOnDisk(t, p, 0, 0)
-		seq, err := decodeCkptPointer(rawGet(t, p, appendMetaKey(nil, metaCheckpoint)))
+		ptr, err := decodeCkptPointer(rawGet(t, p, appendMetaKey(nil, metaCheckpoint)))
 		must(t, err)
+		seq := ptr.seq
 		orphan := blocks[len(blocks)-1] + 1 // a leftover of the failed attempt
 		must(t, p.Set(appendColdBlockKey(nil, 0, 0, orphan), []byte("orphan"), pebble.Sync))
 		for i, in := range []*intent{

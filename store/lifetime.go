@@ -381,6 +381,9 @@ func (db *DB) newIntent(in *intent) *intent {
 // commitIntents commits b with add written and del deleted as intents, and
 // updates the in-memory set to match.
 func (db *DB) commitIntents(b *pebble.Batch, opts *pebble.WriteOptions, add, del []*intent) error {
+	if err := db.writable(); err != nil {
+		return err
+	}
 	var key, val []byte
 	for _, in := range add {
 		key, val = appendIntentKey(key[:0], in.id), appendIntent(val[:0], in)
@@ -436,7 +439,7 @@ func (db *DB) beginBlocks(kind byte, cs *counterState, rid uint64, minID uint32)
 // deleted here) and no other job runs on the range (DB.jobMu). Best
 // effort: on failure the intent stays and the next Open resolves it.
 func (db *DB) abandonBlocks(in *intent) {
-	if db.failed.Load() != nil {
+	if db.env.failed.Load() != nil {
 		return // the switch may have reached disk: leave it to Open
 	}
 	b := db.pdb.NewBatch()

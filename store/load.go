@@ -45,8 +45,8 @@ type LoadStats struct {
 // Load returns once everything is durable. A Load that fails or crashes
 // part-way can leave some ranges loaded and others not; running it again
 // converges. progress, if not nil, is called with the rows done so far.
-func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress func(done int)) (LoadStats, error) {
-	var st LoadStats
+func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress func(done int)) (st LoadStats, err error) {
+	defer recoverPebble(&err)
 	cs := db.cat.Load().byName[counter]
 	if cs == nil {
 		return st, counterNotFound(counter)
@@ -232,6 +232,10 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 			all.Vals = append(all.Vals, make([]uint64, n)...)
 		}
 		return db.loadLoggedLocked(cs, all, st)
+	}
+	if err := db.writable(); err != nil {
+		db.abandonBlocks(in)
+		return err
 	}
 	if err := db.switchRange(cs, rid, v, in, nil); err != nil {
 		db.abandonBlocks(in)

@@ -20,9 +20,10 @@ import (
 
 // Files tally keeps beside Pebble's in the store directory.
 const (
-	markerFile = "TALLY"      // "tally store format N\n": says the directory is a store
-	lockFile   = "TALLY.LOCK" // held while the store is open
-	pebbleDir  = "db"         // Pebble's own directory
+	markerFile = "TALLY"       // "tally store format N\n": says the directory is a store
+	lockFile   = "TALLY.LOCK"  // held while the store is open
+	probeFile  = "TALLY.PROBE" // written and removed to see if the disk takes writes again
+	pebbleDir  = "db"          // Pebble's own directory
 )
 
 func markerText(v int) string { return fmt.Sprintf("tally store format %d\n", v) }
@@ -40,18 +41,25 @@ type RecoveryStats struct {
 	IntentsResolved int
 	// Unaccounted lists data Open found that no value or intent accounts
 	// for and therefore left on disk (Verify reports it as corruption).
+	// A read-only Open does not look for it (Verify reports it).
 	Unaccounted []string
 }
 
 // Open opens the tally store in dir, creating it if dir does not exist or is
-// empty. opts may be nil for defaults. Open loads the newest complete
-// checkpoint and replays the log after it.
+// empty (unless Options.ReadOnly). opts may be nil for defaults. Open loads
+// the newest complete checkpoint and replays the log after it.
 //
 // Errors: ErrInvalidOption for bad options, ErrLocked when the directory is
 // open elsewhere, ErrPermission when the directory or its lock file cannot
-// be created or written (permission denied, read-only filesystem), ErrNotStore for a non-empty directory that is not a store,
-// ErrIncompatible for another format version, ErrCorrupt for damaged data (in
-// which case nothing on disk was changed).
+// be created or written (permission denied, read-only filesystem),
+// ErrNotStore for a non-empty directory that is not a store,
+// ErrIncompatible for another format version, ErrCorrupt for damaged data,
+// ErrDiskFull when recovery needs space the filesystem does not have (a
+// read-only Open still works). A failed Open changes no data: damage found
+// before Pebble opens (markers, WAL, MANIFEST, OPTIONS, the TALLY file)
+// leaves every file as it was; damage found by recovery after a writable
+// Pebble opened leaves the data as it was, though Pebble may have flushed
+// the WAL it replayed into an sstable (a read-only Open changes nothing).
 func Open(dir string, opts *Options) (*DB, error) {
 	start := time.Now()
 	o := opts.EnsureDefaults()
@@ -63,7 +71,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := checkForeign(fs, dir); err != nil {
 		return nil, err
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if o.ReadOnly {
+		if _, err := fs.Stat(fs.PathJoin(dir, markerFile)); err != nil {
+			return nil, fmt.Errorf("%w: %s has no %s file (a read-only Open creates nothing)", ErrNotStore, dir, markerFile)
+		}
+	} else if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, dirError("create", dir, err)
 	}
 	lock, err := fs.Lock(fs.PathJoin(dir, lockFile))
@@ -75,9 +87,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 		lock.Close()
 		return nil, err
 	}
-	if err := upgradeMarker(fs, dir); err != nil {
-		db.Close()
-		return nil, err
+	if !o.ReadOnly {
+		if err := upgradeMarker(fs, dir); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	db.recovery.Duration = time.Since(start)
 	db.startBackground()
@@ -93,23 +107,38 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Nothing below writes before Pebble is open: a refused directory is
+	// left exactly as it was.
+	pdir := fs.PathJoin(dir, pebbleDir)
+	exists, format, err := checkPebbleDir(fs, pdir)
+	if err != nil {
+		return nil, err
+	}
+	if o.ReadOnly && !exists {
+		return nil, fmt.Errorf("%w: %s holds no data yet (a read-only Open creates nothing)", ErrNotStore, dir)
+	}
+	if !o.ReadOnly {
+		if err := preflight(fs, pdir); err != nil {
+			return nil, err
+		}
+	}
+	errs := newErrorLog()
+	env := newPebbleEnv(fs, errs, dir, o.MemTableSize)
+	if o.testOpenGrace > 0 {
+		env.grace = o.testOpenGrace
+	}
+	if o.testProbeInterval > 0 {
+		env.probeGap = o.testProbeInterval
+	}
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
-	popts := &pebble.Options{
-		FS:           fs,
-		Cache:        cache,
-		MemTableSize: o.MemTableSize,
-		Logger:       quietLogger{},
-		Merger:       mergers.pebbleMerger(pebbleMergerName(fs, fs.PathJoin(dir, pebbleDir))),
-	}
-	pdb, err := pebble.Open(fs.PathJoin(dir, pebbleDir), popts)
+	popts := env.pebbleOptions(o, cache, exists)
+	popts.Merger = mergers.pebbleMerger(pebbleMergerName(fs, pdir))
+	pdb, err := env.openPebble(pdir, popts)
 	if err != nil {
-		if errors.Is(err, pebble.ErrCorruption) {
-			return nil, fmt.Errorf("%w: pebble: %v", ErrCorrupt, err)
-		}
-		return nil, fmt.Errorf("tally: open pebble: %w", err)
+		return nil, err
 	}
-	db := &DB{dir: dir, opts: o, pdb: pdb, lock: lock, mergers: mergers,
+	db := &DB{dir: dir, opts: o, pdb: pdb, env: env, errs: errs, lock: lock, mergers: mergers,
 		blockCache: cold.NewCache(o.BlockCacheSize),
 		limiter:    compaction.NewLimiter(o.CompactionBytesPerSec),
 	}
@@ -120,8 +149,9 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	db.jobCtx, db.jobCancel = context.WithCancel(context.Background())
 	db.bg.stop = make(chan struct{})
 	db.bg.kick = make(chan struct{}, 1)
-	if err := db.recover(); err != nil {
-		pdb.Close()
+	upgraded := !o.ReadOnly && format < int(pebbleFormat)
+	if err := db.recoverGuarded(upgraded); err != nil {
+		env.closePebble(pdb)
 		return nil, err
 	}
 	return db, nil
@@ -151,6 +181,23 @@ func dirError(op, dir string, err error) error {
 		return fmt.Errorf("%w: %s %s: %w", ErrPermission, op, dir, err)
 	}
 	return fmt.Errorf("tally: %s %s: %w", op, dir, err)
+}
+
+// recoverGuarded runs recover with Pebble's fatal errors turned into
+// errors. When Pebble upgraded the database to pebbleFormat in this Open,
+// the WAL it opened predates the upgrade (no sync offsets): a rotation
+// starts one that has them.
+func (db *DB) recoverGuarded(upgraded bool) (err error) {
+	defer recoverPebble(&err)
+	if err := db.recover(); err != nil {
+		return pebbleErr(err)
+	}
+	if upgraded {
+		if _, err := db.pdb.AsyncFlush(); err != nil {
+			return fmt.Errorf("tally: rotate the WAL: %w", pebbleErr(err))
+		}
+	}
+	return nil
 }
 
 // checkForeign returns ErrNotStore if dir exists, is not empty and has no
@@ -186,6 +233,10 @@ func checkMarker(fs vfs.FS, dir string) error {
 		}
 		var v int
 		if _, err := fmt.Sscanf(string(b), "tally store format %d\n", &v); err != nil {
+			if _, serr := fs.Stat(fs.PathJoin(dir, pebbleDir)); serr == nil {
+				// A store's marker, damaged: not a foreign directory.
+				return fmt.Errorf("%w: %s: damaged %s file %q", ErrCorrupt, dir, markerFile, strings.TrimSpace(string(b)))
+			}
 			return fmt.Errorf("%w: %s: bad marker %q", ErrNotStore, dir, strings.TrimSpace(string(b)))
 		}
 		if v < minFormatVersion || v > formatVersion {
@@ -285,7 +336,7 @@ func (db *DB) getMeta(name string) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tally: read meta %q: %w", name, err)
+		return nil, fmt.Errorf("tally: read meta %q: %w", name, pebbleErr(err))
 	}
 	defer closer.Close()
 	return bytes.Clone(v), nil
@@ -295,13 +346,13 @@ func (db *DB) getMeta(name string) ([]byte, error) {
 func (db *DB) scan(lo, hi []byte, fn func(k, v []byte) error) error {
 	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return err
+		return pebbleErr(err)
 	}
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return err
+			return pebbleErr(err)
 		}
 		if err := fn(it.Key(), v); err != nil {
 			it.Close()
@@ -310,9 +361,9 @@ func (db *DB) scan(lo, hi []byte, fn func(k, v []byte) error) error {
 	}
 	if err := it.Error(); err != nil {
 		it.Close()
-		return err
+		return pebbleErr(err)
 	}
-	return it.Close()
+	return pebbleErr(it.Close())
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix p.
@@ -324,13 +375,4 @@ func prefixEnd(p []byte) []byte {
 		}
 	}
 	return nil
-}
-
-// quietLogger keeps Pebble's informational logging off the host's stderr.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: fatal: "+format, args...))
 }

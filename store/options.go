@@ -123,6 +123,13 @@ type Options struct {
 	// scheduled checkpoints); tests use it to control every step. The
 	// default is false.
 	DisableBackground bool
+	// ReadOnly opens an existing store without writing anything to its
+	// directory: Pebble replays its WAL into memory without flushing it,
+	// recovery cleans nothing up, no background work runs, Close writes no
+	// checkpoint, and every write returns ErrReadOnly. It is how a store is
+	// read on a full disk (a writable Open needs space to recover) and what
+	// the CLI's read commands use. The default is false.
+	ReadOnly bool
 
 	// testHookBlockWrite, if set, runs before each cold block is written;
 	// an error fails the job (fault injection in tests).
@@ -130,6 +137,10 @@ type Options struct {
 	// testHookStep, if set, runs at the named steps of seals, merges,
 	// loads and checkpoints (crash tests take a CrashClone there).
 	testHookStep func(step string)
+	// testOpenGrace, if set, replaces openGrace (tests of a stuck Open).
+	testOpenGrace time.Duration
+	// testProbeInterval, if set, replaces probeInterval and maxBackoff.
+	testProbeInterval time.Duration
 }
 
 // EnsureDefaults returns a copy of o (which may be nil) with every zero field

@@ -40,7 +40,14 @@ type Stats struct {
 	Queue        QueueStats            // the durable job queue
 	Families     []FamilyStats         // families declared or found on disk, by prefix
 	Sources      int                   // idempotent-write sources remembered (once.go)
-	Errors       []string              // background errors since Open
+	// Errors are the most recent distinct background errors since Open:
+	// tally's and Pebble's (failed flushes and compactions, corruption
+	// found by reads). ErrorsTotal counts every one, also those not kept.
+	Errors      []string
+	ErrorsTotal int64
+	// WriteError says why writes are refused now (disk full, a failed
+	// WAL, a read-only store), or is empty.
+	WriteError string
 }
 
 // PebbleStats are figures of the Pebble instance under the store.
@@ -248,11 +255,13 @@ func (db *DB) Stats() Stats {
 	s.BlockCache = BlockCacheStats{Hits: cst.Hits, Misses: cst.Misses, Bytes: cst.Bytes, Entries: cst.Entries}
 	s.Jobs = db.Jobs()
 	s.JobsFinished = db.jobs.Finished()
-	db.bg.errMu.Lock()
-	for _, e := range db.bg.errors {
-		s.Errors = append(s.Errors, e.Error())
+	s.Errors, s.ErrorsTotal = db.errs.list()
+	switch {
+	case db.opts.ReadOnly:
+		s.WriteError = ErrReadOnly.Error()
+	case db.env.refusal() != nil:
+		s.WriteError = db.env.refusal().Error()
 	}
-	db.bg.errMu.Unlock()
 	return s
 }
 

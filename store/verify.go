@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/tallydb/tally/cold"
 )
@@ -14,24 +17,27 @@ import (
 // maxVerifyProblems bounds the problems Verify reports.
 const maxVerifyProblems = 100
 
-// Verify walks everything on disk and reports damage: every schema record,
-// every family key (layout and the family's decoders), job record and
-// source mark, data under a prefix no family declared,
-// every cold range (its value, descriptor, every block's checksum and its
+// Verify walks everything on disk and reports damage: every block of every
+// live sstable of Pebble (checksums of data, index and meta blocks), every
+// schema record, every family key (layout and the family's decoders), job
+// record and source mark, data under a prefix no family declared, every
+// cold range (its value, descriptor, every block's checksum and its
 // agreement with the index and presence set), the chunks of the current
 // checkpoint, every log record and every intent. It also reports data that
 // nothing accounts for: cold blocks no range value references and no
 // intent names (including every block of a range with no value), and
 // checkpoint chunks of a checkpoint that is neither the pointed one nor an
 // interrupted one (lifetime.go). Problems wrap ErrCorrupt and name what is
-// damaged; at most 100 are reported. It reads a snapshot, so it may run while
-// the store is in use.
-func (db *DB) Verify(ctx context.Context) error {
+// damaged (the file, for Pebble's files); at most 100 are reported. It
+// reads a snapshot, so it may run while the store is in use.
+//
+// Damage in the WAL and the MANIFEST is found by Open, before Pebble replays
+// them (see docs/FAULTS.md).
+func (db *DB) Verify(ctx context.Context) (err error) {
+	defer recoverPebble(&err)
 	if db.closed.Load() {
 		return ErrClosed
 	}
-	snap := db.pdb.NewSnapshot()
-	defer snap.Close()
 	var problems []error
 	report := func(err error) bool {
 		if !errors.Is(err, ErrCorrupt) {
@@ -40,25 +46,40 @@ func (db *DB) Verify(ctx context.Context) error {
 		problems = append(problems, err)
 		return len(problems) < maxVerifyProblems
 	}
+	if err := db.verifyTables(ctx, report); err != nil {
+		return err
+	}
+	snap := db.pdb.NewSnapshot()
+	defer snap.Close()
+	// scan reads [lo, hi); damage Pebble finds in the middle (a block
+	// whose checksum fails) is a problem of its own, and the family's scan
+	// stops there.
 	scan := func(lo, hi []byte, fn func(k, v []byte) bool) error {
-		it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-		if err != nil {
-			return err
-		}
-		defer it.Close()
-		for ok := it.First(); ok; ok = it.Next() {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			v, err := it.ValueAndErr()
+		err := func() error {
+			it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 			if err != nil {
 				return err
 			}
-			if !fn(it.Key(), v) {
-				break
+			defer it.Close()
+			for ok := it.First(); ok; ok = it.Next() {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				v, err := it.ValueAndErr()
+				if err != nil {
+					return err
+				}
+				if !fn(it.Key(), v) {
+					break
+				}
 			}
+			return it.Error()
+		}()
+		if err := pebbleErr(err); errors.Is(err, ErrCorrupt) {
+			report(fmt.Errorf("reading keys %x..%x: %w", lo, hi, err))
+			return nil
 		}
-		return it.Error()
+		return err
 	}
 
 	cat := db.cat.Load()
@@ -115,13 +136,24 @@ func (db *DB) Verify(ctx context.Context) error {
 		return err
 	}
 
-	if err := db.verifyFamilies(ctx, snap, report); err != nil {
+	if err := db.verifyFamilies(scan, report); err != nil {
 		return err
 	}
 
+	// A damaged block met by the walks below is reported and the walk
+	// ends; any other error ends Verify.
+	damaged := func(err error) error {
+		if e := pebbleErr(err); errors.Is(e, ErrCorrupt) {
+			report(e)
+			return nil
+		}
+		return err
+	}
 	if len(problems) < maxVerifyProblems {
 		if err := verifyBlocksAccounted(snap, cat, values, intents, report); err != nil {
-			return err
+			if err := damaged(err); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -130,7 +162,9 @@ func (db *DB) Verify(ctx context.Context) error {
 	var ckptSeq uint64
 	havePointer := false
 	if v, closer, err := snap.Get(appendMetaKey(nil, metaCheckpoint)); err == nil {
-		ckptSeq, err = decodeCkptPointer(v)
+		var ptr ckptPointer
+		ptr, err = decodeCkptPointer(v)
+		ckptSeq = ptr.seq
 		closer.Close()
 		if err != nil {
 			report(fmt.Errorf("checkpoint pointer: %w", err))
@@ -153,10 +187,18 @@ func (db *DB) Verify(ctx context.Context) error {
 		}
 		return nil
 	}); err != nil {
-		return err
+		if err := damaged(err); err != nil {
+			return err
+		}
 	}
 	cp := appendCheckpointPrefix(nil, ckptSeq)
+	var gaps chunkGaps
+	var chunks uint64
 	if err := scan(cp, prefixEnd(cp), func(k, v []byte) bool {
+		chunks++
+		if err := gaps.check(k); err != nil && !report(err) {
+			return false
+		}
 		if _, err := decodeChunk(v, func(*chunkHeader, uint64, []uint64) error { return nil }); err != nil {
 			return report(fmt.Errorf("checkpoint chunk %x: %w", k, err))
 		}
@@ -164,9 +206,26 @@ func (db *DB) Verify(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if v, closer, err := snap.Get(appendMetaKey(nil, metaCheckpoint)); err == nil {
+		ptr, err := decodeCkptPointer(v)
+		closer.Close()
+		switch {
+		case err != nil:
+			report(fmt.Errorf("checkpoint pointer: %w", err))
+		case ptr.seq == ckptSeq && ptr.hasChunks && ptr.chunks != chunks:
+			report(fmt.Errorf("checkpoint %d wrote %d chunks, %d are left", ptr.seq, ptr.chunks, chunks))
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		report(fmt.Errorf("checkpoint pointer: %w", pebbleErr(err)))
+	}
+	prev := ckptSeq
 	if err := scan([]byte{famLog}, familyEnd(famLog), func(k, v []byte) bool {
+		seq, _ := decodeLogKey(k)
+		if seq > prev+1 && !report(logGap(prev+1, seq)) {
+			return false
+		}
+		prev = max(prev, seq)
 		if err := decodeRecord(v, func(rowImage) error { return nil }); err != nil {
-			seq, _ := decodeLogKey(k)
 			return report(fmt.Errorf("log record %d: %w", seq, err))
 		}
 		return true
@@ -174,6 +233,66 @@ func (db *DB) Verify(ctx context.Context) error {
 		return err
 	}
 	return errors.Join(problems...)
+}
+
+// verifyTables reads every block of every live sstable and reports the
+// files whose checksums fail. A table a compaction removes meanwhile is
+// skipped (the compaction read it).
+func (db *DB) verifyTables(ctx context.Context, report func(error) bool) error {
+	levels, err := db.pdb.SSTables()
+	if err != nil {
+		return pebbleErr(err)
+	}
+	fs := db.opts.FS
+	seen := map[uint64]bool{}
+	for _, level := range levels {
+		for _, t := range level {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			num := uint64(t.BackingSSTNum)
+			if seen[num] {
+				continue
+			}
+			seen[num] = true
+			path := fs.PathJoin(db.dir, pebbleDir, fmt.Sprintf("%06d.sst", num))
+			err := verifyTable(fs, path)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil && !report(fmt.Errorf("%w: %s: %v", ErrCorrupt, path, firstLine(err.Error()))) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// verifyTable checks the checksum of every block of one sstable.
+func verifyTable(fs vfs.FS, path string) error {
+	f, err := fs.Open(path)
+	if err != nil {
+		return err
+	}
+	readable, err := sstable.NewSimpleReadable(f)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	// The reader resolves the table's merger by name; checksums need no
+	// merging, so tally's Merger (or Pebble's default, for a format 1
+	// store) without custom operators is enough.
+	mergers := sstable.Mergers{
+		mergerName:       (&mergerTable{}).pebbleMerger(mergerName),
+		legacyMergerName: pebble.DefaultMerger,
+	}
+	r, err := sstable.NewReader(context.Background(), readable, sstable.ReaderOptions{Mergers: mergers})
+	if err != nil {
+		readable.Close()
+		return err
+	}
+	defer r.Close()
+	return r.ValidateBlockChecksums()
 }
 
 // snapshotBlocks reads cold blocks from a Pebble snapshot.

@@ -14,9 +14,12 @@ var cmdReplay = &command{
 	synopsis: "open the store (recovering it) and report what recovery did",
 	help: `Usage: tally -d DIR replay
 
-Opens the store, which loads the newest checkpoint and replays the log after
-it, reports what that took, and closes it (which checkpoints). Prints
-"key value" lines:
+Opens the store read-only, which loads the newest checkpoint and replays the
+log after it in memory, reports what that took, and closes it without
+writing anything (run "checkpoint" to fold the log into a checkpoint; a
+writable Open also cleans up after interrupted jobs, and "verify" reports
+data nothing accounts for).
+Prints "key value" lines:
   checkpoint_seq    log sequence the loaded checkpoint includes
   chunks_loaded     checkpoint chunks read
   rows_loaded       rows loaded from them
@@ -63,7 +66,8 @@ are two decimals.
   log_records          log records since that checkpoint
   log_bytes            log bytes since that checkpoint
   disk_bytes           bytes of the store's files
-  table_bytes          bytes of Pebble's live data files (after a flush)
+  table_bytes          bytes of Pebble's live data files (sstables; writes
+                       still only in the WAL are not counted)
   block_cache_hits     lookups of decompressed cold blocks found in cache
   block_cache_misses   ... and not found (read from disk and decompressed)
   block_cache_hit_rate hits / (hits + misses), four decimals
@@ -115,8 +119,9 @@ func init() {
 	cmdCheckpoint.run = runCheckpoint
 }
 
-// noArgs opens the store for a command that takes no arguments.
-func noArgs(e *env, c *command, args []string) (*store.DB, error) {
+// noArgs opens the store for a command that takes no arguments, read-only
+// for the commands that only read.
+func noArgs(e *env, c *command, args []string, readOnly bool) (*store.DB, error) {
 	pos, err := parse(e.flags(c), args, true)
 	if err != nil {
 		return nil, err
@@ -124,11 +129,14 @@ func noArgs(e *env, c *command, args []string) (*store.DB, error) {
 	if len(pos) != 0 {
 		return nil, usagef("takes no arguments, got %s", quote.Input(strings.Join(pos, " ")))
 	}
+	if readOnly {
+		return e.openRead()
+	}
 	return e.open(false)
 }
 
 func runReplay(e *env, args []string) error {
-	db, err := noArgs(e, cmdReplay, args)
+	db, err := noArgs(e, cmdReplay, args, true)
 	if err != nil {
 		return err
 	}
@@ -142,23 +150,17 @@ func writeRecovery(w io.Writer, r store.RecoveryStats) {
 	fmt.Fprintf(w, "rows_loaded %d\n", r.RowsLoaded)
 	fmt.Fprintf(w, "records_replayed %d\n", r.RecordsReplayed)
 	fmt.Fprintf(w, "last_seq %d\n", r.LastSeq)
-	fmt.Fprintf(w, "intents_resolved %d\n", r.IntentsResolved)
-	fmt.Fprintf(w, "unaccounted %d\n", len(r.Unaccounted))
-	for i, u := range r.Unaccounted {
-		fmt.Fprintf(w, "unaccounted.%d %s\n", i, u)
-	}
 	fmt.Fprintf(w, "duration %v\n", r.Duration)
 }
 
 func runStats(e *env, args []string) error {
-	db, err := noArgs(e, cmdStats, args)
+	db, err := noArgs(e, cmdStats, args, true)
 	if err != nil {
 		return err
 	}
-	// Flushed first, so the disk figures count what sits in the memtable.
-	if err := db.Flush(); err != nil {
-		return closeDB(db, err)
-	}
+	// NB: stats opens read-only (it works on a full disk and changes
+	// nothing), so it cannot flush: table_bytes counts the sstables, not
+	// writes still only in the WAL.
 	pkgs, err := attachPackages(db)
 	if err != nil {
 		return closeDB(db, err)
@@ -266,7 +268,7 @@ func writeStats(w io.Writer, s store.Stats) {
 }
 
 func runCheckpoint(e *env, args []string) error {
-	db, err := noArgs(e, cmdCheckpoint, args)
+	db, err := noArgs(e, cmdCheckpoint, args, false)
 	if err != nil {
 		return err
 	}

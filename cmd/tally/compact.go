@@ -179,7 +179,7 @@ func compactWithProgress(ctx context.Context, e *env, db *store.DB, w io.Writer)
 }
 
 func runVerify(e *env, args []string) error {
-	db, err := noArgs(e, cmdVerify, args)
+	db, err := noArgs(e, cmdVerify, args, true)
 	if err != nil {
 		return err
 	}

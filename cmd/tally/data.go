@@ -245,7 +245,7 @@ func runGet(e *env, args []string) error {
 			rowIDs = append(rowIDs, id)
 		}
 	}
-	db, err := e.open(false)
+	db, err := e.openRead()
 	if err != nil {
 		return err
 	}

@@ -32,9 +32,10 @@
 //	compact [--bytes-per-sec N] age due ranges and merge cold deltas now
 //	verify                      check every block, chunk and record; "ok"
 //	                            or each problem on stderr and exit 1
-//	replay                      open (recover) and report what recovery did,
-//	                            including the intents of interrupted jobs
-//	                            it resolved and data nothing accounts for
+//	replay                      open (recover, read-only) and report what
+//	                            recovery did, including the intents of
+//	                            interrupted jobs it found and data nothing
+//	                            accounts for
 //	stats                       "key value" lines per tier, block cache and
 //	                            jobs; per counter as counter.NAME.KEY (it
 //	                            flushes Pebble's memtable first, so
@@ -100,12 +101,18 @@
 // needs --allow-remote. It prints "addr HOST:PORT" (and "metrics_addr ...")
 // once serving and "checkpoint_seq N" after its shutdown checkpoint.
 //
+// The commands that only read (get, counter list, verify, replay, stats)
+// open the store read-only (store.Options.ReadOnly): they write nothing, so
+// they work on a full disk and leave a damaged store exactly as it was. A
+// damaged store makes them exit 1 with a "tally: corrupt data: PATH: ..."
+// line naming the file; see docs/FAULTS.md.
+//
 // # Caveats
 //
 // Each other invocation opens the store, which replays the log since the
-// last checkpoint, and closes it, which checkpoints: fine for
-// administration and scripts, far too slow for serving traffic. Use serve,
-// or embed package store.
+// last checkpoint, and closes it, which checkpoints (for the commands that
+// write): fine for administration and scripts, far too slow for serving
+// traffic. Use serve, or embed package store.
 // incr, set, get and delete take their flags before NAME, so that a negative
 // DELTA is not read as a flag.
 package main

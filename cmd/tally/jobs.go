@@ -67,7 +67,7 @@ func formatJob(j store.JobInfo) string {
 }
 
 func runJobs(e *env, args []string) error {
-	db, err := noArgs(e, cmdJobs, args)
+	db, err := noArgs(e, cmdJobs, args, true)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func runJobs(e *env, args []string) error {
 }
 
 func runJobsWait(e *env, args []string) error {
-	db, err := noArgs(e, cmdJobsWait, args)
+	db, err := noArgs(e, cmdJobsWait, args, false)
 	if err != nil {
 		return err
 	}

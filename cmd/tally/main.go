@@ -288,6 +288,22 @@ func (e *env) open(create bool) (*store.DB, error) {
 	return store.Open(e.dir, opts)
 }
 
+// openRead opens the store named by -d read-only, for commands that only
+// read (get, counter list, verify, replay, stats): they write nothing to
+// the directory, so they work on a full disk and change nothing on a
+// damaged store.
+func (e *env) openRead() (*store.DB, error) {
+	opts, err := e.options()
+	if err != nil {
+		return nil, err
+	}
+	if err := mustBeStoreDir(e.dir); err != nil {
+		return nil, err
+	}
+	opts.ReadOnly = true
+	return store.Open(e.dir, opts)
+}
+
 // options checks the global flags before anything is opened.
 func (e *env) options() (*store.Options, error) {
 	if e.dir == "" {

@@ -128,8 +128,6 @@ chunks_loaded \d+
 rows_loaded 2
 records_replayed \d+
 last_seq \d+
-intents_resolved 0
-unaccounted 0
 duration \S+
 $`},
 		{[]string{d, "stats"}, `^durability sync

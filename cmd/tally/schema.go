@@ -223,7 +223,7 @@ func runCounterList(e *env, args []string) error {
 	if len(pos) != 0 {
 		return usagef("takes no arguments, got %s", quote.Input(strings.Join(pos, " ")))
 	}
-	db, err := e.open(false)
+	db, err := e.openRead()
 	if err != nil {
 		return err
 	}
