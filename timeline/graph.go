@@ -501,13 +501,13 @@ func (t *Timeline) PostCounts(authors []uint64, dst []uint64) ([]uint64, error) 
 
 // UserInfo is what a profile page shows of a user.
 type UserInfo struct {
-	ID                        uint64
-	Followers, Followees      uint64
-	Posts                     uint64
-	Active                    bool   // the user's inbox is live (pushed to)
-	LastRead                  uint64 // Unix seconds of the last recorded home read, 0 if not active
-	Pulled                    bool   // the user's posts are pulled at read time, not pushed
-	Ordinal                   uint32 // the user's dense ordinal, 0 if none
+	ID                   uint64
+	Followers, Followees uint64
+	Posts                uint64
+	Active               bool   // the user's inbox is live (pushed to)
+	LastRead             uint64 // Unix seconds of the last recorded home read, 0 if not active
+	Pulled               bool   // the user's posts are pulled at read time, not pushed
+	Ordinal              uint32 // the user's dense ordinal, 0 if none
 }
 
 // User returns user's counts in one read of UsersCounter. An unknown user

@@ -412,4 +412,3 @@ func (t *Timeline) activeSet() (*roaring.Bitmap, error) {
 	}
 	return all, err
 }
-

@@ -229,7 +229,7 @@ type Timeline struct {
 	allocMu sync.Mutex
 	nextOrd uint32 // guarded by allocMu
 
-	pulledMu sync.Mutex                // serializes changes of pulled
+	pulledMu sync.Mutex               // serializes changes of pulled
 	pulled   atomic.Pointer[[]uint64] // sorted ids of pulled authors
 
 	// inflight holds the post ids with a queued fan-out job (publish or
