@@ -154,7 +154,11 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 			return Page{}, false, fmt.Errorf("inbox of user %d: %w", user, err)
 		}
 		floor = tl.Floor
-		checkInflight := t.anyInflight()
+		t.removed.RLock()
+		removed := t.removed.bm
+		if removed.IsEmpty() {
+			removed = nil
+		}
 		for _, e := range tl.Entries {
 			if e.Key == 0 || e.Key >= before {
 				continue // the sentinel, or above the cursor
@@ -163,17 +167,14 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 				break // sorted: nothing further down can enter
 			}
 			if !contains(s.followees, e.Value) || contains(s.pullSet, e.Value) {
-				continue // unfollowed (cleanup pending), or read by pull below
+				continue // unfollowed, or read by pull below
 			}
-			if checkInflight && t.inflightHas(e.Key) {
-				if ok, err := t.published(e.Key, e.Value); err != nil {
-					return Page{}, false, err
-				} else if !ok {
-					continue // unpublished; the removal has not reached this inbox
-				}
+			if removed != nil && removed.Contains(e.Key) {
+				continue // unpublished
 			}
 			col.push(e.Key, e.Value)
 		}
+		t.removed.RUnlock()
 	}
 	var it *store.Iter
 	defer func() {
@@ -263,20 +264,6 @@ func (t *Timeline) pullSetOf(ord uint32, followees, dst []uint64) []uint64 {
 func contains(sorted []uint64, v uint64) bool {
 	_, ok := slices.BinarySearch(sorted, v)
 	return ok
-}
-
-func (t *Timeline) anyInflight() bool {
-	t.inflight.RLock()
-	defer t.inflight.RUnlock()
-	return len(t.inflight.m) > 0
-}
-
-// published reports whether author has post published.
-func (t *Timeline) published(post, author uint64) (bool, error) {
-	var k [17]byte
-	var v [1]byte
-	_, ok, err := t.fam.outbox.Get(outboxKey(k[:0], author, post), v[:0])
-	return ok, err
 }
 
 func postOfOutboxKey(k []byte) uint64 { return binary.BigEndian.Uint64(k[9:17]) }
@@ -386,8 +373,8 @@ func (t *Timeline) renew(user uint64) (bool, error) {
 //     batch: readers trust the inbox only from this commit on, so none
 //     sees it half-built.
 //
-// A post unpublished between steps 2 and 3 could be merged back after its
-// removal passed the inbox; revalidate catches that.
+// A post unpublished between steps 2 and 3 may be merged after its
+// removal passed the inbox: readers drop removed posts, so it never shows.
 func (t *Timeline) activate(user uint64) (bool, error) {
 	t.graphMu.RLock()
 	defer t.graphMu.RUnlock()
@@ -419,7 +406,6 @@ func (t *Timeline) activate(user uint64) (bool, error) {
 	if err := b.Commit(); err != nil {
 		return false, err
 	}
-	e0 := t.removals.Load()
 	entries, err := t.pullNewest(ord, cfg.InboxCap+1)
 	if err != nil {
 		return false, err
@@ -441,11 +427,6 @@ func (t *Timeline) activate(user uint64) (bool, error) {
 	}
 	if len(pend) > 0 {
 		t.pendingClear(ord)
-	}
-	if t.removals.Load() != e0 {
-		if err := t.revalidate(ord, entries); err != nil {
-			return true, err
-		}
 	}
 	t.stats.rebuilds.Add(1)
 	t.stats.rebuildNanos.Add(int64(time.Since(start)))
@@ -483,62 +464,6 @@ func (t *Timeline) pullNewest(ord uint32, n int) ([]store.TopEntry, error) {
 		return nil, err
 	}
 	return col.sorted(), nil
-}
-
-// revalidate tombstones the entries of merged (just merged into ord's
-// inbox from outboxes read earlier) whose post is no longer published: an
-// unpublish committed between the outbox read and the merge, whose removal
-// may have passed this inbox before the merge. It holds the authors' locks
-// (shared) so no publish of those posts interleaves. The caller holds the
-// user's lock.
-func (t *Timeline) revalidate(ord uint32, merged []store.TopEntry) error {
-	var gone []store.TopEntry
-	for _, e := range merged {
-		ok, err := t.published(e.Key, e.Value)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			gone = append(gone, e)
-		}
-	}
-	if len(gone) == 0 {
-		return nil
-	}
-	var stripes []int
-	for _, e := range gone {
-		stripes = append(stripes, stripe(e.Value))
-	}
-	slices.Sort(stripes)
-	stripes = slices.Compact(stripes)
-	for _, s := range stripes {
-		t.authorMu[s].RLock()
-	}
-	defer func() {
-		for _, s := range stripes {
-			t.authorMu[s].RUnlock()
-		}
-	}()
-	dead := gone[:0]
-	for _, e := range gone {
-		ok, err := t.published(e.Key, e.Value)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			e.Removed = true
-			dead = append(dead, e)
-		}
-	}
-	if len(dead) == 0 {
-		return nil
-	}
-	b := t.db.NewBatch()
-	defer b.Close()
-	if err := t.fam.inbox.Merge(b, inboxKey(nil, ord), inboxOperand(t.Config().InboxCap, dead)); err != nil {
-		return err
-	}
-	return b.Commit()
 }
 
 // collector keeps the k newest entries offered to it: a min-heap on post
