@@ -262,6 +262,12 @@ func (t *Timeline) check() error {
 	if firstErr != nil {
 		return firstErr
 	}
+	t.push.RLock()
+	same := active.Equals(t.push.bm)
+	t.push.RUnlock()
+	if !same {
+		return errors.New("push set differs from its in-memory copy")
+	}
 	for o, id := range idOf {
 		if r := rowOf(id); r[colRead] != 0 && !active.Contains(o) {
 			return fmt.Errorf("user %d has a read mark but is not in the push set", id)
@@ -317,7 +323,7 @@ func (t *Timeline) check() error {
 		return firstErr
 	}
 	t.pending.RLock()
-	same := maps.EqualFunc(pend, t.pending.m, func(a, b map[uint64]struct{}) bool { return maps.Equal(a, b) })
+	same = maps.EqualFunc(pend, t.pending.m, func(a, b map[uint64]struct{}) bool { return maps.Equal(a, b) })
 	t.pending.RUnlock()
 	if !same {
 		return errors.New("pending marks differ from their in-memory index")

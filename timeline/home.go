@@ -438,6 +438,10 @@ func (t *Timeline) activate(users []uint64, renew bool) (int, error) {
 	if err := b.Commit(); err != nil {
 		return 0, err
 	}
+	// In memory after the commit, and before the outboxes are read: a
+	// fan-out that reads the push set without these users read it before
+	// this point, so its post is in the outboxes read below.
+	t.pushAdd(coldOrds)
 	b.Reset()
 	var pend [][]uint64
 	for i, u := range cold {

@@ -288,20 +288,11 @@ type chunkTargets struct {
 func (t *Timeline) fanoutTargets(aOrd uint32, from uint64) ([]chunkTargets, uint64, error) {
 	var out []chunkTargets
 	var n uint64
-	var abuf []byte
 	err := t.followerChunks(aOrd, from, func(fol *roaring.Bitmap) (bool, error) {
-		c := chunkOf(fol.Minimum())
-		v, ok, err := t.fam.active.Get(activeKey(nil, c), abuf)
-		abuf = v
-		if err != nil || !ok {
-			return err == nil, err
-		}
-		act, _, err := store.DecodeRoaring(v)
-		if err != nil {
-			return false, err
-		}
-		fol.And(act)
-		fol.Remove(sentinel(c))
+		c := chunkOf(fol.Minimum()) // the sentinel, the chunk's first ordinal
+		t.push.RLock()
+		fol.And(t.push.bm)
+		t.push.RUnlock()
 		if lo := uint64(c) << 16; from > lo {
 			fol.RemoveRange(lo, from)
 		}
