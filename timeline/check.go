@@ -187,7 +187,7 @@ func (t *Timeline) check() error {
 	postsOf := map[uint64]uint64{}
 	outboxOf := map[uint64]uint64{} // post -> author
 	if err := t.scan(t.fam.outbox, nil, func(k, _ []byte) bool {
-		a, p := binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[9:])
+		a, p := binary.BigEndian.Uint64(k[1:]), postOfOutboxKey(k)
 		if checkID("", a) != nil || checkID("", p) != nil {
 			return fail("outbox key %x out of range", k)
 		}

@@ -32,7 +32,7 @@
 //	0x24    tl_active     chunk u16                          MergeRoaring: push-set ordinals of the chunk
 //	0x25    tl_pulled     author id u64                      empty: the author is pulled at read time
 //	0x26    tl_posts      post id u64                        post record (appendPost): author, delivery
-//	0x27    tl_outbox     author id u64 | post id u64        empty: the author's posts, in id order
+//	0x27    tl_outbox     author id u64 | ^post id u64       empty: the author's posts, newest first
 //	0x28    tl_inbox      user ordinal u32                   MergeTopList: (post id, author id) entries
 //	0x29    tl_pending    user ordinal u32 | author id u64   empty: a follow whose backfill has not run
 //
