@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,6 +176,37 @@ func BenchmarkHome(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pages/s")
 	b.ReportMetric(float64(all.Quantile(0.5).Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(all.Quantile(0.99).Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkHomeFilterByGet is BenchmarkHome plus what the rejected way of
+// unpublishing would add to each page: checking every entry against the
+// post index (one Get each) instead of the in-memory removed set. The
+// difference between the two is that design's cost (package doc,
+// "Unpublish").
+func BenchmarkHomeFilterByGet(b *testing.B) {
+	wd := getWorld(b, "home", 0)
+	active := wd.w.Graph.Active
+	var seed atomic.Uint64
+	b.SetParallelism(4)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		r := rand.New(rand.NewPCG(seed.Add(1), 7))
+		for pb.Next() {
+			p, err := wd.tl.Home(active[r.IntN(len(active))], "", 20)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			for _, e := range p.Entries {
+				if _, ok, err := wd.tl.Owner(e.Post); err != nil || !ok {
+					b.Errorf("post %d: %v %v", e.Post, ok, err)
+					return
+				}
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pages/s")
 }
 
 // BenchmarkFanout publishes posts of the author every user follows and
