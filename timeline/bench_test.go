@@ -86,11 +86,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// benchReaders is the number of inactive users following 500 authors each
+// that every world holds (BenchmarkRebuild reads them).
+const benchReaders = 200
+
 // getWorld returns the world of the configured size, building it on
-// first use. readers adds users who follow 500 authors and are inactive.
-func getWorld(b *testing.B, kind string, readers int) *world {
+// first use; every benchmark of a run shares it.
+func getWorld(b *testing.B) *world {
 	users := benchEnv("TALLY_TL_BENCH_USERS", 20_000)
-	key := kind + strconv.Itoa(users)
+	key := strconv.Itoa(users)
 	worlds.Lock()
 	defer worlds.Unlock()
 	if w := worlds.m[key]; w != nil {
@@ -116,7 +120,7 @@ func getWorld(b *testing.B, kind string, readers int) *world {
 		BigAuthor: 1, BigFollowers: users - 1, ActiveFraction: 0.2, Seed: 1,
 	})
 	w, err := tlworld.Build(context.Background(), db, tl, g, tlworld.Options{
-		PostsPerUser: benchEnv("TALLY_TL_BENCH_POSTS", 3), Readers: readers, FollowsPerReader: 500, Seed: 2,
+		PostsPerUser: benchEnv("TALLY_TL_BENCH_POSTS", 3), Readers: benchReaders, FollowsPerReader: 500, Seed: 2,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -141,7 +145,7 @@ func getWorld(b *testing.B, kind string, readers int) *world {
 // from 8 goroutines (2 per CPU on the 2 cores; 4 per GOMAXPROCS),
 // and reports pages/s with the p50 and p99 latency of one page.
 func BenchmarkHome(b *testing.B) {
-	wd := getWorld(b, "home", 0)
+	wd := getWorld(b)
 	active := wd.w.Graph.Active
 	var mu sync.Mutex
 	var all hist.Histogram
@@ -184,7 +188,7 @@ func BenchmarkHome(b *testing.B) {
 // difference between the two is that design's cost (package doc,
 // "Unpublish").
 func BenchmarkHomeFilterByGet(b *testing.B) {
-	wd := getWorld(b, "home", 0)
+	wd := getWorld(b)
 	active := wd.w.Graph.Active
 	var seed atomic.Uint64
 	b.SetParallelism(4)
@@ -214,7 +218,7 @@ func BenchmarkHomeFilterByGet(b *testing.B) {
 // reports inbox deliveries per second and the time one post takes to
 // reach them all.
 func BenchmarkFanout(b *testing.B) {
-	wd := getWorld(b, "home", 0)
+	wd := getWorld(b)
 	deliveries := 0
 	var h hist.Histogram
 	b.ResetTimer()
@@ -247,8 +251,7 @@ func BenchmarkFanout(b *testing.B) {
 // p50 and p99 of that first read. Between rounds the clock moves past
 // the window and the expiry job drops the rebuilt inboxes (untimed).
 func BenchmarkRebuild(b *testing.B) {
-	const readers = 200
-	wd := getWorld(b, "rebuild", readers)
+	wd := getWorld(b)
 	var h hist.Histogram
 	next := 0
 	b.ResetTimer()
@@ -278,7 +281,7 @@ func BenchmarkRebuild(b *testing.B) {
 // BenchmarkFollow follows and unfollows random pairs of the world, one
 // change per op (each a commit under SyncInterval).
 func BenchmarkFollow(b *testing.B) {
-	wd := getWorld(b, "home", 0)
+	wd := getWorld(b)
 	users := wd.w.Graph.Users
 	r := rand.New(rand.NewPCG(3, 4))
 	b.ResetTimer()
@@ -307,7 +310,7 @@ func BenchmarkFollow(b *testing.B) {
 // Pebble, so memory is its block cache and memtables, capped, not a cost
 // per entry). One iteration: it measures a built world.
 func BenchmarkBytes(b *testing.B) {
-	wd := getWorld(b, "home", 0)
+	wd := getWorld(b)
 	b.StopTimer()
 	if err := wd.db.CompactDisk(context.Background()); err != nil {
 		b.Fatal(err)
