@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -826,8 +827,15 @@ func writeTimelineStats(w io.Writer, db *store.DB) error {
 	return nil
 }
 
-// hasTimeline reports whether the store holds the timeline's families.
+// hasTimeline reports whether the store holds a timeline: its users
+// counter with the timeline's columns (another "users" counter, such as
+// the demo's counters part makes, is not one).
 func hasTimeline(db *store.DB) bool {
-	_, err := db.Counter(timeline.UsersCounter)
-	return err == nil
+	c, err := db.Counter(timeline.UsersCounter)
+	if err != nil {
+		return false
+	}
+	cols := c.Columns()
+	want := []string{timeline.ColFollowers, timeline.ColFollowees, timeline.ColPosts, timeline.ColOrd, timeline.ColRead}
+	return len(cols) >= len(want) && slices.Equal(cols[:len(want)], want)
 }

@@ -202,3 +202,17 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// stats on a store whose "users" counter is not the timeline's (the demo's
+// counters part makes one) prints no timeline lines and does not fail.
+func TestStatsWithoutTimeline(t *testing.T) {
+	t.Setenv("TALLY_DIR", "")
+	dir := filepath.Join(t.TempDir(), "db")
+	d := "-d=" + dir
+	mustTally(t, d, "counter", "add", "users")
+	mustTally(t, d, "column", "add", "users", "posts")
+	out := mustTally(t, d, "stats")
+	if strings.Contains(out, "timeline.") {
+		t.Fatalf("stats shows a timeline:\n%s", out)
+	}
+}
