@@ -596,7 +596,9 @@ func TestConfigPersisted(t *testing.T) {
 	}
 }
 
-// recorder is a FollowObserver that writes nothing and records its calls.
+// recorder is a FollowObserver that records its calls and keeps, in its
+// own counter "obs" written in the follow's batch, the number of edges it
+// was told of per user (as unread keeps its snapshots).
 type recorder struct {
 	calls []string
 	fail  error
@@ -604,23 +606,33 @@ type recorder struct {
 
 func (r *recorder) Followed(b *store.Batch, u, f, posts uint64) error {
 	r.calls = append(r.calls, fmt.Sprintf("+%d>%d@%d", u, f, posts))
+	if err := b.Incr("obs", u, "edges", 1); err != nil {
+		return err
+	}
 	return r.fail
 }
 
 func (r *recorder) Unfollowed(b *store.Batch, u, f uint64) error {
 	r.calls = append(r.calls, fmt.Sprintf("-%d>%d", u, f))
+	if err := b.Incr("obs", u, "edges", -1); err != nil {
+		return err
+	}
 	return r.fail
 }
 
 func TestObservers(t *testing.T) {
 	e := newEnv(t, Config{})
 	tl := e.tl
+	must(t, e.db.CreateCounter("obs", store.CounterOptions{}))
+	must(t, e.db.AddColumn("obs", "edges", store.ColumnOptions{}))
+	obs, err := e.db.Counter("obs")
+	must(t, err)
 	r := &recorder{}
 	tl.AddObserver(r)
 	publish(t, tl, 2, 1, 2)
 	follow(t, tl, 1, 2)
 	follow(t, tl, 1, 2) // no change: no call
-	_, err := tl.Unfollow(1, 2)
+	_, err = tl.Unfollow(1, 2)
 	must(t, err)
 	_, err = tl.Unfollow(1, 2)
 	must(t, err)
@@ -629,13 +641,22 @@ func TestObservers(t *testing.T) {
 	if want := []string{"+1>2@2", "-1>2", "+1>2@2", "+3>2@2"}; !slices.Equal(r.calls, want) {
 		t.Fatalf("calls %v, want %v", r.calls, want)
 	}
-	// An observer's error aborts the change.
+	// The observer's writes committed with the follows they describe.
+	for u, want := range map[uint64]uint64{1: 1, 3: 1, 5: 0} {
+		if got, _ := obs.GetColumn(u, "edges"); got != want {
+			t.Fatalf("observer's count of %d: %d, want %d", u, got, want)
+		}
+	}
+	// An observer's error aborts the change, its own writes included.
 	r.fail = errors.New("no")
 	if _, err := tl.Follow(5, 2); !errors.Is(err, r.fail) {
 		t.Fatalf("follow with a failing observer: %v", err)
 	}
 	if ok, _ := tl.IsFollowing(5, 2); ok {
 		t.Fatal("follow committed despite the observer's error")
+	}
+	if got, _ := obs.GetColumn(5, "edges"); got != 0 {
+		t.Fatalf("a refused follow's observer write committed: %d", got)
 	}
 	if n, _ := tl.PostCounts([]uint64{2, 9}, nil); !slices.Equal(n, []uint64{2, 0}) {
 		t.Fatalf("post counts %v", n)
