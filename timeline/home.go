@@ -554,10 +554,20 @@ type collector struct {
 	k     int
 	dedup bool
 	h     []store.TopEntry
+	seen  map[uint64]struct{} // held keys, for dedup of a large collector
 }
+
+// dedupScan is the largest collector that finds repeats by a scan.
+const dedupScan = 64
 
 func (c *collector) reset(k int, dedup bool) {
 	c.k, c.dedup, c.h = k, dedup, c.h[:0]
+	if dedup && k > dedupScan {
+		if c.seen == nil {
+			c.seen = map[uint64]struct{}{}
+		}
+		clear(c.seen)
+	}
 }
 
 func (c *collector) full() bool  { return len(c.h) >= c.k }
@@ -567,7 +577,14 @@ func (c *collector) push(key, value uint64) {
 	if c.full() && key <= c.h[0].Key {
 		return
 	}
-	if c.dedup {
+	large := c.dedup && c.k > dedupScan
+	switch {
+	case large:
+		if _, ok := c.seen[key]; ok {
+			return
+		}
+		c.seen[key] = struct{}{}
+	case c.dedup:
 		for _, e := range c.h {
 			if e.Key == key {
 				return
@@ -578,6 +595,9 @@ func (c *collector) push(key, value uint64) {
 		c.h = append(c.h, store.TopEntry{Key: key, Value: value})
 		c.up(len(c.h) - 1)
 		return
+	}
+	if large {
+		delete(c.seen, c.h[0].Key)
 	}
 	c.h[0] = store.TopEntry{Key: key, Value: value}
 	c.down(0)

@@ -48,7 +48,7 @@ func Families() []store.FamilySpec {
 		{Name: "tl_pulled", Prefix: pfxPulled, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 1, CheckValue: checkEmptyValue},
 		{Name: "tl_posts", Prefix: pfxPosts, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 32, CheckValue: checkPostValue},
 		{Name: "tl_outbox", Prefix: pfxOutbox, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1, CheckValue: checkEmptyValue},
-		{Name: "tl_inbox", Prefix: pfxInbox, MinKeyLen: 4, MaxKeyLen: 4, MaxValueLen: 1 << 20, Merge: store.MergeTopList},
+		{Name: "tl_inbox", Prefix: pfxInbox, MinKeyLen: 4, MaxKeyLen: 4, MaxValueLen: 4 << 20, Merge: store.MergeTopList},
 		{Name: "tl_pending", Prefix: pfxPending, MinKeyLen: 12, MaxKeyLen: 12, MaxValueLen: 1, CheckValue: checkEmptyValue},
 		{Name: "tl_removed", Prefix: pfxRemoved, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 8, CheckValue: checkOrdValue},
 	}

@@ -121,6 +121,9 @@ func (t *Timeline) owner(post uint64) (uint64, bool, error) {
 		}
 		return rec.author, true, nil
 	}
+	if !t.isRemoved(post) { // the in-memory mirror of tl_removed
+		return 0, false, nil
+	}
 	var buf [8]byte
 	v, ok, err = t.fam.removed.Get(removedKey(nil, post), buf[:0])
 	if err != nil || !ok {

@@ -72,6 +72,9 @@ const (
 	// Mastodon's limits are in the thousands; this bounds the followee
 	// list, one value read on every home page, to a few hundred KB).
 	MaxFollowees = 100_000
+	// MaxInboxCap is the largest InboxCap: a rebuild merges InboxCap+1
+	// entries in one operand, which must fit tl_inbox's value limit.
+	MaxInboxCap = 100_000
 	// maxOrd is the largest user ordinal.
 	maxOrd = 1<<32 - 1
 )
@@ -115,7 +118,7 @@ type Config struct {
 	// InboxCap is the number of entries an inbox keeps (newer ones push
 	// older ones below its floor, where reads pull from the outboxes). The
 	// default is 800, Mastodon's MAX_ITEMS and Twitter's home cap; at
-	// most store.MaxTopListCap.
+	// most MaxInboxCap.
 	InboxCap int
 	// ActiveWindow is how long after their last home read a user's inbox
 	// is kept and pushed to; after it the expiry job drops the inbox and
@@ -173,8 +176,8 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
 	}
-	if c.InboxCap < 0 || c.InboxCap > store.MaxTopListCap {
-		bad("inbox cap %d (want 1..%d)", c.InboxCap, store.MaxTopListCap)
+	if c.InboxCap < 0 || c.InboxCap > MaxInboxCap {
+		bad("inbox cap %d (want 1..%d)", c.InboxCap, MaxInboxCap)
 	}
 	if c.ActiveWindow != 0 && (c.ActiveWindow < time.Minute || c.ActiveWindow > maxActiveWindow || c.ActiveWindow%time.Second != 0) {
 		bad("active window %v (want whole seconds from 1m to 100 years)", c.ActiveWindow)

@@ -586,7 +586,7 @@ func TestConfigPersisted(t *testing.T) {
 	if stats["inbox_cap"] != "50" || stats["active_window"] != "48h0m0s" || stats["pull_threshold"] != "7" || stats["chunk_size"] != "9" {
 		t.Fatalf("stats %v", stats)
 	}
-	for _, bad := range []Config{{InboxCap: -1}, {InboxCap: store.MaxTopListCap + 1}, {ActiveWindow: time.Second}, {ActiveWindow: 90*time.Second + 1}, {ChunkSize: -5}} {
+	for _, bad := range []Config{{InboxCap: -1}, {InboxCap: MaxInboxCap + 1}, {ActiveWindow: time.Second}, {ActiveWindow: 90*time.Second + 1}, {ChunkSize: -5}} {
 		if _, err := e.tl.SetConfig(bad); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("config %+v: %v", bad, err)
 		}
@@ -711,4 +711,34 @@ func TestFanoutResumesAfterCrash(t *testing.T) {
 		}
 	}
 	e.check()
+}
+
+// The collector keeps the k newest distinct keys, by scan or by map.
+func TestCollector(t *testing.T) {
+	rng := newRand(5)
+	for _, k := range []int{1, 5, dedupScan, dedupScan + 1, 500} {
+		var c collector
+		c.reset(k, true)
+		want := map[uint64]bool{}
+		for range 5000 {
+			key := 1 + rng.Uint64N(3000)
+			c.push(key, key*2)
+			want[key] = true
+		}
+		var all []uint64
+		for key := range want {
+			all = append(all, key)
+		}
+		slices.Sort(all)
+		slices.Reverse(all)
+		got := c.sorted()
+		if len(got) != min(k, len(all)) {
+			t.Fatalf("k %d: %d held", k, len(got))
+		}
+		for i, e := range got {
+			if e.Key != all[i] || e.Value != e.Key*2 {
+				t.Fatalf("k %d: entry %d = %+v, want key %d", k, i, e, all[i])
+			}
+		}
+	}
 }

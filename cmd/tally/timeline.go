@@ -256,7 +256,7 @@ option as "key value" lines (also shown by "tally stats" as timeline.KEY):
 Creates the store if DIR is new or empty.
 
 Flags:
-  --inbox-cap N        1..1048576 (default 800)
+  --inbox-cap N        1..100000 (default 800)
   --active-window D    a duration in whole seconds, 1m or more, e.g. 168h
                        (default 168h, 7 days)
   --pull-threshold N   1 or more (default 1000000)
@@ -763,7 +763,7 @@ func runTimelineConfig(e *env, args []string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["inbox-cap"] {
 		if *capFlag <= 0 {
-			return fmt.Errorf("%w: --inbox-cap %d (want 1..%d)", timeline.ErrInvalidOption, *capFlag, store.MaxTopListCap)
+			return fmt.Errorf("%w: --inbox-cap %d (want 1..%d)", timeline.ErrInvalidOption, *capFlag, timeline.MaxInboxCap)
 		}
 		c.InboxCap = *capFlag
 	}
