@@ -13,9 +13,11 @@ package bench
 //
 //   - tally: package timeline in-process (the store under SyncInterval,
 //     1s, like Redis's appendfsync everysec): LoadFollows, MarkActiveMany,
-//     Publish with its fan-out jobs, Home pages; a full compaction settles
-//     the store before the reads (an inbox read merges the delivery
-//     operands still in the memtable and level 0).
+//     a compaction (a settled graph), then Publish from Clients goroutines,
+//     each running its post's fan-out job (a durable job per post, with its
+//     records), then Home pages; a second compaction settles the store
+//     before the reads (an inbox read merges the delivery operands still
+//     in the memtable and level 0).
 //   - redis-mastodon: a redis-server of its own (AOF, appendfsync
 //     everysec) used as app/lib/feed_manager.rb does: one sorted set
 //     "feed:home:UID" per home, member and score the post id; a delivery is
@@ -153,7 +155,7 @@ func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph) (r TimelineResul
 	var postsStart time.Time
 	last := ""
 	w, err := tlworld.Build(ctx, db, tl, g, tlworld.Options{
-		PostsPerUser: cfg.PostsPerUser, Readers: cfg.Readers, FollowsPerReader: 500, Seed: cfg.Seed,
+		PostsPerUser: cfg.PostsPerUser, Readers: cfg.Readers, FollowsPerReader: 500, Seed: cfg.Seed, Publishers: cfg.Clients,
 		Progress: func(stage string, done, total int) {
 			if stage != last {
 				last = stage

@@ -120,7 +120,7 @@ func getWorld(b *testing.B) *world {
 		BigAuthor: 1, BigFollowers: users - 1, ActiveFraction: 0.2, Seed: 1,
 	})
 	w, err := tlworld.Build(context.Background(), db, tl, g, tlworld.Options{
-		PostsPerUser: benchEnv("TALLY_TL_BENCH_POSTS", 3), Readers: benchReaders, FollowsPerReader: 500, Seed: 2,
+		PostsPerUser: benchEnv("TALLY_TL_BENCH_POSTS", 3), Readers: benchReaders, FollowsPerReader: 500, Seed: 2, Publishers: 4,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -67,7 +67,7 @@ func runDemoTimeline(d *demo, db *store.DB, tl *timeline.Timeline, users int, cl
 	var bar *progressBar
 	stage := ""
 	w, err := tlworld.Build(ctx, db, tl, g, tlworld.Options{
-		PostsPerUser: 2, Readers: readers, FollowsPerReader: min(500, users/2), Seed: d.seed,
+		PostsPerUser: 2, Readers: readers, FollowsPerReader: min(500, users/2), Seed: d.seed, Publishers: d.clients,
 		Progress: func(s string, done, total int) {
 			if s != stage {
 				if bar != nil {

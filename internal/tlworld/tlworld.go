@@ -7,7 +7,10 @@ package tlworld
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 
 	"github.com/tallydb/tally/internal/socialgraph"
 	"github.com/tallydb/tally/store"
@@ -31,6 +34,9 @@ type Options struct {
 	Progress func(stage string, done, total int)
 	// Seed seeds the order of posts.
 	Seed uint64
+	// Publishers is how many goroutines publish (each running its posts'
+	// fan-outs). The default is 1.
+	Publishers int
 }
 
 // World is what Build made.
@@ -59,14 +65,9 @@ func Edges(g *socialgraph.Graph, o Options) ([]timeline.Edge, []uint64) {
 	return edges, readers
 }
 
-// publishBatch is how many posts Build publishes between two runs of the
-// job queue: the store's queue scans every queued job for each one it
-// leases, so draining n jobs costs O(n²) (see the timeline package doc,
-// "Caveats").
-const publishBatch = 32
-
-// Build loads g into tl, activates g's active users and publishes the
-// posts, running the fan-outs as it goes. The store should have no job
+// Build loads g into tl, activates g's active users, compacts the store
+// (a settled graph) and publishes the posts, running the fan-outs as it
+// goes. The store should have no job
 // workers racing it (JobWorkers < 0) for a deterministic result, but works
 // either way.
 func Build(ctx context.Context, db *store.DB, tl *timeline.Timeline, g *socialgraph.Graph, o Options) (*World, error) {
@@ -90,28 +91,65 @@ func Build(ctx context.Context, db *store.DB, tl *timeline.Timeline, g *socialgr
 		}
 		progress("active", min(i+4096, len(g.Active)), len(g.Active))
 	}
+	// Settle the bulk-loaded graph, as a deployment's compactions would
+	// long before its next posts: until then every read of a follower
+	// chunk merges one roaring operand per load batch.
+	progress("compact", 0, 1)
+	if err := db.CompactDisk(ctx); err != nil {
+		return nil, err
+	}
+	progress("compact", 1, 1)
 	r := rand.New(rand.NewPCG(o.Seed, 0x9057))
 	order := make([]uint64, g.Users)
 	for i := range order {
 		order[i] = uint64(i + 1)
 	}
-	total := g.Users * o.PostsPerUser
-	for round := range o.PostsPerUser {
+	for range o.PostsPerUser {
 		r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for i, a := range order {
-			if _, err := tl.Publish(a, w.NextPost); err != nil {
-				return nil, err
-			}
+		for _, a := range order {
 			w.Published = append(w.Published, [2]uint64{a, w.NextPost})
 			w.NextPost++
-			w.Posts++
-			if (i+1)%publishBatch == 0 || i == len(order)-1 {
-				if err := db.RunJobs(ctx, nil); err != nil {
-					return nil, err
-				}
-				progress("posts", round*g.Users+i+1, total)
-			}
 		}
 	}
+	w.Posts = len(w.Published)
+	// Publishers take the posts in order; each runs its post's fan-out
+	// (WaitJob runs it in the caller when no worker has it), so fan-outs
+	// run on several goroutines and the queue stays short.
+	publishers := max(o.Publishers, 1)
+	var next, done atomic.Int64
+	errs := make([]error, publishers)
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= int64(len(w.Published)) {
+					return
+				}
+				ap := w.Published[i]
+				res, err := tl.Publish(ap[0], ap[1])
+				if err == nil && res.Job != 0 {
+					err = db.WaitJob(ctx, res.Job)
+				}
+				if err != nil {
+					errs[p] = err
+					return
+				}
+				if n := done.Add(1); n%1024 == 0 && p == 0 {
+					progress("posts", int(n), w.Posts)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	progress("posts", w.Posts, w.Posts)
 	return w, nil
 }
