@@ -220,6 +220,14 @@
 //     re-encodes the list per operand), and Family.Get decodes the value
 //     once more to validate it: pages are fastest on a settled store
 //     (benchmarks compact first and say so).
+//   - Sustained fan-out is bounded by flushing and compacting the delivery
+//     operands, not by writing them: the store's merge resolves an
+//     operand chain pairwise (each step decodes and re-encodes the list
+//     so far), so k deliveries to one inbox within a memtable cost O(k²)
+//     entries to flush, and a compaction re-encodes the inbox's up to
+//     InboxCap entries per key. Bursts reach millions of deliveries/s;
+//     back-to-back fan-outs to the same inboxes settle far lower
+//     (BenchmarkFanout).
 //   - The store's job queue scans every queued job to lease one (and
 //     RunJobs calls its progress function per job, not per chunk): keep
 //     queues short (the store's workers do) rather than enqueueing
