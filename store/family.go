@@ -289,8 +289,8 @@ func (db *DB) declare(spec FamilySpec) (*Family, *familyRecord, error) {
 func (db *DB) RegisterFamily(spec FamilySpec) (*Family, error) {
 	db.commit.Lock()
 	defer db.commit.Unlock()
-	if err := db.writable(); err != nil {
-		return nil, err
+	if db.closed.Load() {
+		return nil, ErrClosed
 	}
 	r := &db.families
 	r.mu.Lock()
@@ -300,6 +300,11 @@ func (db *DB) RegisterFamily(spec FamilySpec) (*Family, error) {
 		return nil, err
 	}
 	if rec != nil {
+		// Only a family new to the store writes (a read-only store can
+		// declare what it already holds).
+		if err := db.writable(); err != nil {
+			return nil, err
+		}
 		if err := db.pdb.Set(appendFamilyMetaKey(nil, rec.prefix), appendFamilyRecord(nil, rec), pebble.Sync); err != nil {
 			return nil, fmt.Errorf("tally: write family record: %w", err)
 		}

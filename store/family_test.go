@@ -501,3 +501,26 @@ func TestSetColumnAndLargeBatch(t *testing.T) {
 		}
 	}
 }
+
+// A read-only store declares the families it holds, and refuses new ones.
+func TestFamilyReadOnly(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openFamilies(t, fs, testPlain)
+	b := db.NewBatch()
+	f := family(t, db, "plain")
+	must(t, f.Put(b, famKey(f, 1), []byte("x")))
+	must(t, b.Commit())
+	b.Close()
+	must(t, db.Close())
+	o := testOptions(fs)
+	o.ReadOnly = true
+	db = openTest(t, fs, "d", o)
+	f, err := db.RegisterFamily(testPlain)
+	must(t, err)
+	if v, ok := famGet(t, f, famKey(f, 1)); !ok || string(v) != "x" {
+		t.Fatalf("read-only get = %q %v", v, ok)
+	}
+	if _, err := db.RegisterFamily(testSum); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("new family on a read-only store: %v", err)
+	}
+}

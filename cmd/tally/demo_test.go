@@ -13,7 +13,9 @@ func TestDemoTiny(t *testing.T) {
 	out := mustTally(t, "demo", "--items", "3000", "--duration", "50ms", "--clients", "2")
 	for _, want := range []string{"(removed afterwards)", "durability interval", "load posts 3000 items", "load users 300 items",
 		"mixed      2 clients", "age        clock +48h", "cold reads 2 clients", "close      in", "reopen     in",
-		"verified   2000 sampled posts", "verify     ok", "\nreport\n", "  bytes/row  ", "  recovery   ", "wall time  "} {
+		"verified   2000 sampled posts", "verify     ok", "\nreport\n", "  bytes/row  ", "  recovery   ", "wall time  ",
+		"timeline   store ", "fan-out    user 1's post reached", "pages      2 clients", "return     clock +192h",
+		"\ntimeline report\n", "Check ok"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
@@ -45,6 +47,8 @@ func TestDemoBadFlags(t *testing.T) {
 		{"demo", "--duration", "forever"},
 		{"demo", "--durability", "maybe"},
 		{"demo", "extra"},
+		{"demo", "--tl-users", "1"},
+		{"demo", "--tl-users", "-5"},
 	} {
 		_, errOut, code := tally(t, args...)
 		if code != exitUsage || !strings.HasPrefix(errOut, "tally: demo: ") {

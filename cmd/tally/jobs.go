@@ -85,9 +85,11 @@ func runJobsWait(e *env, args []string) error {
 		return err
 	}
 	return closeDB(db, func() error {
-		if _, err := attachPackages(db); err != nil {
+		pkgs, err := attachPackages(db)
+		if err != nil {
 			return err
 		}
+		defer closeAttached(pkgs)
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
 		start := db.QueuedJobs()
@@ -100,7 +102,7 @@ func runJobsWait(e *env, args []string) error {
 			total += t
 		}
 		bar := newProgress(e.stdout, "jobs", "chunks", total)
-		err := db.RunJobs(ctx, func(now []store.JobInfo) {
+		err = db.RunJobs(ctx, func(now []store.JobInfo) {
 			left := map[store.JobID]int64{}
 			for _, j := range now {
 				left[j.ID] = j.Done

@@ -43,6 +43,9 @@ func init() {
 		cmdIncr, cmdSet, cmdGet, cmdDelete,
 		cmdLoad, cmdCompact, cmdVerify,
 		cmdReplay, cmdStats, cmdCheckpoint, cmdJobs, cmdJobsWait,
+		cmdFollow, cmdUnfollow, cmdFollowsLoad, cmdActive,
+		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees,
+		cmdTimelineConfig,
 		cmdServe, cmdDemo, cmdHelp,
 	}
 }
