@@ -47,6 +47,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/tallydb/tally/internal/checksum"
 	"github.com/tallydb/tally/internal/zpool"
 	"github.com/tallydb/tally/store"
@@ -410,6 +412,11 @@ func decodeSnapshot(p []byte) (*snapshot, error) {
 		// at most 10 for an id, 10 for a base and 20 for its own run.
 		if raw < count || raw > 40*count+20 || raw > zpool.MaxDecoded {
 			return nil, snapErrf("decoded body of %d bytes for %d entries", raw, count)
+		}
+		// Check the frame's declared size before allocating for it.
+		var h zstd.Header
+		if err := h.Decode(framed[r.off:]); err != nil || !h.HasFCS || h.FrameContentSize != raw {
+			return nil, snapErrf("zstd frame header does not declare %d bytes", raw)
 		}
 		dec, err := zpool.Decoder()
 		if err != nil {
