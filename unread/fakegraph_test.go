@@ -127,26 +127,26 @@ func (g *fakeGraph) Unfollow(user, f uint64) (bool, error) {
 	return true, b.Commit()
 }
 
-// Publish adds one post to author's count.
-func (g *fakeGraph) Publish(author uint64) error {
+// Publish adds one post to author's count and returns the new count.
+func (g *fakeGraph) Publish(author uint64) (uint64, error) {
 	mu := g.lock(author)
 	mu.Lock()
 	defer mu.Unlock()
-	_, err := g.users.Incr(author, "posts", 1)
-	return err
+	return g.users.Incr(author, "posts", 1)
 }
 
-// Unpublish removes one post; false if the author has none.
-func (g *fakeGraph) Unpublish(author uint64) (bool, error) {
+// Unpublish removes one post and returns the new count; false if the
+// author has none.
+func (g *fakeGraph) Unpublish(author uint64) (bool, uint64, error) {
 	mu := g.lock(author)
 	mu.Lock()
 	defer mu.Unlock()
 	n, err := g.users.GetColumn(author, "posts")
 	if err != nil || n == 0 {
-		return false, err
+		return false, n, err
 	}
-	_, err = g.users.Incr(author, "posts", -1)
-	return err == nil, err
+	n, err = g.users.Incr(author, "posts", -1)
+	return err == nil, n, err
 }
 
 func (g *fakeGraph) Followees(user uint64, fn func(uint64) bool) error {

@@ -38,14 +38,15 @@ func (e *env) unfollow(user uint64, fs ...uint64) {
 func (e *env) publish(author uint64, n int) {
 	e.t.Helper()
 	for range n {
-		must(e.t, e.g.Publish(author))
+		_, err := e.g.Publish(author)
+		must(e.t, err)
 	}
 }
 
 func (e *env) unpublish(author uint64, n int) {
 	e.t.Helper()
 	for range n {
-		if _, err := e.g.Unpublish(author); err != nil {
+		if _, _, err := e.g.Unpublish(author); err != nil {
 			e.t.Fatal(err)
 		}
 	}
@@ -155,7 +156,9 @@ func TestFeedPredating(t *testing.T) {
 			if _, err := g.Follow(1, f); err != nil {
 				t.Fatal(err)
 			}
-			must(t, g.Publish(f))
+			if _, err := g.Publish(f); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if _, err := g.Follow(2, 10); err != nil {
 			t.Fatal(err)
@@ -197,9 +200,9 @@ func TestFeedPredating(t *testing.T) {
 func TestFeedResetRaces(t *testing.T) {
 	type step struct {
 		name  string
-		setup func(e *env)        // before the reset
-		race  func(e *env)        // between its read and its commit
-		want  uint64              // feed of user 1 afterwards
+		setup func(e *env)       // before the reset
+		race  func(e *env)       // between its read and its commit
+		want  uint64             // feed of user 1 afterwards
 		check func(*env, uint64) // optional
 	}
 	steps := []step{{
@@ -241,7 +244,7 @@ func TestFeedResetRaces(t *testing.T) {
 			var before func(*fakeGraph)
 			if lazy {
 				name += "/lazy"
-				before = func(g *fakeGraph) { must(t, g.Publish(99)) } // the graph is not empty
+				before = func(g *fakeGraph) { _, err := g.Publish(99); must(t, err) } // the graph is not empty
 			}
 			t.Run(name, func(t *testing.T) {
 				e := newEnv(t, nil, before)

@@ -149,7 +149,9 @@ func runModel(t *testing.T, seed uint64, steps int, lazy bool, cacheBytes int64)
 					m.follows[u][f] = true
 					m.unknown[[2]uint64{u, f}] = true
 				}
-				must(t, g.Publish(f))
+				if _, err := g.Publish(f); err != nil {
+					t.Fatal(err)
+				}
 				m.posts[f]++
 			}
 		}
@@ -326,11 +328,12 @@ func runModel(t *testing.T, seed uint64, steps int, lazy bool, cacheBytes int64)
 			delete(m.unknown, [2]uint64{u, f})
 		case r < 70:
 			what = fmt.Sprintf("publish %d", f)
-			must(t, e.g.Publish(f))
+			_, err := e.g.Publish(f)
+			must(t, err)
 			m.posts[f]++
 		case r < 74:
 			what = fmt.Sprintf("unpublish %d", f)
-			ok, err := e.g.Unpublish(f)
+			ok, _, err := e.g.Unpublish(f)
 			must(t, err)
 			if ok != (m.posts[f] > 0) {
 				t.Fatalf("step %d %s: %v with %d posts", step, what, ok, m.posts[f])
