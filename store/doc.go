@@ -48,6 +48,16 @@
 //
 //	prefix  family       owner     key layout (after prefix)                     value
 //	------  -----------  --------  --------------------------------------------  ----------------------------
+//	0x20    tl_config     timeline  "c"                                           timeline Config
+//	0x21    tl_ords       timeline  ordinal u32                                   user id u64
+//	0x22    tl_followees  timeline  user ordinal u32                              sorted followee ids
+//	0x23    tl_followers  timeline  author ordinal u32 | chunk u16                MergeRoaring (follower ordinals)
+//	0x24    tl_active     timeline  chunk u16                                     MergeRoaring (push set)
+//	0x25    tl_pulled     timeline  author id u64                                 empty
+//	0x26    tl_posts      timeline  post id u64                                   post record (author, delivery)
+//	0x27    tl_outbox     timeline  author id u64 | post id u64                  empty
+//	0x28    tl_inbox      timeline  user ordinal u32                              MergeTopList (post, author)
+//	0x29    tl_pending    timeline  user ordinal u32 | author id u64              empty (backfill pending)
 //	(filled by timeline, unread and likes as they declare their families)
 //
 // Values of a family with a merge operator start with the operator's id

@@ -1,0 +1,787 @@
+package timeline
+
+// The follow graph: user ordinals, followee lists, follower bitmaps, counts
+// and the pulled (celebrity) authors.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/tallydb/tally/store"
+)
+
+func checkID(what string, id uint64) error {
+	if id == 0 || id > MaxID {
+		return fmt.Errorf("%w: %s id %d (want 1..%d)", ErrBadID, what, id, uint64(MaxID))
+	}
+	return nil
+}
+
+// loadConfig reads the persisted configuration, applies override's
+// non-zero fields, and persists the result if it changed.
+func (t *Timeline) loadConfig(override Config) error {
+	v, ok, err := t.fam.config.Get(configKey, nil)
+	if err != nil {
+		return err
+	}
+	base := DefaultConfig()
+	if ok {
+		if base, err = decodeConfig(v); err != nil {
+			return fmt.Errorf("%w: timeline config: %v", store.ErrCorrupt, err)
+		}
+	}
+	c := override.withDefaults(base)
+	if !ok || c != base {
+		if err := t.storeConfig(c); err != nil {
+			return err
+		}
+	}
+	t.cfg.Store(&c)
+	return nil
+}
+
+func (t *Timeline) storeConfig(c Config) error {
+	b := t.db.NewBatch()
+	defer b.Close()
+	if err := t.fam.config.Put(b, configKey, appendConfig(nil, c)); err != nil {
+		return err
+	}
+	return b.Commit()
+}
+
+// loadState rebuilds the in-memory indexes from the store: the next free
+// ordinal, the pulled authors, the pending backfills and the fan-outs in
+// flight.
+func (t *Timeline) loadState() error {
+	it, err := t.fam.ords.NewIter(&store.IterOptions{Reverse: true})
+	if err != nil {
+		return err
+	}
+	t.nextOrd = 1
+	if it.Next() {
+		t.nextOrd = binary.BigEndian.Uint32(it.Key()[1:]) + 1
+	}
+	if err := closeIter(it); err != nil {
+		return err
+	}
+	pulled := []uint64{}
+	if err := t.scan(t.fam.pulled, nil, func(k, _ []byte) bool {
+		pulled = append(pulled, binary.BigEndian.Uint64(k[1:]))
+		return true
+	}); err != nil {
+		return err
+	}
+	t.pulled.Store(&pulled)
+	if err := t.scan(t.fam.pending, nil, func(k, _ []byte) bool {
+		t.pendingAddLocked(binary.BigEndian.Uint32(k[1:]), binary.BigEndian.Uint64(k[5:]))
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, j := range t.db.QueuedJobs() {
+		if post, ok := fanoutPost(j.Kind, j.Key); ok {
+			t.inflight.m[post] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// closeIter closes it and returns the first of its iteration and close
+// errors.
+func closeIter(it *store.Iter) error {
+	err := it.Err()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// scan calls fn for every key of f under prefix (the whole family if nil),
+// in key order, until fn returns false.
+func (t *Timeline) scan(f *store.Family, prefix []byte, fn func(k, v []byte) bool) error {
+	var o *store.IterOptions
+	if prefix != nil {
+		o = &store.IterOptions{Prefix: prefix}
+	}
+	it, err := f.NewIter(o)
+	if err != nil {
+		return err
+	}
+	for it.Next() {
+		if !fn(it.Key(), it.Value()) {
+			break
+		}
+	}
+	return closeIter(it)
+}
+
+// row reads a user's row of UsersCounter into dst.
+func (t *Timeline) row(id uint64, dst []uint64) ([]uint64, error) {
+	return t.users.Get(id, dst)
+}
+
+// ordOf returns id's ordinal, 0 if it has none.
+func (t *Timeline) ordOf(id uint64) (uint32, error) {
+	var buf [numCols]uint64
+	r, err := t.row(id, buf[:0])
+	if err != nil {
+		return 0, err
+	}
+	return uint32(r[colOrd]), nil
+}
+
+// idOf returns the user id of ord.
+func (t *Timeline) idOf(ord uint32, buf []byte) (uint64, bool, error) {
+	var k [5]byte
+	v, ok, err := t.fam.ords.Get(ordKey(k[:0], ord), buf)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	return binary.BigEndian.Uint64(v), true, nil
+}
+
+// ensureOrds gives every id of ids that has none an ordinal, in one batch.
+// Ordinals are dense from 1, skipping multiples of 2^16 (the chunk
+// sentinels). The caller holds graphMu (either side).
+func (t *Timeline) ensureOrds(ids ...uint64) error {
+	var buf [numCols]uint64
+	var missing []uint64
+	for _, id := range ids {
+		r, err := t.row(id, buf[:0])
+		if err != nil {
+			return err
+		}
+		if r[colOrd] == 0 {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	t.allocMu.Lock()
+	defer t.allocMu.Unlock()
+	b := t.db.NewBatch()
+	defer b.Close()
+	next := t.nextOrd
+	seen := make(map[uint64]bool, len(missing))
+	var k [5]byte
+	var v [8]byte
+	for _, id := range missing {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		r, err := t.row(id, buf[:0]) // again, under allocMu
+		if err != nil {
+			return err
+		}
+		if r[colOrd] != 0 {
+			continue
+		}
+		if next&0xffff == 0 {
+			next++
+		}
+		if next == 0 || uint64(next) > maxOrd {
+			return ErrFull
+		}
+		if err := b.SetColumn(UsersCounter, id, ColOrd, uint64(next)); err != nil {
+			return err
+		}
+		binary.BigEndian.PutUint64(v[:], id)
+		if err := t.fam.ords.Put(b, ordKey(k[:0], next), v[:]); err != nil {
+			return err
+		}
+		next++
+	}
+	if b.Empty() {
+		return nil
+	}
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	t.nextOrd = next
+	return nil
+}
+
+// followeesOf reads the followee list of the user with ordinal ord.
+func (t *Timeline) followeesOf(ord uint32, dst []uint64, buf []byte) ([]uint64, []byte, error) {
+	if ord == 0 {
+		return dst[:0], buf, nil
+	}
+	var k [5]byte
+	v, ok, err := t.fam.followees.Get(followeesKey(k[:0], ord), buf)
+	if err != nil || !ok {
+		return dst[:0], v, err
+	}
+	dst, err = decodeFollowees(v, dst)
+	if err != nil {
+		return dst[:0], v, fmt.Errorf("%w: followees of ordinal %d: %v", store.ErrCorrupt, ord, err)
+	}
+	return dst, v, nil
+}
+
+// followersOperand returns a tl_followers (or tl_active) operand adding
+// add and removing remove (0: none) in the chunk both belong to; it always
+// adds the chunk's sentinel.
+func followersOperand(add, remove []uint32, chunk uint16) []byte {
+	a := roaring.New()
+	a.Add(sentinel(chunk))
+	a.AddMany(add)
+	var r *roaring.Bitmap
+	if len(remove) > 0 {
+		r = roaring.New()
+		r.AddMany(remove)
+	}
+	op, err := store.RoaringOperand(nil, a, r)
+	if err != nil {
+		// RoaringOperand fails only when a bitmap cannot serialize, which a
+		// fresh in-memory bitmap always can.
+		panic(fmt.Sprintf("timeline: roaring operand: %v", err))
+	}
+	return op
+}
+
+// pairKey is the coalescing key of a pair's jobs.
+func pairKey(user, followee uint64) []byte {
+	k := make([]byte, 0, 17)
+	k = append(k, 'f')
+	k = binary.BigEndian.AppendUint64(k, user)
+	return binary.BigEndian.AppendUint64(k, followee)
+}
+
+// Follow makes user follow followee. It reports whether anything changed:
+// following an account already followed is a no-op that returns false.
+// Followee's recent posts, including ones from before the follow, show in
+// user's home at once: until the backfill job has merged them into the
+// inbox, reads pull them from followee's outbox.
+func (t *Timeline) Follow(user, followee uint64) (bool, error) {
+	if err := checkID("user", user); err != nil {
+		return false, err
+	}
+	if err := checkID("followee", followee); err != nil {
+		return false, err
+	}
+	if user == followee {
+		return false, fmt.Errorf("%w: user %d", ErrSelfFollow, user)
+	}
+	if err := t.live(); err != nil {
+		return false, err
+	}
+	t.graphMu.RLock()
+	defer t.graphMu.RUnlock()
+	if err := t.ensureOrds(user, followee); err != nil {
+		return false, err
+	}
+	changed, followers, err := t.followLocked(user, followee)
+	if err != nil {
+		return changed, err
+	}
+	return changed, t.maybePull(followee, followers)
+}
+
+func (t *Timeline) followLocked(user, followee uint64) (changed bool, followers uint64, err error) {
+	unlock := t.lockUsers([]uint64{user})
+	defer unlock()
+	am := &t.authorMu[stripe(followee)]
+	am.RLock()
+	defer am.RUnlock()
+	var ub, ab [numCols]uint64
+	ur, err := t.row(user, ub[:0])
+	if err != nil {
+		return false, 0, err
+	}
+	ar, err := t.row(followee, ab[:0])
+	if err != nil {
+		return false, 0, err
+	}
+	uOrd, aOrd := uint32(ur[colOrd]), uint32(ar[colOrd])
+	list, _, err := t.followeesOf(uOrd, nil, nil)
+	if err != nil {
+		return false, 0, err
+	}
+	i, found := slices.BinarySearch(list, followee)
+	if found {
+		return false, ar[colFollowers], nil
+	}
+	if len(list) >= MaxFollowees {
+		return false, 0, fmt.Errorf("%w: user %d follows %d accounts already", ErrTooManyFollowees, user, len(list))
+	}
+	list = slices.Insert(list, i, followee)
+	b := t.db.NewBatch()
+	defer b.Close()
+	if err := t.fam.followees.Put(b, followeesKey(nil, uOrd), appendFollowees(nil, list)); err != nil {
+		return false, 0, err
+	}
+	chunk := chunkOf(uOrd)
+	if err := t.fam.followers.Merge(b, followersKey(nil, aOrd, chunk), followersOperand([]uint32{uOrd}, nil, chunk)); err != nil {
+		return false, 0, err
+	}
+	if err := b.Incr(UsersCounter, user, ColFollowees, 1); err != nil {
+		return false, 0, err
+	}
+	resIdx := b.Len()
+	if err := b.Incr(UsersCounter, followee, ColFollowers, 1); err != nil {
+		return false, 0, err
+	}
+	for _, o := range t.observersNow() {
+		if err := o.Followed(b, user, followee, ar[colPosts]); err != nil {
+			return false, 0, err
+		}
+	}
+	pend := ur[colRead] != 0 && !t.isPulled(followee)
+	if pend {
+		if err := t.fam.pending.Put(b, pendingKey(nil, uOrd, followee), nil); err != nil {
+			return false, 0, err
+		}
+		if err := b.Enqueue(jobPair, pairKey(user, followee), appendPayload(nil, opAdd, user, followee), 1); err != nil {
+			return false, 0, err
+		}
+		t.pendingAdd(uOrd, followee) // before the commit: readers pull followee from now on
+	}
+	if err := b.Commit(); err != nil {
+		if pend {
+			t.pendingRemove(uOrd, followee)
+		}
+		return false, 0, err
+	}
+	return true, b.Result(resIdx), nil
+}
+
+// Unfollow makes user stop following followee. It reports whether anything
+// changed: unfollowing an account not followed is a no-op that returns
+// false. Followee's posts leave user's home at once (reads filter them);
+// the cleanup job then removes them from the inbox.
+func (t *Timeline) Unfollow(user, followee uint64) (bool, error) {
+	if err := checkID("user", user); err != nil {
+		return false, err
+	}
+	if err := checkID("followee", followee); err != nil {
+		return false, err
+	}
+	if user == followee {
+		return false, fmt.Errorf("%w: user %d", ErrSelfFollow, user)
+	}
+	if err := t.live(); err != nil {
+		return false, err
+	}
+	t.graphMu.RLock()
+	defer t.graphMu.RUnlock()
+	unlock := t.lockUsers([]uint64{user})
+	defer unlock()
+	am := &t.authorMu[stripe(followee)]
+	am.RLock()
+	defer am.RUnlock()
+	var ub, ab [numCols]uint64
+	ur, err := t.row(user, ub[:0])
+	if err != nil {
+		return false, err
+	}
+	ar, err := t.row(followee, ab[:0])
+	if err != nil {
+		return false, err
+	}
+	uOrd, aOrd := uint32(ur[colOrd]), uint32(ar[colOrd])
+	list, _, err := t.followeesOf(uOrd, nil, nil)
+	if err != nil {
+		return false, err
+	}
+	i, found := slices.BinarySearch(list, followee)
+	if !found {
+		return false, nil
+	}
+	list = slices.Delete(list, i, i+1)
+	b := t.db.NewBatch()
+	defer b.Close()
+	if len(list) == 0 {
+		err = t.fam.followees.Delete(b, followeesKey(nil, uOrd))
+	} else {
+		err = t.fam.followees.Put(b, followeesKey(nil, uOrd), appendFollowees(nil, list))
+	}
+	if err != nil {
+		return false, err
+	}
+	chunk := chunkOf(uOrd)
+	if err := t.fam.followers.Merge(b, followersKey(nil, aOrd, chunk), followersOperand(nil, []uint32{uOrd}, chunk)); err != nil {
+		return false, err
+	}
+	if err := b.Incr(UsersCounter, user, ColFollowees, -1); err != nil {
+		return false, err
+	}
+	if err := b.Incr(UsersCounter, followee, ColFollowers, -1); err != nil {
+		return false, err
+	}
+	for _, o := range t.observersNow() {
+		if err := o.Unfollowed(b, user, followee); err != nil {
+			return false, err
+		}
+	}
+	hadPending := t.pendingHas(uOrd, followee)
+	if hadPending {
+		if err := t.fam.pending.Delete(b, pendingKey(nil, uOrd, followee)); err != nil {
+			return false, err
+		}
+	}
+	if ur[colRead] != 0 && !t.isPulled(followee) {
+		if err := b.Enqueue(jobPair, pairKey(user, followee), appendPayload(nil, opRemove, user, followee), 1); err != nil {
+			return false, err
+		}
+	}
+	if err := b.Commit(); err != nil {
+		return false, err
+	}
+	if hadPending {
+		t.pendingRemove(uOrd, followee)
+	}
+	return true, nil
+}
+
+// IsFollowing reports whether user follows followee.
+func (t *Timeline) IsFollowing(user, followee uint64) (bool, error) {
+	if err := checkID("user", user); err != nil {
+		return false, err
+	}
+	if err := checkID("followee", followee); err != nil {
+		return false, err
+	}
+	ord, err := t.ordOf(user)
+	if err != nil {
+		return false, err
+	}
+	list, _, err := t.followeesOf(ord, nil, nil)
+	if err != nil {
+		return false, err
+	}
+	_, found := slices.BinarySearch(list, followee)
+	return found, nil
+}
+
+// Followees calls fn for each account user follows, in id order, from a
+// consistent view; fn returning false stops.
+func (t *Timeline) Followees(user uint64, fn func(followee uint64) bool) error {
+	if err := checkID("user", user); err != nil {
+		return err
+	}
+	ord, err := t.ordOf(user)
+	if err != nil {
+		return err
+	}
+	list, _, err := t.followeesOf(ord, nil, nil)
+	if err != nil {
+		return err
+	}
+	for _, f := range list {
+		if !fn(f) {
+			break
+		}
+	}
+	return nil
+}
+
+// PostCounts returns the post counts of authors (one read of the users
+// counter's "posts" column per author, batched), appended to dst[:0].
+func (t *Timeline) PostCounts(authors []uint64, dst []uint64) ([]uint64, error) {
+	dst = dst[:0]
+	if len(authors) == 0 {
+		return dst, nil
+	}
+	rows, err := t.users.MultiGet(authors, nil)
+	if err != nil {
+		return dst, err
+	}
+	n := t.users.NumColumns()
+	for i := range authors {
+		dst = append(dst, rows[i*n+colPosts])
+	}
+	return dst, nil
+}
+
+// UserInfo is what a profile page shows of a user.
+type UserInfo struct {
+	ID                   uint64
+	Followers, Followees uint64
+	Posts                uint64
+	Active               bool   // the user's inbox is live (pushed to)
+	LastRead             uint64 // Unix seconds of the last recorded home read, 0 if not active
+	Pulled               bool   // the user's posts are pulled at read time, not pushed
+	Ordinal              uint32 // the user's dense ordinal, 0 if none
+}
+
+// User returns user's counts in one read of UsersCounter. An unknown user
+// reads as zeros.
+func (t *Timeline) User(user uint64) (UserInfo, error) {
+	if err := checkID("user", user); err != nil {
+		return UserInfo{}, err
+	}
+	var buf [numCols]uint64
+	r, err := t.row(user, buf[:0])
+	if err != nil {
+		return UserInfo{}, err
+	}
+	return UserInfo{ID: user, Followers: r[colFollowers], Followees: r[colFollowees], Posts: r[colPosts],
+		Active: r[colRead] != 0, LastRead: r[colRead], Pulled: t.isPulled(user), Ordinal: uint32(r[colOrd])}, nil
+}
+
+// IDPage is a page of a follower or followee list.
+type IDPage struct {
+	IDs    []uint64
+	Cursor string // continues after the last id; empty when NoMore
+	NoMore bool   // the list ends with this page
+}
+
+// checkLimit validates a page limit; 0 means DefaultLimit.
+func checkLimit(limit int) (int, error) {
+	if limit < 0 || limit > MaxLimit {
+		return 0, fmt.Errorf("%w: %d (want 0..%d; 0 means %d)", ErrBadLimit, limit, MaxLimit, DefaultLimit)
+	}
+	if limit == 0 {
+		limit = DefaultLimit
+	}
+	return limit, nil
+}
+
+// FolloweesPage returns a page of the accounts user follows, in id order,
+// starting after cursor ("" for the first page).
+func (t *Timeline) FolloweesPage(user uint64, cursor string, limit int) (IDPage, error) {
+	if err := checkID("user", user); err != nil {
+		return IDPage{}, err
+	}
+	limit, err := checkLimit(limit)
+	if err != nil {
+		return IDPage{}, err
+	}
+	after, started, err := decodeCursor(cursor, cursorFollowees, user)
+	if err != nil {
+		return IDPage{}, err
+	}
+	ord, err := t.ordOf(user)
+	if err != nil {
+		return IDPage{}, err
+	}
+	list, _, err := t.followeesOf(ord, nil, nil)
+	if err != nil {
+		return IDPage{}, err
+	}
+	i := 0
+	if started {
+		i, _ = slices.BinarySearch(list, after+1)
+	}
+	var p IDPage
+	for ; i < len(list) && len(p.IDs) < limit; i++ {
+		p.IDs = append(p.IDs, list[i])
+	}
+	if i >= len(list) {
+		p.NoMore = true
+	} else {
+		p.Cursor = encodeCursor(cursorFollowees, user, p.IDs[len(p.IDs)-1])
+	}
+	return p, nil
+}
+
+// FollowersPage returns a page of author's followers, in ordinal order (the
+// order users first appeared in the graph), starting after cursor ("" for
+// the first page). A follower added or removed behind the cursor does not
+// shift later pages.
+func (t *Timeline) FollowersPage(author uint64, cursor string, limit int) (IDPage, error) {
+	if err := checkID("author", author); err != nil {
+		return IDPage{}, err
+	}
+	limit, err := checkLimit(limit)
+	if err != nil {
+		return IDPage{}, err
+	}
+	after, started, err := decodeCursor(cursor, cursorFollowers, author)
+	if err != nil {
+		return IDPage{}, err
+	}
+	aOrd, err := t.ordOf(author)
+	if err != nil {
+		return IDPage{}, err
+	}
+	var p IDPage
+	if aOrd == 0 {
+		p.NoMore = true
+		return p, nil
+	}
+	var from uint64 // the first ordinal to list
+	if started {
+		from = after + 1
+	}
+	var more bool
+	var last uint32
+	var idBuf []byte
+	err = t.followerChunks(aOrd, from, func(bm *roaring.Bitmap) (bool, error) {
+		it := bm.Iterator()
+		if from <= maxOrd {
+			it.AdvanceIfNeeded(uint32(from))
+		}
+		for it.HasNext() {
+			o := it.Next()
+			if uint64(o) < from || o&0xffff == 0 {
+				continue
+			}
+			if len(p.IDs) == limit {
+				more = true
+				return false, nil
+			}
+			id, ok, err := t.idOf(o, idBuf)
+			if err != nil {
+				return false, err
+			}
+			if !ok {
+				return false, fmt.Errorf("%w: follower ordinal %d of %d has no user", store.ErrCorrupt, o, author)
+			}
+			p.IDs = append(p.IDs, id)
+			last = o
+		}
+		return true, nil
+	})
+	if err != nil {
+		return IDPage{}, err
+	}
+	if more {
+		p.Cursor = encodeCursor(cursorFollowers, author, uint64(last))
+	} else {
+		p.NoMore = true
+	}
+	return p, nil
+}
+
+// followerChunks calls fn with the follower bitmap of each chunk of the
+// author with ordinal aOrd, from the chunk holding ordinal from on, in
+// order, until fn returns false.
+func (t *Timeline) followerChunks(aOrd uint32, from uint64, fn func(*roaring.Bitmap) (bool, error)) error {
+	if from > maxOrd {
+		return nil
+	}
+	it, err := t.fam.followers.NewIter(&store.IterOptions{
+		Prefix: binary.BigEndian.AppendUint32([]byte{pfxFollowers}, aOrd),
+		Lower:  followersKey(nil, aOrd, chunkOf(uint32(from))),
+	})
+	if err != nil {
+		return err
+	}
+	for it.Next() {
+		bm, _, err := store.DecodeRoaring(it.Value())
+		if err != nil {
+			it.Close()
+			return err
+		}
+		ok, err := fn(bm)
+		if err != nil || !ok {
+			it.Close()
+			return err
+		}
+	}
+	return closeIter(it)
+}
+
+// isPulled reports whether author is pulled at read time.
+func (t *Timeline) isPulled(author uint64) bool {
+	_, ok := slices.BinarySearch(*t.pulled.Load(), author)
+	return ok
+}
+
+// maybePull marks author pulled once their follower count reaches the
+// threshold. Pulled is sticky: an author who falls below stays pulled
+// (their posts were not pushed while pulled, so pushing again would need a
+// backfill of every follower; reading a few pulled authors is cheap).
+func (t *Timeline) maybePull(author, followers uint64) error {
+	if followers < t.Config().PullThreshold || t.isPulled(author) {
+		return nil
+	}
+	return t.markPulled(author)
+}
+
+// markPulled persists author as pulled and publishes the new set.
+func (t *Timeline) markPulled(author uint64) error {
+	t.pulledMu.Lock()
+	defer t.pulledMu.Unlock()
+	cur := *t.pulled.Load()
+	i, found := slices.BinarySearch(cur, author)
+	if found {
+		return nil
+	}
+	b := t.db.NewBatch()
+	defer b.Close()
+	if err := t.fam.pulled.Put(b, pulledKey(nil, author), nil); err != nil {
+		return err
+	}
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	next := slices.Insert(slices.Clone(cur), i, author)
+	t.pulled.Store(&next)
+	return nil
+}
+
+// PulledAuthors returns the ids of the authors pulled at read time.
+func (t *Timeline) PulledAuthors() []uint64 { return slices.Clone(*t.pulled.Load()) }
+
+// pending index (mirror of tl_pending).
+
+func (t *Timeline) pendingAdd(ord uint32, author uint64) {
+	t.pending.Lock()
+	t.pendingAddLocked(ord, author)
+	t.pending.Unlock()
+}
+
+func (t *Timeline) pendingAddLocked(ord uint32, author uint64) {
+	m := t.pending.m[ord]
+	if m == nil {
+		m = map[uint64]struct{}{}
+		t.pending.m[ord] = m
+	}
+	m[author] = struct{}{}
+}
+
+func (t *Timeline) pendingRemove(ord uint32, author uint64) {
+	t.pending.Lock()
+	if m := t.pending.m[ord]; m != nil {
+		delete(m, author)
+		if len(m) == 0 {
+			delete(t.pending.m, ord)
+		}
+	}
+	t.pending.Unlock()
+}
+
+func (t *Timeline) pendingClear(ord uint32) {
+	t.pending.Lock()
+	delete(t.pending.m, ord)
+	t.pending.Unlock()
+}
+
+func (t *Timeline) pendingHas(ord uint32, author uint64) bool {
+	t.pending.RLock()
+	defer t.pending.RUnlock()
+	_, ok := t.pending.m[ord][author]
+	return ok
+}
+
+// pendingOf appends the followees of ord whose backfill is pending to dst.
+func (t *Timeline) pendingOf(ord uint32, dst []uint64) []uint64 {
+	t.pending.RLock()
+	for a := range t.pending.m[ord] {
+		dst = append(dst, a)
+	}
+	t.pending.RUnlock()
+	return dst
+}
+
+// fanoutPost returns the post of a fan-out job's key.
+func fanoutPost(kind string, key []byte) (uint64, bool) {
+	if kind != jobFanout || len(key) != 9 || key[0] != 'p' {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[1:]), true
+}
+
+func fanoutKey(post uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{'p'}, post)
+}
+
+var errStop = errors.New("stop")

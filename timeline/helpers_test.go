@@ -1,0 +1,151 @@
+package timeline
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/tallydb/tally/store"
+)
+
+// clock is a settable time source for tests.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// env is a store and timeline on an in-memory filesystem, with background
+// work off (tests run jobs with run) and a settable clock.
+type env struct {
+	t     testing.TB
+	fs    vfs.FS
+	dir   string
+	clock *clock
+	db    *store.DB
+	tl    *Timeline
+	cfg   Config
+}
+
+func storeOptions(fs vfs.FS) *store.Options {
+	return &store.Options{FS: fs, DisableBackground: true, JobWorkers: -1, CacheSize: 8 << 20, MemTableSize: 4 << 20,
+		JobBytesPerSec: -1, Durability: store.NoSync}
+}
+
+// newEnv opens a fresh environment; at cleanup it runs Check and closes.
+func newEnv(t testing.TB, cfg Config) *env {
+	t.Helper()
+	e := &env{t: t, fs: vfs.NewMem(), dir: "db", clock: newClock(), cfg: cfg}
+	e.open()
+	t.Cleanup(func() {
+		if e.db == nil {
+			return
+		}
+		if err := e.tl.Check(); err != nil {
+			t.Errorf("check at cleanup: %v", err)
+		}
+		e.close()
+	})
+	return e
+}
+
+func (e *env) open() {
+	e.t.Helper()
+	db, err := store.Open(e.dir, storeOptions(e.fs))
+	if err != nil {
+		e.t.Fatalf("open: %v", err)
+	}
+	tl, err := New(db, &Options{Config: e.cfg, Now: e.clock.Now, ExpireInterval: -1})
+	if err != nil {
+		e.t.Fatalf("timeline: %v", err)
+	}
+	e.db, e.tl = db, tl
+}
+
+func (e *env) close() {
+	e.t.Helper()
+	if err := e.tl.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.db.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.db, e.tl = nil, nil
+}
+
+func (e *env) reopen() {
+	e.t.Helper()
+	e.close()
+	e.open()
+}
+
+// run runs every queued job.
+func (e *env) run() {
+	e.t.Helper()
+	if err := e.db.RunJobs(context.Background(), nil); err != nil {
+		e.t.Fatalf("run jobs: %v", err)
+	}
+}
+
+func (e *env) check() {
+	e.t.Helper()
+	if err := e.tl.Check(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// homeAll reads user's whole home with pages of limit, checking that
+// pages join without duplicates and end with NoMore.
+func homeAll(t testing.TB, tl *Timeline, user uint64, limit int) []Entry {
+	t.Helper()
+	var all []Entry
+	cursor := ""
+	for i := 0; ; i++ {
+		p, err := tl.Home(user, cursor, limit)
+		if err != nil {
+			t.Fatalf("home %d page %d: %v", user, i, err)
+		}
+		for _, e := range p.Entries {
+			if n := len(all); n > 0 && all[n-1].Post <= e.Post {
+				t.Fatalf("home %d page %d: %d after %d", user, i, e.Post, all[n-1].Post)
+			}
+			all = append(all, e)
+		}
+		if p.NoMore {
+			if p.Cursor != "" {
+				t.Fatalf("home %d: NoMore with a cursor", user)
+			}
+			return all
+		}
+		if len(p.Entries) != limit && limit > 0 {
+			t.Fatalf("home %d page %d: %d entries of %d without NoMore", user, i, len(p.Entries), limit)
+		}
+		cursor = p.Cursor
+		if i > 1_000_000 {
+			t.Fatal("home never ends")
+		}
+	}
+}

@@ -1,0 +1,623 @@
+package timeline
+
+// Home pages, inbox rebuilds and activity.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tallydb/tally/store"
+)
+
+// Entry is one entry of a home page: a post and its author.
+type Entry struct {
+	Post, Author uint64
+}
+
+// Page is a page of a home timeline, newest first.
+type Page struct {
+	Entries []Entry
+	// Cursor continues after the last entry; empty when NoMore.
+	Cursor string
+	// NoMore is true when the timeline ends with this page (the "NoMore"
+	// marker of the published feed APIs): no post older than the last
+	// entry is visible to the reader.
+	NoMore bool
+}
+
+// endOfIDs is the exclusive upper bound of every post id.
+const endOfIDs = MaxID + 1
+
+// scratch is the reusable memory of one page read.
+type scratch struct {
+	followees []uint64
+	pullSet   []uint64
+	fbuf      []byte
+	ibuf      []byte
+	col       collector
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// Home returns a page of user's home timeline: the posts of the accounts
+// user follows, newest first by post id, limit entries (0: DefaultLimit),
+// starting after cursor ("" for the newest). The page is read from the
+// user's inbox; below the inbox's floor, and for pulled authors and
+// follows whose backfill has not run yet, it is merged from the authors'
+// outboxes, down to the end of history (Page.NoMore). Posts published
+// after the cursor was issued never shift later pages: a cursor is a
+// position in post-id order.
+//
+// A read records the user's activity (at most once per min(1h, window/8)).
+// The first read of a user whose inbox is not live (new, or expired after
+// the active window) rebuilds it by pull and publishes it atomically before
+// answering. An unknown user gets an empty page with NoMore, and nothing is
+// written. Errors: ErrBadID, ErrBadCursor, ErrBadLimit.
+func (t *Timeline) Home(user uint64, cursor string, limit int) (Page, error) {
+	if err := checkID("user", user); err != nil {
+		return Page{}, err
+	}
+	limit, err := checkLimit(limit)
+	if err != nil {
+		return Page{}, err
+	}
+	before, started, err := decodeCursor(cursor, cursorHome, user)
+	if err != nil {
+		return Page{}, err
+	}
+	if !started {
+		before = endOfIDs
+	}
+	if err := t.live(); err != nil {
+		return Page{}, err
+	}
+	t.stats.pages.Add(1)
+	var buf [numCols]uint64
+	r, err := t.row(user, buf[:0])
+	if err != nil {
+		return Page{}, err
+	}
+	ord := uint32(r[colOrd])
+	if ord == 0 {
+		return Page{NoMore: true}, nil
+	}
+	for attempt := 0; ; attempt++ {
+		if r[colRead] == 0 {
+			if _, err := t.activate(user); err != nil {
+				return Page{}, err
+			}
+		} else if t.stale(r[colRead]) {
+			if err := t.touch(user); err != nil {
+				return Page{}, err
+			}
+		}
+		p, ok, err := t.page(user, ord, before, limit)
+		if err != nil || ok {
+			return p, err
+		}
+		// The inbox changed state under the read (an expiry or rebuild
+		// between reading its state and its value): read again.
+		if r, err = t.row(user, buf[:0]); err != nil {
+			return Page{}, err
+		}
+		if attempt > 100 {
+			return Page{}, fmt.Errorf("timeline: home of user %d: inbox kept changing state", user)
+		}
+	}
+}
+
+// page builds a page from the live inbox of user (ordinal ord). ok is
+// false if the inbox was not live, or changed state during the read.
+func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page, bool, error) {
+	s := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(s)
+	var err error
+	s.followees, s.fbuf, err = t.followeesOf(ord, s.followees, s.fbuf)
+	if err != nil {
+		return Page{}, false, err
+	}
+	s.pullSet = t.pullSetOf(ord, s.followees, s.pullSet[:0])
+
+	// Read the inbox between two reads of the user's read mark (a
+	// sequence lock): the inbox is trusted only if the mark was non-zero
+	// and unchanged across the read (expiry zeroes the mark before it
+	// drops an inbox; a rebuild publishes the inbox before the mark).
+	var buf [numCols]uint64
+	r1, err := t.row(user, buf[:0])
+	if err != nil {
+		return Page{}, false, err
+	}
+	read := r1[colRead]
+	var key [5]byte
+	v, have, err := t.fam.inbox.Get(inboxKey(key[:0], ord), s.ibuf)
+	s.ibuf = v
+	if err != nil {
+		return Page{}, false, err
+	}
+	r2, err := t.row(user, buf[:0])
+	if err != nil {
+		return Page{}, false, err
+	}
+	if read == 0 || r2[colRead] != read {
+		return Page{}, false, nil
+	}
+	var floor uint64
+	col := &s.col
+	col.reset(limit+1, true)
+	if have {
+		tl, err := store.DecodeTopList(v)
+		if err != nil {
+			return Page{}, false, fmt.Errorf("inbox of user %d: %w", user, err)
+		}
+		floor = tl.Floor
+		checkInflight := t.anyInflight()
+		for _, e := range tl.Entries {
+			if e.Key == 0 || e.Key >= before {
+				continue // the sentinel, or above the cursor
+			}
+			if col.full() && e.Key <= col.min() {
+				break // sorted: nothing further down can enter
+			}
+			if !contains(s.followees, e.Value) || contains(s.pullSet, e.Value) {
+				continue // unfollowed (cleanup pending), or read by pull below
+			}
+			if checkInflight && t.inflightHas(e.Key) {
+				if ok, err := t.published(e.Key, e.Value); err != nil {
+					return Page{}, false, err
+				} else if !ok {
+					continue // unpublished; the removal has not reached this inbox
+				}
+			}
+			col.push(e.Key, e.Value)
+		}
+	}
+	var it *store.Iter
+	defer func() {
+		if it != nil {
+			it.Close()
+		}
+	}()
+	pull := func(author, upper uint64) error {
+		if it == nil {
+			if it, err = t.fam.outbox.NewIter(&store.IterOptions{Reverse: true}); err != nil {
+				return err
+			}
+		}
+		return pullAuthor(it, author, upper, col)
+	}
+	for _, a := range s.pullSet {
+		if err := pull(a, before); err != nil {
+			return Page{}, false, err
+		}
+	}
+	// Below the floor the inbox knows nothing: merge the other followees'
+	// outboxes there, unless the page is already full of newer entries.
+	if floor > 0 && (!col.full() || col.min() < floor) {
+		upper := min(before, floor)
+		for _, a := range s.followees {
+			if contains(s.pullSet, a) {
+				continue
+			}
+			if err := pull(a, upper); err != nil {
+				return Page{}, false, err
+			}
+		}
+	}
+	if it != nil {
+		err := closeIter(it)
+		it = nil
+		if err != nil {
+			return Page{}, false, err
+		}
+	}
+	entries := col.sorted()
+	p := Page{Entries: make([]Entry, 0, min(len(entries), limit))}
+	for i, e := range entries {
+		if i == limit {
+			break
+		}
+		p.Entries = append(p.Entries, Entry{Post: e.Key, Author: e.Value})
+	}
+	if len(entries) > limit {
+		p.Cursor = encodeCursor(cursorHome, user, p.Entries[limit-1].Post)
+	} else {
+		p.NoMore = true
+	}
+	return p, true, nil
+}
+
+// pullSetOf returns the followees whose posts a reader with ordinal ord
+// pulls from outboxes rather than reading from the inbox: pulled authors
+// and follows whose backfill is pending. Sorted.
+func (t *Timeline) pullSetOf(ord uint32, followees, dst []uint64) []uint64 {
+	pulled := *t.pulled.Load()
+	if len(pulled) <= len(followees) {
+		for _, a := range pulled {
+			if contains(followees, a) {
+				dst = append(dst, a)
+			}
+		}
+	} else {
+		for _, a := range followees {
+			if contains(pulled, a) {
+				dst = append(dst, a)
+			}
+		}
+	}
+	n := len(dst)
+	dst = t.pendingOf(ord, dst)
+	for i := n; i < len(dst); i++ {
+		if !contains(followees, dst[i]) || contains(dst[:n], dst[i]) {
+			dst[i] = 0
+		}
+	}
+	dst = slices.DeleteFunc(dst, func(a uint64) bool { return a == 0 })
+	slices.Sort(dst)
+	return dst
+}
+
+func contains(sorted []uint64, v uint64) bool {
+	_, ok := slices.BinarySearch(sorted, v)
+	return ok
+}
+
+func (t *Timeline) anyInflight() bool {
+	t.inflight.RLock()
+	defer t.inflight.RUnlock()
+	return len(t.inflight.m) > 0
+}
+
+// published reports whether author has post published.
+func (t *Timeline) published(post, author uint64) (bool, error) {
+	var k [17]byte
+	var v [1]byte
+	_, ok, err := t.fam.outbox.Get(outboxKey(k[:0], author, post), v[:0])
+	return ok, err
+}
+
+func postOfOutboxKey(k []byte) uint64 { return binary.BigEndian.Uint64(k[9:17]) }
+
+// pullAuthor adds author's posts below upper to col, newest first, while
+// they can enter it. it is a reverse iterator over tl_outbox.
+func pullAuthor(it *store.Iter, author, upper uint64, col *collector) error {
+	var k [17]byte
+	ok := it.SeekLT(outboxKey(k[:0], author, upper))
+	for ; ok; ok = it.Next() {
+		key := it.Key()
+		if binary.BigEndian.Uint64(key[1:9]) != author {
+			break
+		}
+		p := binary.BigEndian.Uint64(key[9:17])
+		if col.full() && p <= col.min() {
+			break
+		}
+		col.push(p, author)
+	}
+	return it.Err()
+}
+
+// stale reports whether a read mark is old enough to be renewed.
+func (t *Timeline) stale(read uint64) bool {
+	return t.nowSec()-read >= uint64(readGranularity(t.Config())/time.Second)
+}
+
+// readGranularity is how often a reader's activity is written: a home read
+// writes the read mark only when it is older than this.
+func readGranularity(c Config) time.Duration {
+	return min(c.ActiveWindow/8, time.Hour)
+}
+
+func (t *Timeline) nowSec() uint64 {
+	s := t.now().Unix()
+	if s < 1 {
+		return 1
+	}
+	if s > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint64(s)
+}
+
+// touch renews a live user's read mark.
+func (t *Timeline) touch(user uint64) error {
+	unlock := t.lockUsers([]uint64{user})
+	defer unlock()
+	var buf [numCols]uint64
+	r, err := t.row(user, buf[:0])
+	if err != nil {
+		return err
+	}
+	if r[colRead] == 0 || !t.stale(r[colRead]) {
+		return nil // expired meanwhile (the caller rebuilds), or renewed
+	}
+	return t.users.SetColumn(user, ColRead, t.nowSec())
+}
+
+// MarkActive records that user read their home now, as a read of their
+// home would: a user whose inbox is not live gets it rebuilt by pull (it
+// reports whether it was); a live one has their read mark renewed.
+func (t *Timeline) MarkActive(user uint64) (rebuilt bool, err error) {
+	if err := checkID("user", user); err != nil {
+		return false, err
+	}
+	if err := t.live(); err != nil {
+		return false, err
+	}
+	t.graphMu.RLock()
+	err = t.ensureOrds(user)
+	t.graphMu.RUnlock()
+	if err != nil {
+		return false, err
+	}
+	if renewed, err := t.renew(user); err != nil || renewed {
+		return false, err
+	}
+	return t.activate(user)
+}
+
+// renew sets a live user's read mark to now; it reports false if the
+// user's inbox is not live.
+func (t *Timeline) renew(user uint64) (bool, error) {
+	unlock := t.lockUsers([]uint64{user})
+	defer unlock()
+	var buf [numCols]uint64
+	r, err := t.row(user, buf[:0])
+	if err != nil || r[colRead] == 0 {
+		return false, err
+	}
+	return true, t.users.SetColumn(user, ColRead, t.nowSec())
+}
+
+// activate rebuilds the inbox of a user whose inbox is not live, by pull,
+// and makes it live. It returns false if another reader did it first.
+//
+// The steps, under the user's lock (which expiry also takes):
+//
+//  1. add the user to the push set and drop whatever inbox is left, in one
+//     batch: from now on every fan-out that starts delivers to the user;
+//  2. merge the newest InboxCap+1 posts of the followees that are not
+//     pulled from their outboxes (posts published before step 1's commit
+//     are in them; later ones are pushed);
+//  3. merge the result into the inbox and set the read mark, in one
+//     batch: readers trust the inbox only from this commit on, so none
+//     sees it half-built.
+//
+// A post unpublished between steps 2 and 3 could be merged back after its
+// removal passed the inbox; revalidate catches that.
+func (t *Timeline) activate(user uint64) (bool, error) {
+	t.graphMu.RLock()
+	defer t.graphMu.RUnlock()
+	unlock := t.lockUsers([]uint64{user})
+	defer unlock()
+	var buf [numCols]uint64
+	r, err := t.row(user, buf[:0])
+	if err != nil {
+		return false, err
+	}
+	if r[colRead] != 0 {
+		return false, nil
+	}
+	ord := uint32(r[colOrd])
+	if ord == 0 {
+		return false, fmt.Errorf("timeline: user %d has no ordinal", user)
+	}
+	start := time.Now()
+	cfg := t.Config()
+	b := t.db.NewBatch()
+	defer b.Close()
+	chunk := chunkOf(ord)
+	if err := t.fam.active.Merge(b, activeKey(nil, chunk), followersOperand([]uint32{ord}, nil, chunk)); err != nil {
+		return false, err
+	}
+	if err := t.fam.inbox.Delete(b, inboxKey(nil, ord)); err != nil {
+		return false, err
+	}
+	if err := b.Commit(); err != nil {
+		return false, err
+	}
+	e0 := t.removals.Load()
+	entries, err := t.pullNewest(ord, cfg.InboxCap+1)
+	if err != nil {
+		return false, err
+	}
+	if err := t.fam.inbox.Merge(b, inboxKey(nil, ord), inboxOperand(cfg.InboxCap, entries)); err != nil {
+		return false, err
+	}
+	if err := b.SetColumn(UsersCounter, user, ColRead, t.nowSec()); err != nil {
+		return false, err
+	}
+	pend := t.pendingOf(ord, nil)
+	for _, a := range pend {
+		if err := t.fam.pending.Delete(b, pendingKey(nil, ord, a)); err != nil {
+			return false, err
+		}
+	}
+	if err := b.Commit(); err != nil {
+		return false, err
+	}
+	if len(pend) > 0 {
+		t.pendingClear(ord)
+	}
+	if t.removals.Load() != e0 {
+		if err := t.revalidate(ord, entries); err != nil {
+			return true, err
+		}
+	}
+	t.stats.rebuilds.Add(1)
+	t.stats.rebuildNanos.Add(int64(time.Since(start)))
+	return true, nil
+}
+
+// pullNewest returns the newest n posts of the followees of ord that are
+// not pulled, newest first (a k-way merge over their outboxes: one seek
+// per followee, reading each while its posts can still enter the top n).
+func (t *Timeline) pullNewest(ord uint32, n int) ([]store.TopEntry, error) {
+	followees, _, err := t.followeesOf(ord, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	col := &collector{}
+	col.reset(n, false)
+	if len(followees) == 0 {
+		return nil, nil
+	}
+	it, err := t.fam.outbox.NewIter(&store.IterOptions{Reverse: true})
+	if err != nil {
+		return nil, err
+	}
+	pulled := *t.pulled.Load()
+	for _, a := range followees {
+		if contains(pulled, a) {
+			continue
+		}
+		if err := pullAuthor(it, a, endOfIDs, col); err != nil {
+			it.Close()
+			return nil, err
+		}
+	}
+	if err := closeIter(it); err != nil {
+		return nil, err
+	}
+	return col.sorted(), nil
+}
+
+// revalidate tombstones the entries of merged (just merged into ord's
+// inbox from outboxes read earlier) whose post is no longer published: an
+// unpublish committed between the outbox read and the merge, whose removal
+// may have passed this inbox before the merge. It holds the authors' locks
+// (shared) so no publish of those posts interleaves. The caller holds the
+// user's lock.
+func (t *Timeline) revalidate(ord uint32, merged []store.TopEntry) error {
+	var gone []store.TopEntry
+	for _, e := range merged {
+		ok, err := t.published(e.Key, e.Value)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			gone = append(gone, e)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	var stripes []int
+	for _, e := range gone {
+		stripes = append(stripes, stripe(e.Value))
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, s := range stripes {
+		t.authorMu[s].RLock()
+	}
+	defer func() {
+		for _, s := range stripes {
+			t.authorMu[s].RUnlock()
+		}
+	}()
+	dead := gone[:0]
+	for _, e := range gone {
+		ok, err := t.published(e.Key, e.Value)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			e.Removed = true
+			dead = append(dead, e)
+		}
+	}
+	if len(dead) == 0 {
+		return nil
+	}
+	b := t.db.NewBatch()
+	defer b.Close()
+	if err := t.fam.inbox.Merge(b, inboxKey(nil, ord), inboxOperand(t.Config().InboxCap, dead)); err != nil {
+		return err
+	}
+	return b.Commit()
+}
+
+// collector keeps the k newest entries offered to it: a min-heap on post
+// id. With dedup, an entry whose post is already held is dropped (pages;
+// rebuilds read each post once).
+type collector struct {
+	k     int
+	dedup bool
+	h     []store.TopEntry
+}
+
+func (c *collector) reset(k int, dedup bool) {
+	c.k, c.dedup, c.h = k, dedup, c.h[:0]
+}
+
+func (c *collector) full() bool  { return len(c.h) >= c.k }
+func (c *collector) min() uint64 { return c.h[0].Key }
+
+func (c *collector) push(key, value uint64) {
+	if c.full() && key <= c.h[0].Key {
+		return
+	}
+	if c.dedup {
+		for _, e := range c.h {
+			if e.Key == key {
+				return
+			}
+		}
+	}
+	if !c.full() {
+		c.h = append(c.h, store.TopEntry{Key: key, Value: value})
+		c.up(len(c.h) - 1)
+		return
+	}
+	c.h[0] = store.TopEntry{Key: key, Value: value}
+	c.down(0)
+}
+
+func (c *collector) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if c.h[p].Key <= c.h[i].Key {
+			return
+		}
+		c.h[p], c.h[i] = c.h[i], c.h[p]
+		i = p
+	}
+}
+
+func (c *collector) down(i int) {
+	n := len(c.h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && c.h[r].Key < c.h[l].Key {
+			m = r
+		}
+		if c.h[i].Key <= c.h[m].Key {
+			return
+		}
+		c.h[i], c.h[m] = c.h[m], c.h[i]
+		i = m
+	}
+}
+
+// sorted returns the held entries newest first (a new slice).
+func (c *collector) sorted() []store.TopEntry {
+	out := slices.Clone(c.h)
+	slices.SortFunc(out, func(a, b store.TopEntry) int {
+		switch {
+		case a.Key > b.Key:
+			return -1
+		case a.Key < b.Key:
+			return 1
+		}
+		return 0
+	})
+	return out
+}

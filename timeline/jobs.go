@@ -1,0 +1,414 @@
+package timeline
+
+// Background jobs other than the fan-out: a follow's backfill, an
+// unfollow's cleanup, and the expiry of inactive inboxes.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/tallydb/tally/store"
+)
+
+// runPair is the handler of jobPair. A backfill (after a follow) merges
+// the followee's posts at or above the inbox's floor (at most InboxCap+1,
+// so the merged operand carries its own floor) into the user's inbox and
+// drops the pair's pending mark; a cleanup (after an unfollow) tombstones
+// the followee's entries. Both run in one chunk under the user's lock and
+// check the pair's state when they commit, so whatever order a follow's and
+// an unfollow's jobs run in, and whichever of them coalescing kept, the
+// inbox ends in the state of the last change: the graph, which reads
+// filter by, is always current.
+func (t *Timeline) runPair(ctx context.Context, run *store.JobRun) error {
+	op, user, followee, err := decodePayload(run.Payload())
+	if err != nil {
+		return fmt.Errorf("%w: pair job %d: %v", store.ErrCorrupt, run.ID(), err)
+	}
+	cfg := t.Config()
+	b := t.db.NewBatch()
+	defer b.Close()
+	finish := func() error {
+		return run.Commit(ctx, b, store.JobProgress{Done: 1, Total: 1, Finished: true})
+	}
+	ord, err := t.ordOf(user)
+	if err != nil {
+		return err
+	}
+	if ord == 0 || run.Superseded() {
+		return finish()
+	}
+	var entries []store.TopEntry
+	e0 := t.removals.Load()
+	if op == opAdd {
+		var floor uint64
+		v, ok, err := t.fam.inbox.Get(inboxKey(nil, ord), nil)
+		if err != nil {
+			return err
+		}
+		if ok {
+			tl, err := store.DecodeTopList(v)
+			if err != nil {
+				return fmt.Errorf("inbox of user %d: %w", user, err)
+			}
+			floor = tl.Floor
+		}
+		if err := t.Posts(followee, 0, func(p uint64) bool {
+			if p < floor {
+				return false
+			}
+			entries = append(entries, store.TopEntry{Key: p, Value: followee})
+			return len(entries) <= cfg.InboxCap
+		}); err != nil {
+			return err
+		}
+	}
+	graph := t.graphLock()
+	defer graph()
+	unlock := t.lockUsers([]uint64{user})
+	defer unlock()
+	var buf [numCols]uint64
+	r, err := t.row(user, buf[:0])
+	if err != nil {
+		return err
+	}
+	following, err := t.IsFollowing(user, followee)
+	if err != nil {
+		return err
+	}
+	superseded := run.Superseded()
+	merge := !superseded && r[colRead] != 0 && following == (op == opAdd)
+	if merge && op == opRemove {
+		v, ok, err := t.fam.inbox.Get(inboxKey(nil, ord), nil)
+		if err != nil {
+			return err
+		}
+		if ok {
+			tl, err := store.DecodeTopList(v)
+			if err != nil {
+				return fmt.Errorf("inbox of user %d: %w", user, err)
+			}
+			for _, e := range tl.Entries {
+				if e.Key != 0 && e.Value == followee {
+					entries = append(entries, store.TopEntry{Key: e.Key, Value: e.Value, Removed: true})
+				}
+			}
+		}
+	}
+	if merge && len(entries) > 0 {
+		if err := t.fam.inbox.Merge(b, inboxKey(nil, ord), inboxOperand(cfg.InboxCap, entries)); err != nil {
+			return err
+		}
+	}
+	dropPending := !superseded && op == opAdd && t.pendingHas(ord, followee)
+	if dropPending {
+		if err := t.fam.pending.Delete(b, pendingKey(nil, ord, followee)); err != nil {
+			return err
+		}
+	}
+	if err := finish(); err != nil {
+		return err
+	}
+	if dropPending {
+		t.pendingRemove(ord, followee)
+	}
+	if merge && op == opAdd && len(entries) > 0 && t.removals.Load() != e0 {
+		return t.revalidate(ord, entries)
+	}
+	return nil
+}
+
+// graphLock takes the graph lock's read side (bulk loads take the write
+// side) and returns its release.
+func (t *Timeline) graphLock() func() {
+	t.graphMu.RLock()
+	return t.graphMu.RUnlock
+}
+
+// EnqueueExpire enqueues the expiry job (coalesced with a pending one) and
+// returns its id. Background workers, or DB.RunJobs, run it.
+func (t *Timeline) EnqueueExpire() (store.JobID, error) {
+	if err := t.live(); err != nil {
+		return 0, err
+	}
+	b := t.db.NewBatch()
+	defer b.Close()
+	if err := b.Enqueue(jobExpire, []byte("expire"), nil, 0); err != nil {
+		return 0, err
+	}
+	if err := b.Commit(); err != nil {
+		return 0, err
+	}
+	return b.JobIDs()[0], nil
+}
+
+// Expire runs the expiry job now and waits for it: users whose last home
+// read is older than the active window leave the push set and lose their
+// inbox (their next read rebuilds it). It returns the number of users
+// expired by this run.
+func (t *Timeline) Expire(ctx context.Context) (int64, error) {
+	before := t.stats.expired.Load()
+	id, err := t.EnqueueExpire()
+	if err != nil {
+		return 0, err
+	}
+	if err := t.db.WaitJob(ctx, id); err != nil {
+		return 0, err
+	}
+	return t.stats.expired.Load() - before, nil
+}
+
+// runExpire is the handler of jobExpire, in two phases, each paced in
+// chunks of ChunkSize users with its progress committed with each chunk:
+//
+//  0. for every user in the push set whose read mark is older than the
+//     active window (or zero: a rebuild that never finished), remove the
+//     user from the push set, zero the mark and drop pending backfill
+//     marks, in one batch;
+//  1. for every inbox whose user's read mark is zero, drop the inbox.
+//
+// Phase 1 after phase 0 is what keeps readers safe: a reader trusts an
+// inbox only while the mark is non-zero and unchanged across its read, and
+// the mark is zero before the inbox goes. Both phases recheck each user
+// under the user's lock, which a rebuild holds from start to publication.
+// Phase 1 also drops inboxes left by a fan-out that raced an expiry.
+func (t *Timeline) runExpire(ctx context.Context, run *store.JobRun) error {
+	cur, err := decodeJobCursor(run.Cursor())
+	if err != nil {
+		return fmt.Errorf("%w: expiry job %d: %v", store.ErrCorrupt, run.ID(), err)
+	}
+	cfg := t.Config()
+	now := t.nowSec()
+	window := uint64(cfg.ActiveWindow.Seconds())
+	expired := func(read uint64) bool { return read == 0 || now > read && now-read > window }
+	b := t.db.NewBatch()
+	defer b.Close()
+	done := run.Done()
+	commit := func(fin bool) error {
+		done++
+		return run.Commit(ctx, b, store.JobProgress{Cursor: appendJobCursor(nil, cur), Done: done, Total: done + 1, Finished: fin})
+	}
+	var idBuf []byte
+	var rowBuf [numCols]uint64
+	if cur.phase == 0 {
+		for {
+			ords, next, err := t.activeMembers(cur.next, cfg.ChunkSize)
+			if err != nil {
+				return err
+			}
+			var cands []uint64
+			var candOrds []uint32
+			for _, o := range ords {
+				id, ok, err := t.idOf(o, idBuf)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return fmt.Errorf("%w: ordinal %d in the push set has no user", store.ErrCorrupt, o)
+				}
+				r, err := t.row(id, rowBuf[:0])
+				if err != nil {
+					return err
+				}
+				if expired(r[colRead]) {
+					cands = append(cands, id)
+					candOrds = append(candOrds, o)
+				}
+			}
+			cur.next = next
+			var cleared []uint32
+			if len(cands) > 0 {
+				unlock := t.lockUsers(cands)
+				byChunk := map[uint16][]uint32{}
+				for i, id := range cands {
+					r, err := t.row(id, rowBuf[:0])
+					if err != nil {
+						unlock()
+						return err
+					}
+					if !expired(r[colRead]) {
+						continue
+					}
+					o := candOrds[i]
+					byChunk[chunkOf(o)] = append(byChunk[chunkOf(o)], o)
+					if r[colRead] != 0 {
+						if err := b.SetColumn(UsersCounter, id, ColRead, 0); err != nil {
+							unlock()
+							return err
+						}
+						cur.count++
+					}
+					for _, a := range t.pendingOf(o, nil) {
+						if err := t.fam.pending.Delete(b, pendingKey(nil, o, a)); err != nil {
+							unlock()
+							return err
+						}
+					}
+					cleared = append(cleared, o)
+				}
+				for c, os := range byChunk {
+					if err := t.fam.active.Merge(b, activeKey(nil, c), followersOperand(nil, os, c)); err != nil {
+						unlock()
+						return err
+					}
+				}
+				if next > maxOrd {
+					cur.phase, cur.next = 1, 0
+				}
+				err := commit(false)
+				unlock()
+				if err != nil {
+					return err
+				}
+				for _, o := range cleared {
+					t.pendingClear(o)
+				}
+				t.stats.expired.Add(int64(len(cleared)))
+			} else if next > maxOrd {
+				cur.phase, cur.next = 1, 0
+			}
+			if cur.phase == 1 {
+				break
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	for {
+		ords, next, err := t.inboxOwners(cur.next, cfg.ChunkSize)
+		if err != nil {
+			return err
+		}
+		var cands []uint64
+		var candOrds []uint32
+		for _, o := range ords {
+			id, ok, err := t.idOf(o, idBuf)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: inbox of ordinal %d has no user", store.ErrCorrupt, o)
+			}
+			r, err := t.row(id, rowBuf[:0])
+			if err != nil {
+				return err
+			}
+			if r[colRead] == 0 {
+				cands = append(cands, id)
+				candOrds = append(candOrds, o)
+			}
+		}
+		cur.next = next
+		fin := next > maxOrd
+		unlock := func() {}
+		if len(cands) > 0 {
+			unlock = t.lockUsers(cands)
+			for i, id := range cands {
+				r, err := t.row(id, rowBuf[:0])
+				if err != nil {
+					unlock()
+					return err
+				}
+				if r[colRead] == 0 {
+					if err := t.fam.inbox.Delete(b, inboxKey(nil, candOrds[i])); err != nil {
+						unlock()
+						return err
+					}
+				}
+			}
+		}
+		if !b.Empty() || fin {
+			err := commit(fin)
+			unlock()
+			if err != nil {
+				return err
+			}
+		} else {
+			unlock()
+		}
+		if fin {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// activeMembers returns up to n ordinals of the push set from ordinal from
+// on, and where the next call starts (above maxOrd: the end).
+func (t *Timeline) activeMembers(from uint64, n int) ([]uint32, uint64, error) {
+	if from > maxOrd {
+		return nil, from, nil
+	}
+	it, err := t.fam.active.NewIter(&store.IterOptions{Lower: activeKey(nil, chunkOf(uint32(from)))})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []uint32
+	for it.Next() {
+		bm, _, err := store.DecodeRoaring(it.Value())
+		if err != nil {
+			it.Close()
+			return nil, 0, err
+		}
+		c := binary.BigEndian.Uint16(it.Key()[1:])
+		bi := bm.Iterator()
+		bi.AdvanceIfNeeded(uint32(max(from, uint64(sentinel(c))+1)))
+		for bi.HasNext() {
+			o := bi.Next()
+			if o == sentinel(c) {
+				continue
+			}
+			out = append(out, o)
+			if len(out) == n {
+				return out, uint64(o) + 1, closeIter(it)
+			}
+		}
+	}
+	return out, maxOrd + 1, closeIter(it)
+}
+
+// inboxOwners returns up to n ordinals that have an inbox, from ordinal
+// from on, and where the next call starts (above maxOrd: the end).
+func (t *Timeline) inboxOwners(from uint64, n int) ([]uint32, uint64, error) {
+	if from > maxOrd {
+		return nil, from, nil
+	}
+	it, err := t.fam.inbox.NewIter(&store.IterOptions{Lower: inboxKey(nil, uint32(from))})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []uint32
+	for it.Next() {
+		o := binary.BigEndian.Uint32(it.Key()[1:])
+		out = append(out, o)
+		if len(out) == n {
+			return out, uint64(o) + 1, closeIter(it)
+		}
+	}
+	return out, maxOrd + 1, closeIter(it)
+}
+
+// activeSet returns the push set (for Check and tests).
+func (t *Timeline) activeSet() (*roaring.Bitmap, error) {
+	all := roaring.New()
+	var derr error
+	err := t.scan(t.fam.active, nil, func(k, v []byte) bool {
+		bm, _, err := store.DecodeRoaring(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		bm.Remove(sentinel(binary.BigEndian.Uint16(k[1:])))
+		all.Or(bm)
+		return true
+	})
+	if derr != nil {
+		return nil, derr
+	}
+	return all, err
+}

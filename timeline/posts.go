@@ -1,0 +1,404 @@
+package timeline
+
+// Posts: publish, unpublish and the fan-out job.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/tallydb/tally/store"
+)
+
+// PublishResult tells what Publish did.
+type PublishResult struct {
+	// Duplicate is true when the author had published the post already:
+	// nothing changed (a retried publish neither double counts nor double
+	// delivers).
+	Duplicate bool
+	// Job is the fan-out job delivering the post, 0 when there is none
+	// (a duplicate, an author without followers, or a pulled author, whose
+	// posts readers merge at read time).
+	Job store.JobID
+}
+
+// Publish appends post to author's outbox and increments author's post
+// count in one atomic batch, which also enqueues the post's fan-out to the
+// inboxes of author's active followers (unless author is pulled). Post ids
+// are unique across authors, time-ordered (snowflake layout) and ordered
+// newest first in every timeline. Errors: ErrBadID, ErrPostTaken (another
+// author published the id), ErrRemovalPending (the id's unpublish is still
+// being fanned out).
+func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
+	if err := checkID("author", author); err != nil {
+		return PublishResult{}, err
+	}
+	if err := checkID("post", post); err != nil {
+		return PublishResult{}, err
+	}
+	if err := t.live(); err != nil {
+		return PublishResult{}, err
+	}
+	t.graphMu.RLock()
+	defer t.graphMu.RUnlock()
+	am := &t.authorMu[stripe(author)]
+	am.Lock()
+	defer am.Unlock()
+	v, ok, err := t.fam.posts.Get(postKey(nil, post), nil)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	if ok {
+		rec, err := decodePost(v)
+		if err != nil {
+			return PublishResult{}, fmt.Errorf("%w: post %d: %v", store.ErrCorrupt, post, err)
+		}
+		if rec.author != author {
+			return PublishResult{}, fmt.Errorf("%w: post %d is author %d's", ErrPostTaken, post, rec.author)
+		}
+		return PublishResult{Duplicate: true}, nil
+	}
+	if t.inflightHas(post) {
+		return PublishResult{}, fmt.Errorf("%w: post %d", ErrRemovalPending, post)
+	}
+	var buf [numCols]uint64
+	r, err := t.row(author, buf[:0])
+	if err != nil {
+		return PublishResult{}, err
+	}
+	fanout := r[colFollowers] > 0 && !t.isPulled(author)
+	b := t.db.NewBatch()
+	defer b.Close()
+	if err := t.fam.outbox.Put(b, outboxKey(nil, author, post), nil); err != nil {
+		return PublishResult{}, err
+	}
+	if err := t.fam.posts.Put(b, postKey(nil, post), appendPost(nil, postRecord{author: author, fanned: !fanout})); err != nil {
+		return PublishResult{}, err
+	}
+	if err := b.Incr(UsersCounter, author, ColPosts, 1); err != nil {
+		return PublishResult{}, err
+	}
+	if fanout {
+		if err := b.Enqueue(jobFanout, fanoutKey(post), appendPayload(nil, opAdd, author, post), 0); err != nil {
+			return PublishResult{}, err
+		}
+		t.inflightSet(post)
+	}
+	if err := b.Commit(); err != nil {
+		if fanout {
+			t.inflightClear(post)
+		}
+		return PublishResult{}, err
+	}
+	var res PublishResult
+	if ids := b.JobIDs(); len(ids) > 0 {
+		res.Job = ids[0]
+	}
+	return res, nil
+}
+
+// Unpublish removes post from author's outbox and decrements author's post
+// count in one atomic batch, which also enqueues the removal of the post
+// from the inboxes it was delivered to. The post leaves every home at once:
+// until the removal job has reached an inbox, reads skip the entry (see the
+// package doc, "Unpublish"). It reports whether anything changed:
+// unpublishing a post that is not published is a no-op that returns false.
+// Errors: ErrBadID, ErrPostTaken (the post is another author's).
+func (t *Timeline) Unpublish(author, post uint64) (bool, store.JobID, error) {
+	if err := checkID("author", author); err != nil {
+		return false, 0, err
+	}
+	if err := checkID("post", post); err != nil {
+		return false, 0, err
+	}
+	if err := t.live(); err != nil {
+		return false, 0, err
+	}
+	t.graphMu.RLock()
+	defer t.graphMu.RUnlock()
+	am := &t.authorMu[stripe(author)]
+	am.Lock()
+	defer am.Unlock()
+	v, ok, err := t.fam.posts.Get(postKey(nil, post), nil)
+	if err != nil || !ok {
+		return false, 0, err
+	}
+	rec, err := decodePost(v)
+	if err != nil {
+		return false, 0, fmt.Errorf("%w: post %d: %v", store.ErrCorrupt, post, err)
+	}
+	if rec.author != author {
+		return false, 0, fmt.Errorf("%w: post %d is author %d's", ErrPostTaken, post, rec.author)
+	}
+	var buf [numCols]uint64
+	r, err := t.row(author, buf[:0])
+	if err != nil {
+		return false, 0, err
+	}
+	// A pulled author's entries are never read from inboxes (readers pull
+	// them), so nothing needs removing.
+	fanout := r[colFollowers] > 0 && !t.isPulled(author)
+	b := t.db.NewBatch()
+	defer b.Close()
+	if err := t.fam.outbox.Delete(b, outboxKey(nil, author, post)); err != nil {
+		return false, 0, err
+	}
+	if err := t.fam.posts.Delete(b, postKey(nil, post)); err != nil {
+		return false, 0, err
+	}
+	if err := b.Incr(UsersCounter, author, ColPosts, -1); err != nil {
+		return false, 0, err
+	}
+	if fanout {
+		if err := b.Enqueue(jobFanout, fanoutKey(post), appendPayload(nil, opRemove, author, post), 0); err != nil {
+			return false, 0, err
+		}
+		t.inflightSet(post)
+	}
+	// Before the commit: a rebuild or backfill that read the outbox before
+	// it revalidates what it merged (see revalidate).
+	t.removals.Add(1)
+	if err := b.Commit(); err != nil {
+		if fanout {
+			t.inflightClear(post)
+		}
+		return false, 0, err
+	}
+	var job store.JobID
+	if ids := b.JobIDs(); len(ids) > 0 {
+		job = ids[0]
+	}
+	return true, job, nil
+}
+
+// PostInfo describes a published post.
+type PostInfo struct {
+	Author uint64
+	// FannedOut is true once the post's fan-out finished (or was not
+	// needed); Delivered is then the number of inboxes it wrote.
+	FannedOut bool
+	Delivered uint64
+}
+
+// Post returns what the store holds of post; ok is false if it is not
+// published.
+func (t *Timeline) Post(post uint64) (PostInfo, bool, error) {
+	if err := checkID("post", post); err != nil {
+		return PostInfo{}, false, err
+	}
+	v, ok, err := t.fam.posts.Get(postKey(nil, post), nil)
+	if err != nil || !ok {
+		return PostInfo{}, false, err
+	}
+	rec, err := decodePost(v)
+	if err != nil {
+		return PostInfo{}, false, fmt.Errorf("%w: post %d: %v", store.ErrCorrupt, post, err)
+	}
+	return PostInfo{Author: rec.author, FannedOut: rec.fanned, Delivered: rec.delivered}, true, nil
+}
+
+// Posts calls fn for author's posts, newest first, below before (0: from
+// the newest), until fn returns false.
+func (t *Timeline) Posts(author, before uint64, fn func(post uint64) bool) error {
+	if err := checkID("author", author); err != nil {
+		return err
+	}
+	it, err := t.fam.outbox.NewIter(&store.IterOptions{Prefix: outboxKey(nil, author, 0)[:9], Reverse: true})
+	if err != nil {
+		return err
+	}
+	ok := true
+	if before != 0 {
+		ok = it.SeekLT(outboxKey(nil, author, before))
+	} else {
+		ok = it.Next()
+	}
+	for ; ok; ok = it.Next() {
+		if !fn(postOfOutboxKey(it.Key())) {
+			break
+		}
+	}
+	return closeIter(it)
+}
+
+func (t *Timeline) inflightSet(post uint64) {
+	t.inflight.Lock()
+	t.inflight.m[post] = struct{}{}
+	t.inflight.Unlock()
+}
+
+func (t *Timeline) inflightClear(post uint64) {
+	t.inflight.Lock()
+	delete(t.inflight.m, post)
+	t.inflight.Unlock()
+}
+
+func (t *Timeline) inflightHas(post uint64) bool {
+	t.inflight.RLock()
+	defer t.inflight.RUnlock()
+	_, ok := t.inflight.m[post]
+	return ok
+}
+
+// inboxOperand returns the tl_inbox operand that adds (or, with removed,
+// tombstones) entries under capacity, plus the sentinel entry (key 0),
+// which keeps an inbox from ever merging to nothing (see the package doc,
+// "Sentinels").
+func inboxOperand(capacity int, entries []store.TopEntry) []byte {
+	es := make([]store.TopEntry, 0, len(entries)+1)
+	es = append(es, entries...)
+	es = append(es, store.TopEntry{})
+	op, err := store.TopListOperand(nil, capacity, es)
+	if err != nil {
+		// Capacity comes from a validated Config and values are user ids
+		// ≤ MaxID: TopListOperand has nothing to refuse.
+		panic(fmt.Sprintf("timeline: inbox operand: %v", err))
+	}
+	return op
+}
+
+// chunkTargets is the part of a fan-out in one 2^16-ordinal chunk: the
+// followers of the author that are in the push set.
+type chunkTargets struct {
+	chunk uint16
+	bm    *roaring.Bitmap
+}
+
+// fanoutTargets returns, chunk by chunk from ordinal from on, the author's
+// followers that are in the push set, and how many there are.
+func (t *Timeline) fanoutTargets(aOrd uint32, from uint64) ([]chunkTargets, uint64, error) {
+	var out []chunkTargets
+	var n uint64
+	var abuf []byte
+	err := t.followerChunks(aOrd, from, func(fol *roaring.Bitmap) (bool, error) {
+		c := chunkOf(fol.Minimum())
+		v, ok, err := t.fam.active.Get(activeKey(nil, c), abuf)
+		abuf = v
+		if err != nil || !ok {
+			return err == nil, err
+		}
+		act, _, err := store.DecodeRoaring(v)
+		if err != nil {
+			return false, err
+		}
+		fol.And(act)
+		fol.Remove(sentinel(c))
+		if lo := uint64(c) << 16; from > lo {
+			fol.RemoveRange(lo, from)
+		}
+		if !fol.IsEmpty() {
+			out = append(out, chunkTargets{c, fol})
+			n += fol.GetCardinality()
+		}
+		return true, nil
+	})
+	return out, n, err
+}
+
+// runFanout is the handler of jobFanout: it delivers a post to (or removes
+// it from) the inbox of every follower of its author in the push set,
+// ChunkSize inboxes per batch, each batch committed with the job's progress
+// so a killed fan-out resumes where it stopped and never writes a chunk
+// twice (a chunk written twice would show once anyway: an inbox entry is
+// keyed by post id).
+func (t *Timeline) runFanout(ctx context.Context, run *store.JobRun) error {
+	op, author, post, err := decodePayload(run.Payload())
+	if err != nil {
+		return fmt.Errorf("%w: fan-out job %d: %v", store.ErrCorrupt, run.ID(), err)
+	}
+	cur, err := decodeJobCursor(run.Cursor())
+	if err != nil {
+		return fmt.Errorf("%w: fan-out job %d: %v", store.ErrCorrupt, run.ID(), err)
+	}
+	cfg := t.Config()
+	aOrd, err := t.ordOf(author)
+	if err != nil {
+		return err
+	}
+	b := t.db.NewBatch()
+	defer b.Close()
+	stop := func() bool {
+		return run.Superseded() || op == opAdd && t.isPulled(author)
+	}
+	var targets []chunkTargets
+	var remaining uint64
+	if aOrd != 0 && !stop() {
+		if targets, remaining, err = t.fanoutTargets(aOrd, cur.next); err != nil {
+			return err
+		}
+	}
+	done := run.Done()
+	chunkSize := uint64(cfg.ChunkSize)
+	total := done + int64((remaining+chunkSize-1)/chunkSize)
+	total = max(total, done+1)
+	entry := store.TopEntry{Key: post, Value: author, Removed: op == opRemove}
+	operand := inboxOperand(cfg.InboxCap, []store.TopEntry{entry})
+	var key [5]byte
+	n := uint64(0)
+	for _, ct := range targets {
+		it := ct.bm.Iterator()
+		for it.HasNext() {
+			ord := it.Next()
+			if err := t.fam.inbox.Merge(b, inboxKey(key[:0], ord), operand); err != nil {
+				return err
+			}
+			n++
+			cur.next = uint64(ord) + 1
+			remaining--
+			if n == chunkSize && remaining > 0 {
+				cur.count += n
+				done++
+				if err := run.Commit(ctx, b, store.JobProgress{Cursor: appendJobCursor(nil, cur), Done: done, Total: total}); err != nil {
+					return err
+				}
+				t.stats.deliveries.Add(int64(n))
+				n = 0
+				if stop() {
+					return t.finishFanout(ctx, run, b, op, author, post, cur, done, total)
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	cur.count += n
+	t.stats.deliveries.Add(int64(n))
+	return t.finishFanout(ctx, run, b, op, author, post, cur, done, total)
+}
+
+// finishFanout commits the fan-out's last chunk (already in b) with the
+// post's delivery count, under the author's lock, so it cannot interleave
+// with a publish or unpublish of the post.
+func (t *Timeline) finishFanout(ctx context.Context, run *store.JobRun, b *store.Batch, op byte, author, post uint64, cur jobCursor, done, total int64) error {
+	am := &t.authorMu[stripe(author)]
+	am.Lock()
+	defer am.Unlock()
+	if op == opAdd {
+		v, ok, err := t.fam.posts.Get(postKey(nil, post), nil)
+		if err != nil {
+			return err
+		}
+		if ok {
+			rec, err := decodePost(v)
+			if err != nil {
+				return fmt.Errorf("%w: post %d: %v", store.ErrCorrupt, post, err)
+			}
+			if rec.author == author {
+				rec.fanned, rec.delivered = true, cur.count
+				if err := t.fam.posts.Put(b, postKey(nil, post), appendPost(nil, rec)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	done++
+	if err := run.Commit(ctx, b, store.JobProgress{Cursor: appendJobCursor(nil, cur), Done: done, Total: max(total, done), Finished: true}); err != nil {
+		return err
+	}
+	if !run.Superseded() {
+		t.inflightClear(post)
+	}
+	return nil
+}

@@ -1,0 +1,527 @@
+package timeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tallydb/tally/store"
+)
+
+// UsersCounter is the name of the counter holding followers, followees and
+// posts per user id (columns "followers", "followees", "posts"), plus the
+// timeline's own per-user columns "ord" (the user's dense ordinal, 0 while
+// none is allocated) and "read" (Unix seconds of the last home read while
+// the user's inbox is live, 0 otherwise). A profile page reads all of them
+// in one Counter.Get.
+const UsersCounter = "users"
+
+// Columns of UsersCounter, in order.
+const (
+	ColFollowers = "followers"
+	ColFollowees = "followees"
+	ColPosts     = "posts"
+	ColOrd       = "ord"
+	ColRead      = "read"
+)
+
+// Column indexes in a row of UsersCounter.
+const (
+	colFollowers = iota
+	colFollowees
+	colPosts
+	colOrd
+	colRead
+	numCols
+)
+
+var userColumns = [numCols]struct {
+	name string
+	opts store.ColumnOptions
+}{
+	{ColFollowers, store.ColumnOptions{HintBits: 16, MaxBits: 32}},
+	{ColFollowees, store.ColumnOptions{HintBits: 16, MaxBits: 32}},
+	{ColPosts, store.ColumnOptions{HintBits: 16, MaxBits: 32}},
+	{ColOrd, store.ColumnOptions{HintBits: 32, MaxBits: 32}},
+	{ColRead, store.ColumnOptions{HintBits: 32, MaxBits: 32}},
+}
+
+// usersRangeBits is the range width of UsersCounter: user ids below 2^48
+// share one hot range, and snowflake-style ids (milliseconds << 22) change
+// range every ~18 hours of id time, so ranges hold many rows each (a hot
+// range costs ~20 KB fixed, docs/ARCHITECTURE.md).
+const usersRangeBits = 48
+
+// Limits of ids, pages and the graph.
+const (
+	// MaxID is the largest user or post id. Ids are 1..MaxID (0 is
+	// "none"); MaxID is the largest value a store.TopList entry carries.
+	MaxID = store.MaxTopValue
+	// DefaultLimit is the page size when a limit of 0 is given.
+	DefaultLimit = 20
+	// MaxLimit is the largest page.
+	MaxLimit = 1000
+	// MaxFollowees is the most accounts one user may follow (Twitter's and
+	// Mastodon's limits are in the thousands; this bounds the followee
+	// list, one value read on every home page, to a few hundred KB).
+	MaxFollowees = 100_000
+	// maxOrd is the largest user ordinal.
+	maxOrd = 1<<32 - 1
+)
+
+// Errors of package timeline. Test for them with errors.Is; returned errors
+// usually wrap one with detail. Store errors (store.ErrClosed, ...) pass
+// through unchanged.
+var (
+	// ErrBadID is returned for a user or post id of 0 or above MaxID.
+	ErrBadID = errors.New("timeline: bad id")
+	// ErrSelfFollow is returned when a user would follow themselves.
+	ErrSelfFollow = errors.New("timeline: a user cannot follow themselves")
+	// ErrBadCursor is returned for a cursor tally did not issue for this
+	// page: not decodable, damaged (checksum), of another version, of
+	// another kind of page, or issued for another user.
+	ErrBadCursor = errors.New("timeline: bad cursor")
+	// ErrBadLimit is returned for a negative page limit or one above
+	// MaxLimit.
+	ErrBadLimit = errors.New("timeline: bad page limit")
+	// ErrPostTaken is returned when publishing or unpublishing a post id
+	// that another author published (post ids are unique across authors).
+	ErrPostTaken = errors.New("timeline: post id belongs to another author")
+	// ErrRemovalPending is returned when publishing a post id whose
+	// unpublish is still being fanned out; retry once the job finished
+	// (tally jobs wait).
+	ErrRemovalPending = errors.New("timeline: post id is still being removed")
+	// ErrTooManyFollowees is returned when a follow would exceed
+	// MaxFollowees.
+	ErrTooManyFollowees = errors.New("timeline: too many followees")
+	// ErrInvalidOption is returned for options or a configuration outside
+	// their allowed range.
+	ErrInvalidOption = errors.New("timeline: invalid option")
+	// ErrFull is returned when every user ordinal (2^32, less one per
+	// 2^16 for the chunk sentinels) is taken.
+	ErrFull = errors.New("timeline: no user ordinal left")
+	// ErrClosed is returned by operations on a closed Timeline.
+	ErrClosed = errors.New("timeline: closed")
+)
+
+// Config is the timeline configuration persisted with the store (family
+// tl_config) and shown by tally stats. In Options and SetConfig a zero
+// field means "keep the persisted value (or the default)".
+type Config struct {
+	// InboxCap is the number of entries an inbox keeps (newer ones push
+	// older ones below its floor, where reads pull from the outboxes). The
+	// default is 800, Mastodon's MAX_ITEMS and Twitter's home cap; at
+	// most store.MaxTopListCap.
+	InboxCap int
+	// ActiveWindow is how long after their last home read a user's inbox
+	// is kept and pushed to; after it the expiry job drops the inbox and
+	// the next read rebuilds it by pull. A whole number of seconds, at
+	// least one minute. The default is 7 days (Mastodon's USER_ACTIVE_DAYS).
+	ActiveWindow time.Duration
+	// PullThreshold is the follower count at which an author stops being
+	// pushed: their posts are merged into readers' pages at read time. An
+	// author who crosses it stays pulled (see the package doc). The
+	// default is 1,000,000.
+	PullThreshold uint64
+	// ChunkSize is the number of inboxes one fan-out chunk writes (one
+	// batch, one job progress record), and the users one expiry chunk
+	// visits. The default is 1000; at most 1,000,000.
+	ChunkSize int
+}
+
+// Defaults of Config.
+const (
+	DefaultInboxCap      = 800
+	DefaultActiveWindow  = 7 * 24 * time.Hour
+	DefaultPullThreshold = 1_000_000
+	DefaultChunkSize     = 1000
+	maxChunkSize         = 1_000_000
+	maxActiveWindow      = 100 * 365 * 24 * time.Hour
+)
+
+// withDefaults fills zero fields from base.
+func (c Config) withDefaults(base Config) Config {
+	if c.InboxCap == 0 {
+		c.InboxCap = base.InboxCap
+	}
+	if c.ActiveWindow == 0 {
+		c.ActiveWindow = base.ActiveWindow
+	}
+	if c.PullThreshold == 0 {
+		c.PullThreshold = base.PullThreshold
+	}
+	if c.ChunkSize == 0 {
+		c.ChunkSize = base.ChunkSize
+	}
+	return c
+}
+
+// DefaultConfig returns the default configuration.
+func DefaultConfig() Config {
+	return Config{InboxCap: DefaultInboxCap, ActiveWindow: DefaultActiveWindow,
+		PullThreshold: DefaultPullThreshold, ChunkSize: DefaultChunkSize}
+}
+
+// Validate reports every problem with c in one error wrapping
+// ErrInvalidOption. Zero fields stand for "keep" and are valid.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+	}
+	if c.InboxCap < 0 || c.InboxCap > store.MaxTopListCap {
+		bad("inbox cap %d (want 1..%d)", c.InboxCap, store.MaxTopListCap)
+	}
+	if c.ActiveWindow != 0 && (c.ActiveWindow < time.Minute || c.ActiveWindow > maxActiveWindow || c.ActiveWindow%time.Second != 0) {
+		bad("active window %v (want whole seconds from 1m to 100 years)", c.ActiveWindow)
+	}
+	if c.ChunkSize < 0 || c.ChunkSize > maxChunkSize {
+		bad("chunk size %d (want 1..%d)", c.ChunkSize, maxChunkSize)
+	}
+	return errors.Join(errs...)
+}
+
+// Options configure a Timeline. A nil *Options means defaults.
+type Options struct {
+	// Config overrides the persisted configuration: its non-zero fields
+	// are validated and persisted by New. The default changes nothing.
+	Config Config
+	// Now returns the current time, for activity and expiry. The default
+	// is time.Now.
+	Now func() time.Time
+	// ExpireInterval is how often New's background goroutine enqueues the
+	// expiry job (coalesced: one at a time). Negative disables it (Expire
+	// still works). The default is 1 hour.
+	ExpireInterval time.Duration
+}
+
+// lockStripes is the number of stripes of the per-user and per-author
+// locks.
+const lockStripes = 1024
+
+// Timeline is the timeline system on one store: the follow graph, outboxes,
+// inboxes, fan-out, expiry and pages. It is safe for concurrent use.
+//
+// Lock order: graphMu (read side for every mutation, write side for bulk
+// loads) before userMu stripes (ascending stripe index when several) before
+// authorMu stripes before allocMu, pulledMu, inflight.mu and pending.mu
+// (leaves, never held across another lock's acquisition). Readers of pages
+// take none of them unless they must rebuild an inbox or record activity.
+type Timeline struct {
+	db    *store.DB
+	users *store.Counter
+	fam   families
+	now   func() time.Time
+
+	cfg atomic.Pointer[Config]
+
+	obsMu     sync.RWMutex
+	observers []FollowObserver
+
+	graphMu  sync.RWMutex
+	userMu   [lockStripes]sync.Mutex
+	authorMu [lockStripes]sync.RWMutex
+
+	allocMu sync.Mutex
+	nextOrd uint32 // guarded by allocMu
+
+	pulledMu sync.Mutex               // serializes changes of pulled
+	pulled   atomic.Pointer[[]uint64] // sorted ids of pulled authors
+
+	// inflight holds the post ids with a queued fan-out job (publish or
+	// unpublish): a reader checks an inbox entry of such a post against
+	// tl_posts, since its removal may not have reached the inbox yet.
+	inflight struct {
+		sync.RWMutex
+		m map[uint64]struct{}
+	}
+	// pending mirrors tl_pending: users with follows whose backfill has
+	// not reached their inbox, and the followees concerned; readers pull
+	// those followees' outboxes.
+	pending struct {
+		sync.RWMutex
+		m map[uint32]map[uint64]struct{}
+	}
+	// removals counts unpublishes (incremented before their commit); a
+	// writer that merged outbox entries into an inbox revalidates them if
+	// it changed meanwhile (see revalidate).
+	removals atomic.Uint64
+
+	stats struct {
+		rebuilds, rebuildNanos, deliveries, pages, expired atomic.Int64
+	}
+
+	closed   atomic.Bool
+	stop     chan struct{}
+	bg       sync.WaitGroup
+	closeErr error
+}
+
+// FollowObserver is told of every follow-graph change inside the batch that
+// makes it, so state that must agree with the graph (unread's feed
+// snapshots) commits atomically with it.
+type FollowObserver interface {
+	// Followed: user now follows followee (a new edge, or a re-follow),
+	// whose post count is posts as of this batch's commit.
+	Followed(b *store.Batch, user, followee, posts uint64) error
+	// Unfollowed: user no longer follows followee.
+	Unfollowed(b *store.Batch, user, followee uint64) error
+}
+
+// AddObserver registers o; call it before any write (unread.New does).
+// Observers are called in registration order; an observer's error aborts
+// the change (nothing is committed) and is returned to the caller.
+func (t *Timeline) AddObserver(o FollowObserver) {
+	t.obsMu.Lock()
+	t.observers = append(t.observers, o)
+	t.obsMu.Unlock()
+}
+
+func (t *Timeline) observersNow() []FollowObserver {
+	t.obsMu.RLock()
+	defer t.obsMu.RUnlock()
+	return t.observers
+}
+
+// New opens the timeline system on an open store: it creates UsersCounter
+// and its columns if missing (idempotent), registers the package's families
+// (unless the caller declared them in store.Options.Families) and job
+// handlers, loads the persisted configuration (persisting opts.Config's
+// non-zero fields) and the in-memory indexes (pulled authors, pending
+// backfills, fan-outs in flight), and starts the expiry ticker. Close stops
+// it; closing the store is the caller's business.
+func New(db *store.DB, opts *Options) (*Timeline, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.ExpireInterval == 0 {
+		o.ExpireInterval = time.Hour
+	}
+	t := &Timeline{db: db, now: o.Now, stop: make(chan struct{})}
+	t.inflight.m = map[uint64]struct{}{}
+	t.pending.m = map[uint32]map[uint64]struct{}{}
+	if err := t.registerFamilies(); err != nil {
+		return nil, err
+	}
+	if err := t.ensureCounter(); err != nil {
+		return nil, err
+	}
+	if err := t.loadConfig(o.Config); err != nil {
+		return nil, err
+	}
+	if err := t.loadState(); err != nil {
+		return nil, err
+	}
+	for kind, h := range map[string]store.JobHandler{
+		jobFanout: t.runFanout,
+		jobPair:   t.runPair,
+		jobExpire: t.runExpire,
+	} {
+		if err := db.RegisterJobHandler(kind, h); err != nil {
+			return nil, err
+		}
+	}
+	if o.ExpireInterval > 0 {
+		t.bg.Add(1)
+		go t.expireTicker(o.ExpireInterval)
+	}
+	return t, nil
+}
+
+// Close stops the expiry ticker. Jobs already queued stay queued (they are
+// durable) and run when a Timeline is next opened on the store. Close does
+// not close the store.
+func (t *Timeline) Close() error {
+	if t.closed.Swap(true) {
+		return nil
+	}
+	close(t.stop)
+	t.bg.Wait()
+	return nil
+}
+
+// DB returns the store the timeline lives in.
+func (t *Timeline) DB() *store.DB { return t.db }
+
+func (t *Timeline) ensureCounter() error {
+	if _, err := t.db.Counter(UsersCounter); errors.Is(err, store.ErrCounterNotFound) {
+		err := t.db.CreateCounter(UsersCounter, store.CounterOptions{RangeBits: usersRangeBits, Age: store.AgePolicy{Kind: store.KeepHot}})
+		if err != nil && !errors.Is(err, store.ErrExists) {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	c, err := t.db.Counter(UsersCounter)
+	if err != nil {
+		return err
+	}
+	have := c.Columns()
+	for i, col := range userColumns {
+		if i < len(have) {
+			if have[i] != col.name {
+				return fmt.Errorf("%w: counter %q has column %q where timeline expects %q", ErrInvalidOption, UsersCounter, have[i], col.name)
+			}
+			continue
+		}
+		if err := t.db.AddColumn(UsersCounter, col.name, col.opts); err != nil && !errors.Is(err, store.ErrExists) {
+			return err
+		}
+	}
+	t.users = c
+	return nil
+}
+
+// Config returns the configuration in force.
+func (t *Timeline) Config() Config { return *t.cfg.Load() }
+
+// SetConfig validates c, persists its non-zero fields and puts them in
+// force. Lowering InboxCap trims inboxes as they are next written; raising
+// it lets them grow from then on (entries below the old floor are read by
+// pull). A new PullThreshold applies to authors as they gain followers;
+// authors already pulled stay pulled.
+func (t *Timeline) SetConfig(c Config) (Config, error) {
+	if err := t.live(); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	t.graphMu.Lock()
+	defer t.graphMu.Unlock()
+	next := c.withDefaults(*t.cfg.Load())
+	if err := t.storeConfig(next); err != nil {
+		return Config{}, err
+	}
+	t.cfg.Store(&next)
+	return next, nil
+}
+
+func (t *Timeline) live() error {
+	if t.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Stat is one key/value pair of Stats.
+type Stat struct {
+	Key   string
+	Value string
+}
+
+// Stats returns the configuration and the timeline's state as key/value
+// pairs, for tally stats (printed as "timeline.KEY VALUE").
+func (t *Timeline) Stats() []Stat {
+	c := t.Config()
+	var out []Stat
+	add := func(k string, v any) { out = append(out, Stat{k, fmt.Sprint(v)}) }
+	add("inbox_cap", c.InboxCap)
+	add("active_window", c.ActiveWindow)
+	add("pull_threshold", c.PullThreshold)
+	add("chunk_size", c.ChunkSize)
+	t.allocMu.Lock()
+	n := t.nextOrd
+	t.allocMu.Unlock()
+	add("users", usersBelow(n))
+	add("pulled_authors", len(*t.pulled.Load()))
+	t.pending.RLock()
+	np := 0
+	for _, m := range t.pending.m {
+		np += len(m)
+	}
+	t.pending.RUnlock()
+	add("pending_backfills", np)
+	t.inflight.RLock()
+	add("fanouts_in_flight", len(t.inflight.m))
+	t.inflight.RUnlock()
+	jobs := 0
+	for _, j := range t.db.QueuedJobs() {
+		if j.Kind == jobFanout || j.Kind == jobPair || j.Kind == jobExpire {
+			jobs++
+		}
+	}
+	add("jobs_queued", jobs)
+	add("deliveries", t.stats.deliveries.Load())
+	add("rebuilds", t.stats.rebuilds.Load())
+	if r := t.stats.rebuilds.Load(); r > 0 {
+		add("rebuild_mean", time.Duration(t.stats.rebuildNanos.Load()/r))
+	}
+	add("expired", t.stats.expired.Load())
+	add("pages", t.stats.pages.Load())
+	return out
+}
+
+// usersBelow returns how many ordinals below next are real (not chunk
+// sentinels).
+func usersBelow(next uint32) uint64 {
+	if next == 0 {
+		return 0
+	}
+	n := uint64(next) - 1 // ordinals 1..next-1
+	return n - uint64(next-1)>>16
+}
+
+// expireTicker enqueues the expiry job every interval until Close.
+func (t *Timeline) expireTicker(every time.Duration) {
+	defer t.bg.Done()
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tk.C:
+			if _, err := t.EnqueueExpire(); err != nil && !errors.Is(err, store.ErrClosed) {
+				// The store reports background errors of jobs; an enqueue
+				// that fails is retried at the next tick.
+				continue
+			}
+		}
+	}
+}
+
+// stripe returns the lock stripe of id.
+func stripe(id uint64) int {
+	id ^= id >> 33
+	id *= 0xff51afd7ed558ccd
+	id ^= id >> 33
+	return int(id % lockStripes)
+}
+
+// lockUsers locks the user stripes of ids in ascending order and returns
+// the unlock function.
+func (t *Timeline) lockUsers(ids []uint64) func() {
+	idx := make([]int, 0, len(ids))
+	for _, id := range ids {
+		idx = append(idx, stripe(id))
+	}
+	sort.Ints(idx)
+	var held []int
+	for i, s := range idx {
+		if i > 0 && idx[i-1] == s {
+			continue
+		}
+		t.userMu[s].Lock()
+		held = append(held, s)
+	}
+	return func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			t.userMu[held[i]].Unlock()
+		}
+	}
+}
+
+// waitCtx is a context for work Close should not cut short.
+var waitCtx = context.Background()
