@@ -29,15 +29,19 @@ import (
 //	race u=U                    the input lines run between the reset of U's
 //	                            read and its commit, then its feed
 func TestFeedScripts(t *testing.T) {
-	datadriven.Walk(t, "testdata/feed", func(t *testing.T, path string) {
-		var e *env
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			if e == nil && d.Cmd != "new" {
-				e = newEnv(t, nil, nil)
-			}
-			return runFeedCmd(t, &e, d.Cmd, d.CmdArgs, d.Input)
+	for _, gk := range graphKinds {
+		t.Run(gk.name, func(t *testing.T) {
+			datadriven.Walk(t, "testdata/feed", func(t *testing.T, path string) {
+				e := &env{real: gk.real}
+				datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+					if e.db == nil && d.Cmd != "new" {
+						e = newEnvOn(t, gk.real, nil, nil)
+					}
+					return runFeedCmd(t, &e, d.Cmd, d.CmdArgs, d.Input)
+				})
+			})
 		})
-	})
+	}
 }
 
 func runFeedCmd(t *testing.T, ep **env, cmd string, args []datadriven.CmdArg, input string) string {
@@ -66,9 +70,9 @@ func runFeedCmd(t *testing.T, ep **env, cmd string, args []datadriven.CmdArg, in
 	e := *ep
 	switch cmd {
 	case "new":
-		var before func(g *fakeGraph)
+		var before func(g testGraph)
 		if len(args) > 0 && args[0].Key == "lazy" {
-			before = func(g *fakeGraph) {
+			before = func(g testGraph) {
 				tmp := &env{t: t, g: g}
 				for _, line := range strings.Split(strings.TrimSpace(input), "\n") {
 					if line == "" {
@@ -79,7 +83,7 @@ func runFeedCmd(t *testing.T, ep **env, cmd string, args []datadriven.CmdArg, in
 				}
 			}
 		}
-		*ep = newEnv(t, nil, before)
+		*ep = newEnvOn(t, e.real, nil, before)
 		mode := "complete"
 		if !(*ep).x.complete {
 			mode = "lazy"

@@ -69,7 +69,12 @@ func (e *env) wantFeed(user, want uint64) {
 // at re-follow, an unpublish counts down (never below the base), a reset
 // zeroes, an evicted or reopened snapshot answers the same.
 func TestFeedSemantics(t *testing.T) {
-	e := newEnv(t, nil, nil)
+	for _, gk := range graphKinds {
+		t.Run(gk.name, func(t *testing.T) { testFeedSemantics(t, newEnvOn(t, gk.real, nil, nil)) })
+	}
+}
+
+func testFeedSemantics(t *testing.T, e *env) {
 	e.wantFeed(1, 0) // no snapshot, follows nobody
 	e.publish(10, 3)
 	e.follow(1, 10, 11)
@@ -151,7 +156,13 @@ func TestFeedNoGraph(t *testing.T) {
 // unread never saw (0 unread for them) and keeps the bases of follows it
 // did see.
 func TestFeedPredating(t *testing.T) {
-	e := newEnv(t, nil, func(g *fakeGraph) {
+	for _, gk := range graphKinds {
+		t.Run(gk.name, func(t *testing.T) { testFeedPredating(t, gk.real) })
+	}
+}
+
+func testFeedPredating(t *testing.T, real bool) {
+	e := newEnvOn(t, real, nil, func(g testGraph) {
 		for _, f := range []uint64{10, 11, 12} {
 			if _, err := g.Follow(1, f); err != nil {
 				t.Fatal(err)
@@ -238,39 +249,41 @@ func TestFeedResetRaces(t *testing.T) {
 		race:  func(e *env) { e.unpublish(10, 2); e.publish(10, 1) },
 		want:  0, // base 5 from the read; 4 posts now
 	}}
-	for _, lazy := range []bool{false, true} {
-		for _, s := range steps {
-			name := s.name
-			var before func(*fakeGraph)
-			if lazy {
-				name += "/lazy"
-				before = func(g *fakeGraph) { _, err := g.Publish(99); must(t, err) } // the graph is not empty
-			}
-			t.Run(name, func(t *testing.T) {
-				e := newEnv(t, nil, before)
-				if e.x.complete == lazy {
-					t.Fatalf("complete = %v", e.x.complete)
+	for _, gk := range graphKinds {
+		for _, lazy := range []bool{false, true} {
+			for _, s := range steps {
+				name := gk.name + "/" + s.name
+				var before func(testGraph)
+				if lazy {
+					name += "/lazy"
+					before = func(g testGraph) { _, err := g.Publish(99); must(t, err) } // the graph is not empty
 				}
-				s.setup(e)
-				fired := false
-				e.x.testHook = func(uint64) {
-					if !fired {
-						fired = true
-						s.race(e)
+				t.Run(name, func(t *testing.T) {
+					e := newEnvOn(t, gk.real, nil, before)
+					if e.x.complete == lazy {
+						t.Fatalf("complete = %v", e.x.complete)
 					}
-				}
-				e.reset(1)
-				e.x.testHook = nil
-				if !fired {
-					t.Fatal("the reset wrote nothing")
-				}
-				e.wantFeed(1, s.want)
-				if s.check != nil {
-					s.check(e, 1)
-				}
-				e.x.cache.clear()
-				e.wantFeed(1, s.want)
-			})
+					s.setup(e)
+					fired := false
+					e.x.testHook = func(uint64) {
+						if !fired {
+							fired = true
+							s.race(e)
+						}
+					}
+					e.reset(1)
+					e.x.testHook = nil
+					if !fired {
+						t.Fatal("the reset wrote nothing")
+					}
+					e.wantFeed(1, s.want)
+					if s.check != nil {
+						s.check(e, 1)
+					}
+					e.x.cache.clear()
+					e.wantFeed(1, s.want)
+				})
+			}
 		}
 	}
 }
@@ -278,42 +291,45 @@ func TestFeedResetRaces(t *testing.T) {
 // TestFeedInitRaces forces follow-graph changes between the initializing
 // read of a user whose follows predate unread and its commit.
 func TestFeedInitRaces(t *testing.T) {
-	before := func(g *fakeGraph) {
+	before := func(g testGraph) {
 		for _, f := range []uint64{10, 11} {
 			if _, err := g.Follow(1, f); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	for _, tc := range []struct {
+	type race struct {
 		name string
 		race func(e *env)
 		want uint64
 		fol  []uint64
-	}{
-		{"unfollow", func(e *env) { e.unfollow(1, 11) }, 0, []uint64{10}},
-		{"follow", func(e *env) { e.follow(1, 12); e.publish(12, 2) }, 2, []uint64{10, 11, 12}},
-		{"re-follow", func(e *env) { e.unfollow(1, 10); e.publish(10, 1); e.follow(1, 10); e.publish(10, 1) }, 1, []uint64{10, 11}},
-		{"publish", func(e *env) { e.publish(11, 3) }, 3, []uint64{10, 11}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, nil, before)
-			fired := false
-			e.x.testHook = func(uint64) {
-				if !fired {
-					fired = true
-					tc.race(e)
+	}
+	for _, gk := range graphKinds {
+		for _, tc := range []race{
+			{"unfollow", func(e *env) { e.unfollow(1, 11) }, 0, []uint64{10}},
+			{"follow", func(e *env) { e.follow(1, 12); e.publish(12, 2) }, 2, []uint64{10, 11, 12}},
+			{"re-follow", func(e *env) { e.unfollow(1, 10); e.publish(10, 1); e.follow(1, 10); e.publish(10, 1) }, 1, []uint64{10, 11}},
+			{"publish", func(e *env) { e.publish(11, 3) }, 3, []uint64{10, 11}},
+		} {
+			t.Run(gk.name+"/"+tc.name, func(t *testing.T) {
+				e := newEnvOn(t, gk.real, nil, before)
+				fired := false
+				e.x.testHook = func(uint64) {
+					if !fired {
+						fired = true
+						tc.race(e)
+					}
 				}
-			}
-			e.wantFeed(1, tc.want)
-			e.x.testHook = nil
-			if !fired {
-				t.Fatal("no initializing write")
-			}
-			if fs, _, _ := e.x.Snapshot(1); !fs.Initialized || !slices.Equal(fs.Followees, tc.fol) {
-				t.Fatalf("snapshot %+v", fs)
-			}
-		})
+				e.wantFeed(1, tc.want)
+				e.x.testHook = nil
+				if !fired {
+					t.Fatal("no initializing write")
+				}
+				if fs, _, _ := e.x.Snapshot(1); !fs.Initialized || !slices.Equal(fs.Followees, tc.fol) {
+					t.Fatalf("snapshot %+v", fs)
+				}
+			})
+		}
 	}
 }
 

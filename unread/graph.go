@@ -1,23 +1,18 @@
 package unread
 
-import "github.com/tallydb/tally/store"
+import "github.com/tallydb/tally/timeline"
 
-// FollowObserver is told of every follow-graph change inside the batch that
-// makes it (see timeline.FollowObserver, whose method set it has).
-type FollowObserver interface {
-	// Followed: user now follows followee (a new edge, or a re-follow),
-	// whose post count is posts as of this batch's commit.
-	Followed(b *store.Batch, user, followee, posts uint64) error
-	// Unfollowed: user no longer follows followee.
-	Unfollowed(b *store.Batch, user, followee uint64) error
-}
+// FollowObserver is timeline's: unread's observer is told of every
+// follow-graph change inside the batch that makes it.
+type FollowObserver = timeline.FollowObserver
 
 // FollowGraph is what the feed model needs from the follow graph: a
-// *timeline.Timeline satisfies it. unread reads nothing else of timeline.
+// *timeline.Timeline satisfies it, and unread uses nothing else of
+// timeline (tests drive it with a stand-in as well).
 type FollowGraph interface {
 	// Followees calls fn for each account user follows, in id order, from a
 	// consistent view; fn returning false stops. unread calls it inside
-	// db.View (so it must not itself wait for a commit).
+	// db.View, so it must not wait for a commit.
 	Followees(user uint64, fn func(followee uint64) bool) error
 	// PostCounts returns the post counts of authors, appended to dst[:0].
 	PostCounts(authors []uint64, dst []uint64) ([]uint64, error)
@@ -25,8 +20,10 @@ type FollowGraph interface {
 	AddObserver(o FollowObserver)
 }
 
-// UsersCounter is the counter of the follow graph that holds each user's
-// post count ("posts") and follow counts (timeline.UsersCounter). New reads
-// it once, the first time it sees a graph, to tell whether follows already
-// exist (see "Users whose follows predate unread" in the package doc).
-const UsersCounter = "users"
+var _ FollowGraph = (*timeline.Timeline)(nil)
+
+// UsersCounter is the follow graph's counter of per-user post and follow
+// counts. New reads it once, the first time it sees a graph, to tell
+// whether follows already exist (see "Users whose follows predate unread"
+// in the package doc).
+const UsersCounter = timeline.UsersCounter

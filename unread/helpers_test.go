@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/tallydb/tally/store"
+	"github.com/tallydb/tally/timeline"
 )
 
 // env is a store on a crash-simulating in-memory filesystem with the fake
@@ -18,23 +19,37 @@ type env struct {
 	fs    *vfs.MemFS
 	dir   string
 	uopts Options // without Graph
+	real  bool    // the follow graph is the real timeline, not the stand-in
+	posts *postLog
 	db    *store.DB
-	g     *fakeGraph
+	g     testGraph
 	x     *Unread
 }
 
+// graphKinds names the two follow graphs tests run against.
+var graphKinds = []struct {
+	name string
+	real bool
+}{{"fake", false}, {"timeline", true}}
+
 func storeOptions(fs vfs.FS) *store.Options {
+	fams := append(Families(), fakeEdges)
 	return &store.Options{
 		FS: fs, DisableBackground: true, CacheSize: 4 << 20, MemTableSize: 2 << 20,
-		Families: append(Families(), fakeEdges),
+		Families: append(fams, timeline.Families()...),
 	}
 }
 
-// newEnv opens a new store; before (if not nil) runs on the fake graph
-// before unread is opened (follows that predate unread).
-func newEnv(t testing.TB, uopts *Options, before func(g *fakeGraph)) *env {
+// newEnv opens a new store with the stand-in graph; before (if not nil)
+// runs on the graph before unread is opened (follows that predate unread).
+func newEnv(t testing.TB, uopts *Options, before func(g testGraph)) *env {
+	return newEnvOn(t, false, uopts, before)
+}
+
+// newEnvOn is newEnv on the real timeline when real is set.
+func newEnvOn(t testing.TB, real bool, uopts *Options, before func(g testGraph)) *env {
 	t.Helper()
-	e := &env{t: t, fs: vfs.NewCrashableMem(), dir: "db"}
+	e := &env{t: t, fs: vfs.NewCrashableMem(), dir: "db", real: real, posts: &postLog{byAuthor: map[uint64][]uint64{}}}
 	if uopts != nil {
 		e.uopts = *uopts
 	}
@@ -43,24 +58,30 @@ func newEnv(t testing.TB, uopts *Options, before func(g *fakeGraph)) *env {
 		if e.db == nil {
 			return
 		}
-		if err := checkStore(e.x); err != nil {
+		if err := e.check(); err != nil {
 			t.Errorf("check at cleanup: %v", err)
 		}
-		if err := e.db.Close(); err != nil {
+		if err := errors.Join(e.g.close(), e.db.Close()); err != nil {
 			t.Errorf("close at cleanup: %v", err)
 		}
 	})
 	return e
 }
 
-func (e *env) open(before func(g *fakeGraph)) {
+func (e *env) open(before func(g testGraph)) {
 	e.t.Helper()
 	db, err := store.Open(e.dir, storeOptions(e.fs))
 	if err != nil {
 		e.t.Fatalf("open: %v", err)
 	}
 	e.db = db
-	if e.g, err = newFakeGraph(db); err != nil {
+	if e.real {
+		tl, err := timeline.New(db, &timeline.Options{ExpireInterval: -1})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.g = &tlGraph{Timeline: tl, log: e.posts}
+	} else if e.g, err = newFakeGraph(db); err != nil {
 		e.t.Fatal(err)
 	}
 	if before != nil {
@@ -73,13 +94,18 @@ func (e *env) open(before func(g *fakeGraph)) {
 	}
 }
 
+// check runs unread's, the graph's and the store's checks.
+func (e *env) check() error {
+	return errors.Join(checkStore(e.x), e.g.check())
+}
+
 // reopen closes the store cleanly and opens it again.
 func (e *env) reopen() {
 	e.t.Helper()
-	if err := checkStore(e.x); err != nil {
+	if err := e.check(); err != nil {
 		e.t.Fatalf("check before reopen: %v", err)
 	}
-	if err := e.db.Close(); err != nil {
+	if err := errors.Join(e.g.close(), e.db.Close()); err != nil {
 		e.t.Fatal(err)
 	}
 	e.open(nil)
@@ -90,7 +116,7 @@ func (e *env) reopen() {
 func (e *env) crash(keepPercent int, rng *rand.Rand) {
 	e.t.Helper()
 	clone := e.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: keepPercent, RNG: rng})
-	if err := e.db.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+	if err := errors.Join(e.g.close(), e.db.Close()); err != nil && !errors.Is(err, store.ErrClosed) {
 		e.t.Fatal(err)
 	}
 	e.fs = clone
@@ -118,7 +144,7 @@ func mustV[T any](t testing.TB) func(T, error) T {
 // directly (to damage or repair bytes underneath unread) and reopens it.
 func (e *env) rawPebble(fn func(p *pebble.DB)) {
 	e.t.Helper()
-	must(e.t, e.db.Close())
+	must(e.t, errors.Join(e.g.close(), e.db.Close()))
 	m := *pebble.DefaultMerger
 	m.Name = "tally.merge.v1" // store's Merger name; nothing merges here
 	p, err := pebble.Open(e.dir+"/db", &pebble.Options{FS: e.fs, Merger: &m, DisableAutomaticCompactions: true})

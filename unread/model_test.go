@@ -116,25 +116,27 @@ func TestModel(t *testing.T) {
 		first, seeds = v, 1
 	}
 	caches := []int64{0, 64 * 200, -1}
-	for i := range uint64(seeds) {
-		seed := first + i
-		for _, lazy := range []bool{false, true} {
-			cache := caches[int(seed)%len(caches)]
-			t.Run(fmt.Sprintf("seed=%d/lazy=%v/cache=%d", seed, lazy, cache), func(t *testing.T) {
-				runModel(t, seed, steps, lazy, cache)
-			})
+	for _, gk := range graphKinds {
+		for i := range uint64(seeds) {
+			seed := first + i
+			for _, lazy := range []bool{false, true} {
+				cache := caches[int(seed)%len(caches)]
+				t.Run(fmt.Sprintf("%s/seed=%d/lazy=%v/cache=%d", gk.name, seed, lazy, cache), func(t *testing.T) {
+					runModel(t, gk.real, seed, steps, lazy, cache)
+				})
+			}
 		}
 	}
 }
 
-func runModel(t *testing.T, seed uint64, steps int, lazy bool, cacheBytes int64) {
+func runModel(t *testing.T, real bool, seed uint64, steps int, lazy bool, cacheBytes int64) {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	m := newModel()
 	const users, authors = 8, 12
 	channels := []string{"a", "b", "c"}
-	var before func(g *fakeGraph)
+	var before func(g testGraph)
 	if lazy {
-		before = func(g *fakeGraph) {
+		before = func(g testGraph) {
 			for range 15 {
 				u, f := rng.Uint64N(users)+1, rng.Uint64N(authors)+1
 				if u == f {
@@ -156,7 +158,7 @@ func runModel(t *testing.T, seed uint64, steps int, lazy bool, cacheBytes int64)
 			}
 		}
 	}
-	e := newEnv(t, &Options{SnapshotCacheBytes: cacheBytes}, before)
+	e := newEnvOn(t, real, &Options{SnapshotCacheBytes: cacheBytes}, before)
 	if e.x.complete == lazy {
 		t.Fatalf("complete = %v", e.x.complete)
 	}
@@ -317,6 +319,9 @@ func runModel(t *testing.T, seed uint64, steps int, lazy bool, cacheBytes int64)
 				delete(m.unknown, [2]uint64{u, f})
 			}
 		case r < 61:
+			if u == f {
+				continue
+			}
 			what = fmt.Sprintf("unfollow %d %d", u, f)
 			ok, err := e.g.Unfollow(u, f)
 			must(t, err)
@@ -369,7 +374,7 @@ func runModel(t *testing.T, seed uint64, steps int, lazy bool, cacheBytes int64)
 			e.crash(rng.IntN(100), rand.New(rand.NewPCG(seed, uint64(step))))
 		}
 		log = append(log, what)
-		if err := checkStore(e.x); err != nil {
+		if err := e.check(); err != nil {
 			t.Fatalf("step %d %s: %v", step, what, err)
 		}
 	}

@@ -325,11 +325,17 @@ func graphEmpty(db *store.DB) (bool, error) {
 	return true, nil
 }
 
+// Stat is one key/value pair of Stats.
+type Stat struct {
+	Key   string
+	Value string
+}
+
 // Stats returns key/value pairs describing unread, for "tally stats"
 // (printed as unread.KEY VALUE).
-func (x *Unread) Stats() [][2]string {
-	var out [][2]string
-	add := func(k string, v any) { out = append(out, [2]string{k, fmt.Sprint(v)}) }
+func (x *Unread) Stats() []Stat {
+	var out []Stat
+	add := func(k string, v any) { out = append(out, Stat{k, fmt.Sprint(v)}) }
 	add("kinds", len(x.kinds.Columns()))
 	chans := x.channelList()
 	notices := 0
