@@ -4,9 +4,9 @@ package unread
 //
 // A channel ("activity", "system", ...) has a tag, the number of times it
 // was marked, and a sorted list of notice ids; both live in memory (loaded
-// by New) and in families unread-channel and unread-notice. A user has, per
+// by New) and in families unread_chan and unread_notice. A user has, per
 // channel, a dot tag (the channel's tag when the user last cleared it) and
-// a last-read notice id, in family unread-tag. So Mark and Post write one
+// a last-read notice id, in family unread_tag. So Mark and Post write one
 // key, whatever the number of users; Has compares two numbers and Unread
 // counts the ids above the user's by binary search.
 //
@@ -115,7 +115,7 @@ func tagKey(dst []byte, user uint64, ch uint32, kind byte) []byte {
 	return append(dst, kind)
 }
 
-// appendChannel encodes a channel record (family unread-channel, key: the
+// appendChannel encodes a channel record (family unread_chan, key: the
 // channel id).
 //
 //	field     width     meaning
@@ -180,7 +180,7 @@ func checkNoticeValue(key, v []byte) error {
 	return nil
 }
 
-// appendTag encodes a user's tag (family unread-tag, key: user u64,
+// appendTag encodes a user's tag (family unread_tag, key: user u64,
 // channel u32, kind byte 'd' dot or 'n' notice).
 //
 //	field     width     meaning

@@ -29,7 +29,7 @@ type fakeGraph struct {
 
 // fakeEdges is the test graph's family: prefix 0x3F (unread's range, used
 // by no production family), key user u64 | followee u64, empty value.
-var fakeEdges = store.FamilySpec{Name: "unread-test-edges", Prefix: 0x3F, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1}
+var fakeEdges = store.FamilySpec{Name: "unread_test_edges", Prefix: 0x3F, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1}
 
 var errSelfFollow = errors.New("fake graph: following oneself")
 

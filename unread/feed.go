@@ -6,7 +6,7 @@ package unread
 //
 // where base(u, f) is f's post count at u's last reset or at the moment u
 // followed f, whichever is later. The snapshot {f → base} is one value per
-// user in family unread-feed, changed only by merge operands (snapshot.go
+// user in family unread_feed, changed only by merge operands (snapshot.go
 // says why and how they stay exact under concurrency); a read decodes it
 // (or finds it in the snapshot cache, cache.go) and reads every followee's
 // post count in one batched read of the users counter.

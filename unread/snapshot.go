@@ -1,6 +1,6 @@
 package unread
 
-// Feed snapshots: the value format of family unread-feed and its merge
+// Feed snapshots: the value format of family unread_feed and its merge
 // operator.
 //
 // A user's snapshot maps each followee f to base(u, f), the post count the
@@ -84,11 +84,11 @@ const (
 	maxEntries = 1 << 22
 )
 
-// snapMerge is the merge operator of family unread-feed. Its id is in the
+// snapMerge is the merge operator of family unread_feed. Its id is in the
 // custom range (128-255); see the package doc for why 0xB1.
 var snapMerge = &store.MergeOperator{
 	ID:     0xB1,
-	Name:   "unread-feed-v1",
+	Name:   "unread_feed-v1",
 	Merge:  mergeSnapshot,
 	Finish: finishSnapshot,
 	Check:  checkSnapshot,

@@ -127,11 +127,11 @@ type Unread struct {
 // New registers any the host did not declare.
 func Families() []store.FamilySpec {
 	return []store.FamilySpec{
-		{Name: "unread-meta", Prefix: prefixMeta, MinKeyLen: 1, MaxKeyLen: 64, MaxValueLen: 64, CheckValue: checkConfigValue},
-		{Name: "unread-feed", Prefix: prefixFeed, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: store.MaxFamilyValueLen, Merge: snapMerge},
-		{Name: "unread-channel", Prefix: prefixChannel, MinKeyLen: 4, MaxKeyLen: 4, MaxValueLen: 128, CheckValue: checkChannelValue},
-		{Name: "unread-notice", Prefix: prefixNotice, MinKeyLen: 12, MaxKeyLen: 12, MaxValueLen: 1, CheckValue: checkNoticeValue},
-		{Name: "unread-tag", Prefix: prefixTag, MinKeyLen: 13, MaxKeyLen: 13, MaxValueLen: 32, CheckValue: checkTagValue},
+		{Name: "unread_meta", Prefix: prefixMeta, MinKeyLen: 1, MaxKeyLen: 64, MaxValueLen: 64, CheckValue: checkConfigValue},
+		{Name: "unread_feed", Prefix: prefixFeed, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: store.MaxFamilyValueLen, Merge: snapMerge},
+		{Name: "unread_chan", Prefix: prefixChannel, MinKeyLen: 4, MaxKeyLen: 4, MaxValueLen: 128, CheckValue: checkChannelValue},
+		{Name: "unread_notice", Prefix: prefixNotice, MinKeyLen: 12, MaxKeyLen: 12, MaxValueLen: 1, CheckValue: checkNoticeValue},
+		{Name: "unread_tag", Prefix: prefixTag, MinKeyLen: 13, MaxKeyLen: 13, MaxValueLen: 32, CheckValue: checkTagValue},
 	}
 }
 
