@@ -33,7 +33,7 @@ func (x *Unread) KindInfo() []store.Column { return x.kinds.Info().Columns }
 // kindErr turns the store's unknown-column error into ErrUnknownKind.
 func kindErr(kind string, err error) error {
 	if errors.Is(err, store.ErrColumnNotFound) {
-		return fmt.Errorf("%w %s (add it with AddKind): %w", ErrUnknownKind, quote.Input(kind), err)
+		return fmt.Errorf("%w %s: %w", ErrUnknownKind, quote.Input(kind), err)
 	}
 	return err
 }

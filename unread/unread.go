@@ -98,6 +98,9 @@ type Unread struct {
 	// (the graph was empty when unread first saw it): a user without a
 	// snapshot follows nobody. Set once by New.
 	complete bool
+	// configured says the feed mode was decided (by this or an earlier
+	// New with a graph).
+	configured bool
 
 	cache *snapCache
 
@@ -200,10 +203,10 @@ func New(db *store.DB, opts *Options) (*Unread, error) {
 	if err := x.loadChannels(); err != nil {
 		return nil, err
 	}
+	if err := x.loadConfig(); err != nil {
+		return nil, err
+	}
 	if x.graph != nil {
-		if err := x.loadConfig(); err != nil {
-			return nil, err
-		}
 		x.graph.AddObserver(observer{x})
 	}
 	return x, nil
@@ -285,8 +288,12 @@ func (x *Unread) loadConfig() error {
 		if err != nil {
 			return fmt.Errorf("%w: unread config: %v", store.ErrCorrupt, err)
 		}
+		x.configured = true
 		x.complete = flags&configFeedComplete != 0
 		return nil
+	}
+	if x.graph == nil {
+		return nil // decided by the first New with a graph
 	}
 	empty, err := graphEmpty(x.db)
 	if err != nil {
@@ -304,7 +311,7 @@ func (x *Unread) loadConfig() error {
 	if err := b.Commit(); err != nil {
 		return fmt.Errorf("unread: config: %w", err)
 	}
-	x.complete = empty
+	x.configured, x.complete = true, empty
 	return nil
 }
 
@@ -345,8 +352,8 @@ func (x *Unread) Stats() []Stat {
 	add("channels", len(chans))
 	add("notices", notices)
 	switch {
-	case x.graph == nil:
-		add("feed", "off")
+	case !x.configured:
+		add("feed", "none") // never opened on a follow graph
 	case x.complete:
 		add("feed", "complete")
 	default:

@@ -151,7 +151,7 @@ func runStats(e *env, args []string) error {
 		return closeDB(db, err)
 	}
 	writeStats(e.stdout, db.Stats())
-	return closeDB(db, nil)
+	return closeDB(db, writeUnreadStats(e.stdout, db))
 }
 
 func bytesPerRow(mem int64, rows int) float64 {
