@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/tallydb/tally/server"
+	"github.com/tallydb/tally/timeline"
+	"github.com/tallydb/tally/unread"
 )
 
 var cmdServe = &command{
@@ -29,7 +31,8 @@ next start recovers every acknowledged write (with the default durability,
 sync). Keys are COUNTER:ID, hash fields are columns: HINCRBY, HGET, HMGET,
 HGETALL, HSET, DEL; INCR, INCRBY, DECR, DECRBY, GET, MGET use the first
 column; TALLY.MGET COUNTER ID... reads a feed page; TALLY.COUNTER ADD/LIST
-and TALLY.COLUMN ADD change the schema. Counts never go below 0. See
+and TALLY.COLUMN ADD change the schema; UNREAD.*, DOT.* and NOTICE.* are
+the unread commands. Counts never go below 0. See
 "go doc github.com/tallydb/tally/server" for every command and limit.
 
 Prints "key value" lines: addr (the address listened on) and, with
@@ -105,12 +108,28 @@ func runServe(e *env, args []string) error {
 		}
 	}
 
+	// The follow graph and unread live on the same store; one Timeline
+	// serves every command group that needs it, so unread's observer sees
+	// every follow.
+	e.families = graphFamilies()
 	db, err := e.open(*create)
 	if err != nil {
 		return err
 	}
+	tl, err := timeline.New(db, nil)
+	if err != nil {
+		return closeDB(db, err)
+	}
+	defer tl.Close()
+	x, err := unread.New(db, &unread.Options{Graph: tl})
+	if err != nil {
+		return closeDB(db, err)
+	}
 	srv, err := server.New(db, opts)
 	if err != nil {
+		return closeDB(db, err)
+	}
+	if err := srv.Register(server.UnreadCommands(x)...); err != nil {
 		return closeDB(db, err)
 	}
 	ln, err := net.Listen("tcp", *addr)
