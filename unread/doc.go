@@ -2,7 +2,8 @@
 // store: the badge numbers a client polls without its user doing anything,
 // so reads dominate (100k+/s for one kind, p9999 under 10 ms). It owns three
 // models, after the published designs tally follows, and uses package store
-// and the follow graph of package timeline (through FollowGraph) only.
+// and the follow graph of package timeline (through FollowGraph and its
+// users counter) only.
 //
 //	x, err := unread.New(db, &unread.Options{Graph: tl}) // tl: *timeline.Timeline
 //
@@ -68,13 +69,16 @@
 // so a follow, unfollow or re-follow that commits between T1 and the reset's
 // commit keeps its effect: no lock has to span timeline's commit, and
 // Pebble may group the operands any way (the operator is associative:
-// TestMergeAssociative). Resets of one user are also serialized by a lock
-// stripe, and a reset that would change no base writes nothing.
+// TestMergeAssociative). Resets of one user are serialized by a lock stripe
+// (so the later reset always read later), and a reset that would change no
+// base writes nothing.
 //
 // A read takes the snapshot from a cache of decoded snapshots (bounded by
 // Options.SnapshotCacheBytes, least recently used out first) or decodes it
 // from Pebble, then reads every followee's post count with one MultiGet of
-// the users counter (FollowGraph.PostCounts). The cache cannot go stale:
+// the follow graph's users counter (column "posts" of counter
+// UsersCounter, into a pooled buffer: see postReader for why not
+// timeline's PostCounts). The cache cannot go stale:
 // every snapshot operation also increments the user's "gen" in counter
 // FeedCounter in the same batch, a cached snapshot is used only while its
 // gen is current, and a miss rereads Pebble (never reads as zero); see
@@ -158,4 +162,7 @@
 //     memory) besides the snapshot on disk.
 //   - Channels (at most MaxChannels) and their notice ids (at most
 //     MaxNotices each) are held in memory: 8 bytes a notice.
+//   - Open one Unread per store in a process: resets of a user are
+//     serialized by the Unread's lock stripes, which the exactness of a
+//     reset racing another reset of the same user relies on.
 package unread

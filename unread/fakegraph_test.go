@@ -24,7 +24,6 @@ type fakeGraph struct {
 	// bypass, if set, makes follows and unfollows skip the observers (a
 	// host that changed the graph without unread attached).
 	bypass bool
-	rows   sync.Pool // *[]uint64 buffers of PostCounts
 }
 
 // fakeEdges is the test graph's family: prefix 0x3F (unread's range, used
@@ -35,7 +34,6 @@ var errSelfFollow = errors.New("fake graph: following oneself")
 
 func newFakeGraph(db *store.DB) (*fakeGraph, error) {
 	g := &fakeGraph{db: db}
-	g.rows.New = func() any { return new([]uint64) }
 	if _, err := db.Counter(UsersCounter); errors.Is(err, store.ErrCounterNotFound) {
 		if err := db.CreateCounter(UsersCounter, store.CounterOptions{Age: store.AgePolicy{Kind: store.KeepHot}}); err != nil {
 			return nil, err
@@ -161,22 +159,6 @@ func (g *fakeGraph) Followees(user uint64, fn func(uint64) bool) error {
 		}
 	}
 	return errors.Join(it.Err(), it.Close())
-}
-
-func (g *fakeGraph) PostCounts(authors []uint64, dst []uint64) ([]uint64, error) {
-	// users has columns followers, followees, posts: posts is the third.
-	bp := g.rows.Get().(*[]uint64)
-	defer g.rows.Put(bp)
-	rows, err := g.users.MultiGet(authors, (*bp)[:0])
-	*bp = rows
-	if err != nil {
-		return dst[:0], err
-	}
-	dst = dst[:0]
-	for i := range authors {
-		dst = append(dst, rows[3*i+2])
-	}
-	return dst, nil
 }
 
 // posts returns author's post count.

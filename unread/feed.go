@@ -96,7 +96,9 @@ func (x *Unread) snapshotView(user uint64, sc *feedScratch) (view, error) {
 	if e := x.cache.get(user, gen); e != nil {
 		return view{found: true, init: true, e: e}, nil
 	}
-	s, ok, err := x.loadSnapshot(user, sc)
+	sc.key = feedKey(sc.key[:0], user)
+	v, ok, err := x.feedFam.Get(sc.key, sc.val[:0])
+	sc.val = v
 	if err != nil {
 		return view{}, err
 	}
@@ -105,11 +107,14 @@ func (x *Unread) snapshotView(user uint64, sc *feedScratch) (view, error) {
 		// so a counted operation's value is always there.
 		return view{}, fmt.Errorf("%w: unread: user %d counts %d feed operations but has no snapshot", store.ErrCorrupt, user, gen)
 	}
-	e := newCacheEntry(user, gen, s)
-	if s.init {
+	e, init, err := decodeView(v, user, gen)
+	if err != nil {
+		return view{}, fmt.Errorf("%w: unread feed snapshot of user %d: %v", store.ErrCorrupt, user, err)
+	}
+	if init {
 		x.cache.put(e)
 	}
-	return view{found: true, init: s.init, e: e}, nil
+	return view{found: true, init: init, e: e}, nil
 }
 
 // Feed returns user's feed unread count: the posts of the accounts user
@@ -149,10 +154,10 @@ func (x *Unread) Feed(user uint64) (uint64, error) {
 // sum reads the post counts of e's followees and adds what is above each
 // base.
 func (x *Unread) sum(e *cacheEntry, sc *feedScratch) (uint64, error) {
-	posts, err := x.graph.PostCounts(e.ids, sc.posts[:0])
+	posts, err := x.posts.postCounts(e.ids, sc.posts[:0])
 	sc.posts = posts
 	if err != nil {
-		return 0, fmt.Errorf("unread: post counts: %w", err)
+		return 0, err
 	}
 	if len(posts) != len(e.ids) {
 		return 0, fmt.Errorf("unread: post counts: %d counts for %d authors", len(posts), len(e.ids))
@@ -237,9 +242,9 @@ func (x *Unread) reset(user uint64, initOnly bool) (resetStatus, error) {
 				return nil
 			}
 		}
-		bases, err := x.graph.PostCounts(ids, nil)
+		bases, err := x.posts.postCounts(ids, nil)
 		if err != nil {
-			return fmt.Errorf("unread: post counts: %w", err)
+			return err
 		}
 		if len(bases) != len(ids) {
 			return fmt.Errorf("unread: post counts: %d counts for %d authors", len(bases), len(ids))

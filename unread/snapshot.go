@@ -14,6 +14,11 @@ package unread
 //     as a fill, the first read of a user whose follows predate unread:
 //     followees the snapshot misses get their base, the others keep theirs.
 //
+// NB: resets of one user must not overlap: of two resets in flight at once,
+// the one committed first would win even if the other read later. Unread
+// serializes them per user (resetLocks), so one Unread per store and
+// process is a requirement.
+//
 // Why merges: a follow commits in timeline's batch, at a moment unread does
 // not control, while a reset reads the snapshot and the post counts (under
 // db.View, at one moment T1) and commits later. A reset written as a whole
@@ -184,6 +189,17 @@ func (s *snapshot) applyReset(op *feedOp, n uint64) {
 	if s.init && op.fill {
 		return // initialized since the fill read it: nothing is missing
 	}
+	s.applyResetEntries(op, n)
+	// Resets of a user are serialized (Unread.resetLocks): the next one
+	// reads after this one commits, so its g0 is at least n and every entry
+	// here is at or before it. Their exact setAt no longer matters; making
+	// them all n lets the tags run-length encode to one run.
+	for i := range s.entries {
+		s.entries[i].setAt = n
+	}
+}
+
+func (s *snapshot) applyResetEntries(op *feedOp, n uint64) {
 	if s.init {
 		// Membership is kept by follow and unfollow: only bases change,
 		// and only of entries nobody changed after the reset read them.
@@ -378,118 +394,180 @@ func checkFrame(p []byte) (byte, []byte, error) {
 	return p[1], body, nil
 }
 
-// decodeSnapshot decodes a whole snapshot payload. It never retains p.
-func decodeSnapshot(p []byte) (*snapshot, error) {
+// snapHeader is a whole snapshot's header.
+type snapHeader struct {
+	init              bool
+	n, count, live    uint64
+	body              []byte // the columns (decompressed)
+	tagsOff, basesOff int    // where the tags and bases columns start in body
+}
+
+// parseSnapshot checks a whole snapshot payload (checksum, header, every
+// column) without decoding its entries into memory; scan then walks them.
+// It allocates only to decompress a zstd body.
+func parseSnapshot(p []byte) (snapHeader, error) {
+	var h snapHeader
 	kind, framed, err := checkFrame(p)
 	if err != nil {
-		return nil, err
+		return h, err
 	}
 	if kind != kindSnapshot {
-		return nil, snapErrf("kind %q is not a whole snapshot", kind)
+		return h, snapErrf("kind %q is not a whole snapshot", kind)
 	}
-	r := &reader{b: framed, off: 2}
+	r := reader{b: framed, off: 2}
 	flags := r.byte("flags")
-	s := &snapshot{init: flags&snapFlagInit != 0}
-	s.n = r.uvarint("n")
-	count := r.uvarint("count")
-	live := r.uvarint("live")
+	h.init = flags&snapFlagInit != 0
+	h.n = r.uvarint("n")
+	h.count = r.uvarint("count")
+	h.live = r.uvarint("live")
 	if r.err != nil {
-		return nil, r.err
+		return h, r.err
 	}
 	if flags&^(snapFlagInit|snapFlagZstd) != 0 {
-		return nil, snapErrf("unknown flags %#x", flags)
+		return h, snapErrf("unknown flags %#x", flags)
 	}
-	if count > maxEntries || live > count {
-		return nil, snapErrf("%d entries, %d live", count, live)
+	if h.count > maxEntries || h.live > h.count {
+		return h, snapErrf("%d entries, %d live", h.count, h.live)
 	}
-	body := framed[r.off:]
+	h.body = framed[r.off:]
 	if flags&snapFlagZstd != 0 {
 		raw := r.uvarint("rawlen")
 		if r.err != nil {
-			return nil, r.err
+			return h, r.err
 		}
 		// Every entry takes at least 2 body bytes (id, base or a run);
 		// at most 10 for an id, 10 for a base and 20 for its own run.
-		if raw < count || raw > 40*count+20 || raw > zpool.MaxDecoded {
-			return nil, snapErrf("decoded body of %d bytes for %d entries", raw, count)
+		if raw < h.count || raw > 40*h.count+20 || raw > zpool.MaxDecoded {
+			return h, snapErrf("decoded body of %d bytes for %d entries", raw, h.count)
 		}
 		// Check the frame's declared size before allocating for it.
-		var h zstd.Header
-		if err := h.Decode(framed[r.off:]); err != nil || !h.HasFCS || h.FrameContentSize != raw {
-			return nil, snapErrf("zstd frame header does not declare %d bytes", raw)
+		var zh zstd.Header
+		if err := zh.Decode(framed[r.off:]); err != nil || !zh.HasFCS || zh.FrameContentSize != raw {
+			return h, snapErrf("zstd frame header does not declare %d bytes", raw)
 		}
 		dec, err := zpool.Decoder()
 		if err != nil {
-			return nil, err
+			return h, err
 		}
 		out, err := dec.DecodeAll(framed[r.off:], make([]byte, 0, raw))
 		if err != nil || uint64(len(out)) != raw {
-			return nil, snapErrf("zstd body: %v (%d of %d bytes)", err, len(out), raw)
+			return h, snapErrf("zstd body: %v (%d of %d bytes)", err, len(out), raw)
 		}
-		body = out
+		h.body = out
 	}
-	if count > uint64(len(body)) {
-		return nil, snapErrf("%d entries in a %d-byte body", count, len(body))
+	if h.count > uint64(len(h.body)) {
+		return h, snapErrf("%d entries in a %d-byte body", h.count, len(h.body))
 	}
-	br := &reader{b: body}
-	s.entries = make([]entry, count)
+	br := reader{b: h.body}
 	prev := uint64(0)
-	for i := range s.entries {
+	for i := uint64(0); i < h.count; i++ {
 		d := br.uvarint("id")
 		if br.err != nil {
-			return nil, br.err
+			return h, br.err
 		}
 		if i > 0 && d == 0 || d > ^uint64(0)-prev {
-			return nil, snapErrf("entry %d: id delta %d after %d", i, d, prev)
+			return h, snapErrf("entry %d: id delta %d after %d", i, d, prev)
 		}
 		prev += d
-		s.entries[i].id = prev
 	}
+	h.tagsOff = br.off
 	nlive := uint64(0)
-	for i := 0; i < len(s.entries); {
+	for i := uint64(0); i < h.count; {
 		run := br.uvarint("run length")
 		tag := br.uvarint("tag")
 		if br.err != nil {
-			return nil, br.err
+			return h, br.err
 		}
-		if run == 0 || run > uint64(len(s.entries)-i) {
-			return nil, snapErrf("tag run of %d at entry %d of %d", run, i, len(s.entries))
+		if run == 0 || run > h.count-i {
+			return h, snapErrf("tag run of %d at entry %d of %d", run, i, h.count)
 		}
-		if tag>>1 > s.n {
-			return nil, snapErrf("entry %d set %d operations before operation %d", i, tag>>1, s.n)
+		if tag>>1 > h.n {
+			return h, snapErrf("entry %d set %d operations before operation %d", i, tag>>1, h.n)
 		}
-		for k := 0; k < int(run); k++ {
-			e := &s.entries[i+k]
-			e.setAt = s.n - tag>>1
-			e.dead = tag&1 != 0
-			if !e.dead {
-				nlive++
-			}
+		if tag&1 == 0 {
+			nlive += run
+		} else if h.init {
+			return h, snapErrf("dead entry %d in an initialized snapshot", i)
 		}
-		i += int(run)
+		i += run
 	}
-	if nlive != live {
-		return nil, snapErrf("%d live entries, header says %d", nlive, live)
+	if nlive != h.live {
+		return h, snapErrf("%d live entries, header says %d", nlive, h.live)
 	}
-	for i := range s.entries {
-		if e := &s.entries[i]; !e.dead {
-			e.base = br.uvarint("base")
-		}
+	h.basesOff = br.off
+	for range h.live {
+		br.uvarint("base")
 	}
 	if br.err != nil {
-		return nil, br.err
+		return h, br.err
 	}
-	if br.off != len(body) {
-		return nil, snapErrf("%d trailing body bytes", len(body)-br.off)
+	if br.off != len(h.body) {
+		return h, snapErrf("%d trailing body bytes", len(h.body)-br.off)
 	}
-	if s.init {
-		for i := range s.entries {
-			if s.entries[i].dead {
-				return nil, snapErrf("dead entry %d in an initialized snapshot", s.entries[i].id)
-			}
+	return h, nil
+}
+
+// scan calls fn for every entry of a snapshot parseSnapshot accepted, in
+// id order.
+func (h *snapHeader) scan(fn func(e entry)) {
+	ids := reader{b: h.body[:h.tagsOff]}
+	tags := reader{b: h.body[h.tagsOff:h.basesOff]}
+	bases := reader{b: h.body[h.basesOff:]}
+	var id, run, tag uint64
+	for i := uint64(0); i < h.count; i++ {
+		id += ids.uvarint("id")
+		if run == 0 {
+			run = tags.uvarint("run length")
+			tag = tags.uvarint("tag")
 		}
+		run--
+		e := entry{id: id, setAt: h.n - tag>>1, dead: tag&1 != 0}
+		if !e.dead {
+			e.base = bases.uvarint("base")
+		}
+		fn(e)
 	}
+}
+
+// decodeSnapshot decodes a whole snapshot payload. It never retains p.
+func decodeSnapshot(p []byte) (*snapshot, error) {
+	h, err := parseSnapshot(p)
+	if err != nil {
+		return nil, err
+	}
+	s := &snapshot{init: h.init, n: h.n, entries: make([]entry, 0, h.count)}
+	h.scan(func(e entry) { s.entries = append(s.entries, e) })
 	return s, nil
+}
+
+// decodeView decodes a value read from the family (framed by the merge
+// operator's id byte) into what a read needs: the live followees and
+// bases, the operation count, and whether the snapshot is initialized.
+func decodeView(v []byte, user, gen uint64) (*cacheEntry, bool, error) {
+	if len(v) == 0 || v[0] != snapMerge.ID {
+		return nil, false, snapErrf("value does not start with operator id %#x", snapMerge.ID)
+	}
+	if len(v) > 2 && v[2] != kindSnapshot {
+		// An operation list a read did not finish: fold it.
+		s, err := decodeStored(v)
+		if err != nil {
+			return nil, false, err
+		}
+		return newCacheEntry(user, gen, s), s.init, nil
+	}
+	h, err := parseSnapshot(v[1:])
+	if err != nil {
+		return nil, false, err
+	}
+	e := &cacheEntry{user: user, gen: gen, n: h.n, ids: make([]uint64, 0, h.live), bases: make([]uint64, 0, h.live)}
+	h.scan(func(en entry) {
+		if !en.dead {
+			e.ids = append(e.ids, en.id)
+			e.bases = append(e.bases, en.base)
+		}
+	})
+	e.size = cacheEntryOverhead + 16*int64(h.live)
+	return e, h.init, nil
 }
 
 // appendOps encodes a list of operations.
@@ -719,7 +797,7 @@ func checkSnapshot(p []byte) error {
 		return err
 	}
 	if k == kindSnapshot {
-		_, err = decodeSnapshot(p)
+		_, err = parseSnapshot(p)
 	} else {
 		_, err = decodeOps(p)
 	}

@@ -341,7 +341,16 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			}
 		}
 		_, _ = finishSnapshot(a)
-		_, _ = decodeStored(append([]byte{snapMerge.ID}, a...))
+		stored := append([]byte{snapMerge.ID}, a...)
+		if s, err := decodeStored(stored); err == nil {
+			want := newCacheEntry(1, 2, s)
+			got, init, err := decodeView(stored, 1, 2)
+			if err != nil || init != s.init || got.n != want.n || !slices.Equal(got.ids, want.ids) || !slices.Equal(got.bases, want.bases) {
+				t.Fatalf("decodeView differs from decodeStored: %v", err)
+			}
+		} else if _, _, err := decodeView(stored, 1, 2); err == nil {
+			t.Fatal("decodeView accepted what decodeStored refused")
+		}
 		_, _, _ = decodeChannel(a)
 		_, _ = decodeTag(a)
 		_, _ = decodeConfig(a)

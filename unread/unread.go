@@ -88,6 +88,7 @@ const DefaultSnapshotCacheBytes = 64 << 20
 type Unread struct {
 	db    *store.DB
 	graph FollowGraph
+	posts *postReader // nil without a graph
 
 	kinds *store.Counter
 	feed  *store.Counter
@@ -154,7 +155,8 @@ const configKey = "config"
 // New opens unread on an open store: it registers unread's families if the
 // host did not declare them, creates its counters if missing (idempotent),
 // loads the channels and the persisted configuration, and registers the
-// feed observer on opts.Graph.
+// feed observer on opts.Graph. Open one Unread per store in a process (it
+// serializes each user's feed resets) and use it for the store's life.
 func New(db *store.DB, opts *Options) (*Unread, error) {
 	var o Options
 	if opts != nil {
@@ -207,6 +209,9 @@ func New(db *store.DB, opts *Options) (*Unread, error) {
 		return nil, err
 	}
 	if x.graph != nil {
+		if x.posts, err = newPostReader(db); err != nil {
+			return nil, err
+		}
 		x.graph.AddObserver(observer{x})
 	}
 	return x, nil
