@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
 	"github.com/tallydb/tally/store"
 )
@@ -30,7 +31,7 @@ import (
 //     (key 0) only with value 0;
 //   - pending backfill marks equal their in-memory index, name a followed
 //     account and a user with a read mark; pulled authors equal theirs;
-//     the fan-outs in flight are exactly the queued fan-out jobs' posts.
+//     removed posts equal theirs, and none is published.
 func (t *Timeline) Check() error {
 	err := t.check()
 	if err != nil {
@@ -331,17 +332,25 @@ func (t *Timeline) check() error {
 	if !slices.Equal(pulled, *t.pulled.Load()) && !(len(pulled) == 0 && len(*t.pulled.Load()) == 0) {
 		return fmt.Errorf("pulled authors %v, in memory %v", pulled, *t.pulled.Load())
 	}
-	queued := map[uint64]struct{}{}
-	for _, j := range t.db.QueuedJobs() {
-		if p, ok := fanoutPost(j.Kind, j.Key); ok {
-			queued[p] = struct{}{}
+	removed := roaring64.New()
+	if err := t.scan(t.fam.removed, nil, func(k, v []byte) bool {
+		p := binary.BigEndian.Uint64(k[1:])
+		if _, ok := outboxOf[p]; ok {
+			return fail("post %d is both published and removed", p)
 		}
+		removed.Add(p)
+		return true
+	}); err != nil {
+		return err
 	}
-	t.inflight.RLock()
-	same = maps.Equal(queued, t.inflight.m)
-	t.inflight.RUnlock()
+	if firstErr != nil {
+		return firstErr
+	}
+	t.removed.RLock()
+	same = removed.Equals(t.removed.bm)
+	t.removed.RUnlock()
 	if !same {
-		return errors.New("fan-outs in flight differ from the queued fan-out jobs")
+		return errors.New("removed posts differ from their in-memory set")
 	}
 	return nil
 }

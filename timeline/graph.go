@@ -82,12 +82,10 @@ func (t *Timeline) loadState() error {
 	}); err != nil {
 		return err
 	}
-	for _, j := range t.db.QueuedJobs() {
-		if post, ok := fanoutPost(j.Kind, j.Key); ok {
-			t.inflight.m[post] = struct{}{}
-		}
-	}
-	return nil
+	return t.scan(t.fam.removed, nil, func(k, _ []byte) bool {
+		t.removed.bm.Add(binary.BigEndian.Uint64(k[1:]))
+		return true
+	})
 }
 
 // closeIter closes it and returns the first of its iteration and close

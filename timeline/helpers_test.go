@@ -2,6 +2,9 @@ package timeline
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,6 +113,8 @@ func (e *env) check() {
 	}
 }
 
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
@@ -148,4 +153,21 @@ func homeAll(t testing.TB, tl *Timeline, user uint64, limit int) []Entry {
 			t.Fatal("home never ends")
 		}
 	}
+}
+
+// dumpUser describes what the store holds for user, for failure messages.
+func dumpUser(tl *Timeline, user uint64) string {
+	var b strings.Builder
+	info, err := tl.User(user)
+	fmt.Fprintf(&b, "user %d: %+v %v\n", user, info, err)
+	list, _, _ := tl.followeesOf(info.Ordinal, nil, nil)
+	fmt.Fprintf(&b, "  followees %v pulled %v pending %v\n", list, *tl.pulled.Load(), tl.pendingOf(info.Ordinal, nil))
+	v, ok, err := tl.fam.inbox.Get(inboxKey(nil, info.Ordinal), nil)
+	if ok {
+		l, err := store.DecodeTopList(v)
+		fmt.Fprintf(&b, "  inbox %+v %v\n", l, err)
+	} else {
+		fmt.Fprintf(&b, "  no inbox %v\n", err)
+	}
+	return b.String()
 }

@@ -3,6 +3,7 @@ package timeline
 // Home pages, inbox rebuilds and activity.
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -87,7 +88,7 @@ func (t *Timeline) Home(user uint64, cursor string, limit int) (Page, error) {
 	}
 	for attempt := 0; ; attempt++ {
 		if r[colRead] == 0 {
-			if _, err := t.activate(user); err != nil {
+			if _, err := t.activate([]uint64{user}, false); err != nil {
 				return Page{}, err
 			}
 		} else if t.stale(r[colRead]) {
@@ -154,7 +155,11 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 			return Page{}, false, fmt.Errorf("inbox of user %d: %w", user, err)
 		}
 		floor = tl.Floor
-		checkInflight := t.anyInflight()
+		t.removed.RLock()
+		removed := t.removed.bm
+		if removed.IsEmpty() {
+			removed = nil
+		}
 		for _, e := range tl.Entries {
 			if e.Key == 0 || e.Key >= before {
 				continue // the sentinel, or above the cursor
@@ -163,17 +168,14 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 				break // sorted: nothing further down can enter
 			}
 			if !contains(s.followees, e.Value) || contains(s.pullSet, e.Value) {
-				continue // unfollowed (cleanup pending), or read by pull below
+				continue // unfollowed, or read by pull below
 			}
-			if checkInflight && t.inflightHas(e.Key) {
-				if ok, err := t.published(e.Key, e.Value); err != nil {
-					return Page{}, false, err
-				} else if !ok {
-					continue // unpublished; the removal has not reached this inbox
-				}
+			if removed != nil && removed.Contains(e.Key) {
+				continue // unpublished
 			}
 			col.push(e.Key, e.Value)
 		}
+		t.removed.RUnlock()
 	}
 	var it *store.Iter
 	defer func() {
@@ -265,20 +267,6 @@ func contains(sorted []uint64, v uint64) bool {
 	return ok
 }
 
-func (t *Timeline) anyInflight() bool {
-	t.inflight.RLock()
-	defer t.inflight.RUnlock()
-	return len(t.inflight.m) > 0
-}
-
-// published reports whether author has post published.
-func (t *Timeline) published(post, author uint64) (bool, error) {
-	var k [17]byte
-	var v [1]byte
-	_, ok, err := t.fam.outbox.Get(outboxKey(k[:0], author, post), v[:0])
-	return ok, err
-}
-
 func postOfOutboxKey(k []byte) uint64 { return binary.BigEndian.Uint64(k[9:17]) }
 
 // pullAuthor adds author's posts below upper to col, newest first, while
@@ -341,115 +329,148 @@ func (t *Timeline) touch(user uint64) error {
 // home would: a user whose inbox is not live gets it rebuilt by pull (it
 // reports whether it was); a live one has their read mark renewed.
 func (t *Timeline) MarkActive(user uint64) (rebuilt bool, err error) {
-	if err := checkID("user", user); err != nil {
-		return false, err
+	n, err := t.MarkActiveMany(context.Background(), []uint64{user})
+	return n > 0, err
+}
+
+// markBatch is the number of users MarkActiveMany activates per batch.
+const markBatch = 512
+
+// MarkActiveMany is MarkActive for many users, in batches of 512 (one
+// commit each for the push set, the inboxes and the read marks), for
+// imports, benchmarks and demos. It returns how many inboxes it rebuilt.
+// Every id is checked before anything is written (ErrBadID).
+func (t *Timeline) MarkActiveMany(ctx context.Context, users []uint64) (int, error) {
+	for _, u := range users {
+		if err := checkID("user", u); err != nil {
+			return 0, err
+		}
 	}
 	if err := t.live(); err != nil {
-		return false, err
+		return 0, err
 	}
-	t.graphMu.RLock()
-	err = t.ensureOrds(user)
-	t.graphMu.RUnlock()
-	if err != nil {
-		return false, err
+	us := slices.Clone(users)
+	slices.Sort(us)
+	us = slices.Compact(us)
+	rebuilt := 0
+	for len(us) > 0 {
+		if err := ctx.Err(); err != nil {
+			return rebuilt, err
+		}
+		n := min(len(us), markBatch)
+		k, err := t.activate(us[:n], true)
+		rebuilt += k
+		if err != nil {
+			return rebuilt, err
+		}
+		us = us[n:]
 	}
-	if renewed, err := t.renew(user); err != nil || renewed {
-		return false, err
-	}
-	return t.activate(user)
+	return rebuilt, nil
 }
 
-// renew sets a live user's read mark to now; it reports false if the
-// user's inbox is not live.
-func (t *Timeline) renew(user uint64) (bool, error) {
-	unlock := t.lockUsers([]uint64{user})
-	defer unlock()
-	var buf [numCols]uint64
-	r, err := t.row(user, buf[:0])
-	if err != nil || r[colRead] == 0 {
-		return false, err
-	}
-	return true, t.users.SetColumn(user, ColRead, t.nowSec())
-}
-
-// activate rebuilds the inbox of a user whose inbox is not live, by pull,
-// and makes it live. It returns false if another reader did it first.
+// activate rebuilds by pull the inboxes of users whose inbox is not live,
+// and makes them live; with renew, it also renews the read marks of those
+// that are live. It returns how many inboxes it rebuilt (0 when another
+// reader did it first).
 //
-// The steps, under the user's lock (which expiry also takes):
+// The steps, under the users' locks (which expiry also takes):
 //
-//  1. add the user to the push set and drop whatever inbox is left, in one
-//     batch: from now on every fan-out that starts delivers to the user;
-//  2. merge the newest InboxCap+1 posts of the followees that are not
-//     pulled from their outboxes (posts published before step 1's commit
-//     are in them; later ones are pushed);
-//  3. merge the result into the inbox and set the read mark, in one
-//     batch: readers trust the inbox only from this commit on, so none
-//     sees it half-built.
+//  1. add the users to the push set and drop whatever inbox is left, in
+//     one batch: from now on every fan-out that starts delivers to them;
+//  2. for each, merge the newest InboxCap+1 posts of the followees that
+//     are not pulled from their outboxes (posts published before step 1's
+//     commit are in them; later ones are pushed);
+//  3. merge each result into its inbox (an operand carrying its own floor)
+//     and set the read marks, in one batch: readers trust an inbox only
+//     from this commit on, so none sees it half-built.
 //
-// A post unpublished between steps 2 and 3 could be merged back after its
-// removal passed the inbox; revalidate catches that.
-func (t *Timeline) activate(user uint64) (bool, error) {
+// A post unpublished between steps 2 and 3 may be merged after its
+// removal passed the inbox: readers drop removed posts, so it never shows.
+func (t *Timeline) activate(users []uint64, renew bool) (int, error) {
 	t.graphMu.RLock()
 	defer t.graphMu.RUnlock()
-	unlock := t.lockUsers([]uint64{user})
+	if err := t.ensureOrds(users...); err != nil {
+		return 0, err
+	}
+	unlock := t.lockUsers(users)
 	defer unlock()
-	var buf [numCols]uint64
-	r, err := t.row(user, buf[:0])
-	if err != nil {
-		return false, err
-	}
-	if r[colRead] != 0 {
-		return false, nil
-	}
-	ord := uint32(r[colOrd])
-	if ord == 0 {
-		return false, fmt.Errorf("timeline: user %d has no ordinal", user)
-	}
 	start := time.Now()
 	cfg := t.Config()
+	now := t.nowSec()
 	b := t.db.NewBatch()
 	defer b.Close()
-	chunk := chunkOf(ord)
-	if err := t.fam.active.Merge(b, activeKey(nil, chunk), followersOperand([]uint32{ord}, nil, chunk)); err != nil {
-		return false, err
-	}
-	if err := t.fam.inbox.Delete(b, inboxKey(nil, ord)); err != nil {
-		return false, err
-	}
-	if err := b.Commit(); err != nil {
-		return false, err
-	}
-	e0 := t.removals.Load()
-	entries, err := t.pullNewest(ord, cfg.InboxCap+1)
-	if err != nil {
-		return false, err
-	}
-	if err := t.fam.inbox.Merge(b, inboxKey(nil, ord), inboxOperand(cfg.InboxCap, entries)); err != nil {
-		return false, err
-	}
-	if err := b.SetColumn(UsersCounter, user, ColRead, t.nowSec()); err != nil {
-		return false, err
-	}
-	pend := t.pendingOf(ord, nil)
-	for _, a := range pend {
-		if err := t.fam.pending.Delete(b, pendingKey(nil, ord, a)); err != nil {
-			return false, err
+	var cold []uint64
+	var coldOrds []uint32
+	byChunk := map[uint16][]uint32{}
+	var buf [numCols]uint64
+	for _, u := range users {
+		r, err := t.row(u, buf[:0])
+		if err != nil {
+			return 0, err
+		}
+		if r[colRead] != 0 {
+			if renew {
+				if err := b.SetColumn(UsersCounter, u, ColRead, now); err != nil {
+					return 0, err
+				}
+			}
+			continue
+		}
+		ord := uint32(r[colOrd])
+		cold = append(cold, u)
+		coldOrds = append(coldOrds, ord)
+		byChunk[chunkOf(ord)] = append(byChunk[chunkOf(ord)], ord)
+		if err := t.fam.inbox.Delete(b, inboxKey(nil, ord)); err != nil {
+			return 0, err
 		}
 	}
-	if err := b.Commit(); err != nil {
-		return false, err
-	}
-	if len(pend) > 0 {
-		t.pendingClear(ord)
-	}
-	if t.removals.Load() != e0 {
-		if err := t.revalidate(ord, entries); err != nil {
-			return true, err
+	for c, os := range byChunk {
+		if err := t.fam.active.Merge(b, activeKey(nil, c), followersOperand(os, nil, c)); err != nil {
+			return 0, err
 		}
 	}
-	t.stats.rebuilds.Add(1)
+	if len(cold) == 0 {
+		if b.Empty() {
+			return 0, nil
+		}
+		return 0, b.Commit()
+	}
+	if err := b.Commit(); err != nil {
+		return 0, err
+	}
+	b.Reset()
+	var pend [][]uint64
+	for i, u := range cold {
+		ord := coldOrds[i]
+		entries, err := t.pullNewest(ord, cfg.InboxCap+1)
+		if err != nil {
+			return 0, err
+		}
+		if err := t.fam.inbox.Merge(b, inboxKey(nil, ord), inboxOperand(cfg.InboxCap, entries)); err != nil {
+			return 0, err
+		}
+		if err := b.SetColumn(UsersCounter, u, ColRead, now); err != nil {
+			return 0, err
+		}
+		p := t.pendingOf(ord, nil)
+		for _, a := range p {
+			if err := t.fam.pending.Delete(b, pendingKey(nil, ord, a)); err != nil {
+				return 0, err
+			}
+		}
+		pend = append(pend, p)
+	}
+	if err := b.Commit(); err != nil {
+		return 0, err
+	}
+	for i, p := range pend {
+		if len(p) > 0 {
+			t.pendingClear(coldOrds[i])
+		}
+	}
+	t.stats.rebuilds.Add(int64(len(cold)))
 	t.stats.rebuildNanos.Add(int64(time.Since(start)))
-	return true, nil
+	return len(cold), nil
 }
 
 // pullNewest returns the newest n posts of the followees of ord that are
@@ -483,62 +504,6 @@ func (t *Timeline) pullNewest(ord uint32, n int) ([]store.TopEntry, error) {
 		return nil, err
 	}
 	return col.sorted(), nil
-}
-
-// revalidate tombstones the entries of merged (just merged into ord's
-// inbox from outboxes read earlier) whose post is no longer published: an
-// unpublish committed between the outbox read and the merge, whose removal
-// may have passed this inbox before the merge. It holds the authors' locks
-// (shared) so no publish of those posts interleaves. The caller holds the
-// user's lock.
-func (t *Timeline) revalidate(ord uint32, merged []store.TopEntry) error {
-	var gone []store.TopEntry
-	for _, e := range merged {
-		ok, err := t.published(e.Key, e.Value)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			gone = append(gone, e)
-		}
-	}
-	if len(gone) == 0 {
-		return nil
-	}
-	var stripes []int
-	for _, e := range gone {
-		stripes = append(stripes, stripe(e.Value))
-	}
-	slices.Sort(stripes)
-	stripes = slices.Compact(stripes)
-	for _, s := range stripes {
-		t.authorMu[s].RLock()
-	}
-	defer func() {
-		for _, s := range stripes {
-			t.authorMu[s].RUnlock()
-		}
-	}()
-	dead := gone[:0]
-	for _, e := range gone {
-		ok, err := t.published(e.Key, e.Value)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			e.Removed = true
-			dead = append(dead, e)
-		}
-	}
-	if len(dead) == 0 {
-		return nil
-	}
-	b := t.db.NewBatch()
-	defer b.Close()
-	if err := t.fam.inbox.Merge(b, inboxKey(nil, ord), inboxOperand(t.Config().InboxCap, dead)); err != nil {
-		return err
-	}
-	return b.Commit()
 }
 
 // collector keeps the k newest entries offered to it: a min-heap on post

@@ -14,14 +14,15 @@ import (
 )
 
 // runPair is the handler of jobPair. A backfill (after a follow) merges
-// the followee's posts at or above the inbox's floor (at most InboxCap+1,
-// so the merged operand carries its own floor) into the user's inbox and
-// drops the pair's pending mark; a cleanup (after an unfollow) tombstones
-// the followee's entries. Both run in one chunk under the user's lock and
-// check the pair's state when they commit, so whatever order a follow's and
-// an unfollow's jobs run in, and whichever of them coalescing kept, the
-// inbox ends in the state of the last change: the graph, which reads
-// filter by, is always current.
+// the followee's newest InboxCap+1 posts into the user's inbox (an operand
+// that carries its own floor, so it is exact whatever the inbox's floor:
+// see the package doc, "Floors") and drops the pair's pending mark; a
+// cleanup (after an unfollow) tombstones the followee's entries to free
+// their slots. Both run in one chunk under the user's lock and check the
+// pair's state when they commit, so whatever order a follow's and an
+// unfollow's jobs run in, and whichever of them coalescing kept, the inbox
+// ends in the state of the last change (and reads, which filter by the
+// graph, show that state from the moment the change commits).
 func (t *Timeline) runPair(ctx context.Context, run *store.JobRun) error {
 	op, user, followee, err := decodePayload(run.Payload())
 	if err != nil {
@@ -41,24 +42,8 @@ func (t *Timeline) runPair(ctx context.Context, run *store.JobRun) error {
 		return finish()
 	}
 	var entries []store.TopEntry
-	e0 := t.removals.Load()
 	if op == opAdd {
-		var floor uint64
-		v, ok, err := t.fam.inbox.Get(inboxKey(nil, ord), nil)
-		if err != nil {
-			return err
-		}
-		if ok {
-			tl, err := store.DecodeTopList(v)
-			if err != nil {
-				return fmt.Errorf("inbox of user %d: %w", user, err)
-			}
-			floor = tl.Floor
-		}
 		if err := t.Posts(followee, 0, func(p uint64) bool {
-			if p < floor {
-				return false
-			}
 			entries = append(entries, store.TopEntry{Key: p, Value: followee})
 			return len(entries) <= cfg.InboxCap
 		}); err != nil {
@@ -113,9 +98,6 @@ func (t *Timeline) runPair(ctx context.Context, run *store.JobRun) error {
 	}
 	if dropPending {
 		t.pendingRemove(ord, followee)
-	}
-	if merge && op == opAdd && len(entries) > 0 && t.removals.Load() != e0 {
-		return t.revalidate(ord, entries)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ const (
 	pfxOutbox    = 0x27
 	pfxInbox     = 0x28
 	pfxPending   = 0x29
+	pfxRemoved   = 0x2a
 )
 
 // Job kinds.
@@ -31,7 +32,7 @@ const (
 )
 
 type families struct {
-	config, ords, followees, followers, active, pulled, posts, outbox, inbox, pending *store.Family
+	config, ords, followees, followers, active, pulled, posts, outbox, inbox, pending, removed *store.Family
 }
 
 // Families returns the FamilySpecs the package uses, for
@@ -49,6 +50,7 @@ func Families() []store.FamilySpec {
 		{Name: "tl_outbox", Prefix: pfxOutbox, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1, CheckValue: checkEmptyValue},
 		{Name: "tl_inbox", Prefix: pfxInbox, MinKeyLen: 4, MaxKeyLen: 4, MaxValueLen: 1 << 20, Merge: store.MergeTopList},
 		{Name: "tl_pending", Prefix: pfxPending, MinKeyLen: 12, MaxKeyLen: 12, MaxValueLen: 1, CheckValue: checkEmptyValue},
+		{Name: "tl_removed", Prefix: pfxRemoved, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 8, CheckValue: checkOrdValue},
 	}
 }
 
@@ -59,7 +61,7 @@ func (t *Timeline) registerFamilies() error {
 		"tl_config": &t.fam.config, "tl_ords": &t.fam.ords, "tl_followees": &t.fam.followees,
 		"tl_followers": &t.fam.followers, "tl_active": &t.fam.active, "tl_pulled": &t.fam.pulled,
 		"tl_posts": &t.fam.posts, "tl_outbox": &t.fam.outbox, "tl_inbox": &t.fam.inbox,
-		"tl_pending": &t.fam.pending,
+		"tl_pending": &t.fam.pending, "tl_removed": &t.fam.removed,
 	}
 	for _, spec := range Families() {
 		f, err := t.db.Family(spec.Name)
@@ -119,6 +121,10 @@ func inboxKey(dst []byte, ord uint32) []byte {
 func pendingKey(dst []byte, ord uint32, author uint64) []byte {
 	dst = binary.BigEndian.AppendUint32(append(dst, pfxPending), ord)
 	return binary.BigEndian.AppendUint64(dst, author)
+}
+
+func removedKey(dst []byte, post uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, pfxRemoved), post)
 }
 
 // configKey is the one key of tl_config.

@@ -4,6 +4,7 @@ package timeline
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -28,8 +29,7 @@ type PublishResult struct {
 // inboxes of author's active followers (unless author is pulled). Post ids
 // are unique across authors, time-ordered (snowflake layout) and ordered
 // newest first in every timeline. Errors: ErrBadID, ErrPostTaken (another
-// author published the id), ErrRemovalPending (the id's unpublish is still
-// being fanned out).
+// author published the id, now or before unpublishing it).
 func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
 	if err := checkID("author", author); err != nil {
 		return PublishResult{}, err
@@ -45,22 +45,15 @@ func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
 	am := &t.authorMu[stripe(author)]
 	am.Lock()
 	defer am.Unlock()
-	v, ok, err := t.fam.posts.Get(postKey(nil, post), nil)
+	owner, published, err := t.owner(post)
 	if err != nil {
 		return PublishResult{}, err
 	}
-	if ok {
-		rec, err := decodePost(v)
-		if err != nil {
-			return PublishResult{}, fmt.Errorf("%w: post %d: %v", store.ErrCorrupt, post, err)
-		}
-		if rec.author != author {
-			return PublishResult{}, fmt.Errorf("%w: post %d is author %d's", ErrPostTaken, post, rec.author)
-		}
-		return PublishResult{Duplicate: true}, nil
+	if owner != 0 && owner != author {
+		return PublishResult{}, fmt.Errorf("%w: post %d is author %d's", ErrPostTaken, post, owner)
 	}
-	if t.inflightHas(post) {
-		return PublishResult{}, fmt.Errorf("%w: post %d", ErrRemovalPending, post)
+	if published {
+		return PublishResult{Duplicate: true}, nil
 	}
 	var buf [numCols]uint64
 	r, err := t.row(author, buf[:0])
@@ -76,6 +69,11 @@ func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
 	if err := t.fam.posts.Put(b, postKey(nil, post), appendPost(nil, postRecord{author: author, fanned: !fanout})); err != nil {
 		return PublishResult{}, err
 	}
+	if owner != 0 { // published again after an unpublish
+		if err := t.fam.removed.Delete(b, removedKey(nil, post)); err != nil {
+			return PublishResult{}, err
+		}
+	}
 	if err := b.Incr(UsersCounter, author, ColPosts, 1); err != nil {
 		return PublishResult{}, err
 	}
@@ -83,13 +81,14 @@ func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
 		if err := b.Enqueue(jobFanout, fanoutKey(post), appendPayload(nil, opAdd, author, post), 0); err != nil {
 			return PublishResult{}, err
 		}
-		t.inflightSet(post)
 	}
 	if err := b.Commit(); err != nil {
-		if fanout {
-			t.inflightClear(post)
-		}
 		return PublishResult{}, err
+	}
+	if owner != 0 {
+		t.removed.Lock()
+		t.removed.bm.Remove(post)
+		t.removed.Unlock()
 	}
 	var res PublishResult
 	if ids := b.JobIDs(); len(ids) > 0 {
@@ -98,13 +97,37 @@ func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
 	return res, nil
 }
 
-// Unpublish removes post from author's outbox and decrements author's post
-// count in one atomic batch, which also enqueues the removal of the post
-// from the inboxes it was delivered to. The post leaves every home at once:
-// until the removal job has reached an inbox, reads skip the entry (see the
-// package doc, "Unpublish"). It reports whether anything changed:
-// unpublishing a post that is not published is a no-op that returns false.
-// Errors: ErrBadID, ErrPostTaken (the post is another author's).
+// owner returns who published post (now, or before unpublishing it), 0 if
+// nobody, and whether it is published now.
+func (t *Timeline) owner(post uint64) (uint64, bool, error) {
+	v, ok, err := t.fam.posts.Get(postKey(nil, post), nil)
+	if err != nil {
+		return 0, false, err
+	}
+	if ok {
+		rec, err := decodePost(v)
+		if err != nil {
+			return 0, false, fmt.Errorf("%w: post %d: %v", store.ErrCorrupt, post, err)
+		}
+		return rec.author, true, nil
+	}
+	var buf [8]byte
+	v, ok, err = t.fam.removed.Get(removedKey(nil, post), buf[:0])
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	return binary.BigEndian.Uint64(v), false, nil
+}
+
+// Unpublish removes post from author's outbox, decrements author's post
+// count and records the post as removed, in one atomic batch, which also
+// enqueues the removal of the post from the inboxes it was delivered to.
+// The post leaves every home at once: reads drop inbox entries of removed
+// posts (see the package doc, "Removal"); the removal job then frees their
+// inbox slots. It reports whether anything changed (unpublishing a post
+// that is not published is a no-op that returns false) and the removal
+// job, 0 if none. Errors: ErrBadID, ErrPostTaken (the post is another
+// author's).
 func (t *Timeline) Unpublish(author, post uint64) (bool, store.JobID, error) {
 	if err := checkID("author", author); err != nil {
 		return false, 0, err
@@ -120,16 +143,15 @@ func (t *Timeline) Unpublish(author, post uint64) (bool, store.JobID, error) {
 	am := &t.authorMu[stripe(author)]
 	am.Lock()
 	defer am.Unlock()
-	v, ok, err := t.fam.posts.Get(postKey(nil, post), nil)
-	if err != nil || !ok {
+	owner, published, err := t.owner(post)
+	if err != nil {
 		return false, 0, err
 	}
-	rec, err := decodePost(v)
-	if err != nil {
-		return false, 0, fmt.Errorf("%w: post %d: %v", store.ErrCorrupt, post, err)
+	if owner != 0 && owner != author {
+		return false, 0, fmt.Errorf("%w: post %d is author %d's", ErrPostTaken, post, owner)
 	}
-	if rec.author != author {
-		return false, 0, fmt.Errorf("%w: post %d is author %d's", ErrPostTaken, post, rec.author)
+	if !published {
+		return false, 0, nil
 	}
 	var buf [numCols]uint64
 	r, err := t.row(author, buf[:0])
@@ -137,7 +159,7 @@ func (t *Timeline) Unpublish(author, post uint64) (bool, store.JobID, error) {
 		return false, 0, err
 	}
 	// A pulled author's entries are never read from inboxes (readers pull
-	// them), so nothing needs removing.
+	// them), so there is no space worth freeing.
 	fanout := r[colFollowers] > 0 && !t.isPulled(author)
 	b := t.db.NewBatch()
 	defer b.Close()
@@ -147,6 +169,11 @@ func (t *Timeline) Unpublish(author, post uint64) (bool, store.JobID, error) {
 	if err := t.fam.posts.Delete(b, postKey(nil, post)); err != nil {
 		return false, 0, err
 	}
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], author)
+	if err := t.fam.removed.Put(b, removedKey(nil, post), v[:]); err != nil {
+		return false, 0, err
+	}
 	if err := b.Incr(UsersCounter, author, ColPosts, -1); err != nil {
 		return false, 0, err
 	}
@@ -154,15 +181,15 @@ func (t *Timeline) Unpublish(author, post uint64) (bool, store.JobID, error) {
 		if err := b.Enqueue(jobFanout, fanoutKey(post), appendPayload(nil, opRemove, author, post), 0); err != nil {
 			return false, 0, err
 		}
-		t.inflightSet(post)
 	}
-	// Before the commit: a rebuild or backfill that read the outbox before
-	// it revalidates what it merged (see revalidate).
-	t.removals.Add(1)
+	// Readers drop the post from the moment the commit may be visible.
+	t.removed.Lock()
+	t.removed.bm.Add(post)
+	t.removed.Unlock()
 	if err := b.Commit(); err != nil {
-		if fanout {
-			t.inflightClear(post)
-		}
+		t.removed.Lock()
+		t.removed.bm.Remove(post)
+		t.removed.Unlock()
 		return false, 0, err
 	}
 	var job store.JobID
@@ -220,25 +247,6 @@ func (t *Timeline) Posts(author, before uint64, fn func(post uint64) bool) error
 		}
 	}
 	return closeIter(it)
-}
-
-func (t *Timeline) inflightSet(post uint64) {
-	t.inflight.Lock()
-	t.inflight.m[post] = struct{}{}
-	t.inflight.Unlock()
-}
-
-func (t *Timeline) inflightClear(post uint64) {
-	t.inflight.Lock()
-	delete(t.inflight.m, post)
-	t.inflight.Unlock()
-}
-
-func (t *Timeline) inflightHas(post uint64) bool {
-	t.inflight.RLock()
-	defer t.inflight.RUnlock()
-	_, ok := t.inflight.m[post]
-	return ok
 }
 
 // inboxOperand returns the tl_inbox operand that adds (or, with removed,
@@ -354,6 +362,9 @@ func (t *Timeline) runFanout(ctx context.Context, run *store.JobRun) error {
 				}
 				t.stats.deliveries.Add(int64(n))
 				n = 0
+				if t.testHook != nil {
+					t.testHook()
+				}
 				if stop() {
 					return t.finishFanout(ctx, run, b, op, author, post, cur, done, total)
 				}
@@ -369,8 +380,8 @@ func (t *Timeline) runFanout(ctx context.Context, run *store.JobRun) error {
 }
 
 // finishFanout commits the fan-out's last chunk (already in b) with the
-// post's delivery count, under the author's lock, so it cannot interleave
-// with a publish or unpublish of the post.
+// post's delivery count, under the author's lock, so the post record it
+// rewrites cannot interleave with an unpublish or publish of the post.
 func (t *Timeline) finishFanout(ctx context.Context, run *store.JobRun, b *store.Batch, op byte, author, post uint64, cur jobCursor, done, total int64) error {
 	am := &t.authorMu[stripe(author)]
 	am.Lock()
@@ -394,11 +405,5 @@ func (t *Timeline) finishFanout(ctx context.Context, run *store.JobRun, b *store
 		}
 	}
 	done++
-	if err := run.Commit(ctx, b, store.JobProgress{Cursor: appendJobCursor(nil, cur), Done: done, Total: max(total, done), Finished: true}); err != nil {
-		return err
-	}
-	if !run.Superseded() {
-		t.inflightClear(post)
-	}
-	return nil
+	return run.Commit(ctx, b, store.JobProgress{Cursor: appendJobCursor(nil, cur), Done: done, Total: max(total, done), Finished: true})
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
 	"github.com/tallydb/tally/store"
 )
 
@@ -89,12 +91,9 @@ var (
 	// MaxLimit.
 	ErrBadLimit = errors.New("timeline: bad page limit")
 	// ErrPostTaken is returned when publishing or unpublishing a post id
-	// that another author published (post ids are unique across authors).
+	// that another author published, now or before an unpublish (post ids
+	// are unique across authors, for ever).
 	ErrPostTaken = errors.New("timeline: post id belongs to another author")
-	// ErrRemovalPending is returned when publishing a post id whose
-	// unpublish is still being fanned out; retry once the job finished
-	// (tally jobs wait).
-	ErrRemovalPending = errors.New("timeline: post id is still being removed")
 	// ErrTooManyFollowees is returned when a follow would exceed
 	// MaxFollowees.
 	ErrTooManyFollowees = errors.New("timeline: too many followees")
@@ -208,7 +207,7 @@ const lockStripes = 1024
 //
 // Lock order: graphMu (read side for every mutation, write side for bulk
 // loads) before userMu stripes (ascending stripe index when several) before
-// authorMu stripes before allocMu, pulledMu, inflight.mu and pending.mu
+// authorMu stripes before allocMu, pulledMu, removed.mu and pending.mu
 // (leaves, never held across another lock's acquisition). Readers of pages
 // take none of them unless they must rebuild an inbox or record activity.
 type Timeline struct {
@@ -232,12 +231,11 @@ type Timeline struct {
 	pulledMu sync.Mutex               // serializes changes of pulled
 	pulled   atomic.Pointer[[]uint64] // sorted ids of pulled authors
 
-	// inflight holds the post ids with a queued fan-out job (publish or
-	// unpublish): a reader checks an inbox entry of such a post against
-	// tl_posts, since its removal may not have reached the inbox yet.
-	inflight struct {
+	// removed mirrors tl_removed: the ids of unpublished posts. Readers
+	// drop inbox entries of these posts (see the package doc, "Removal").
+	removed struct {
 		sync.RWMutex
-		m map[uint64]struct{}
+		bm *roaring64.Bitmap
 	}
 	// pending mirrors tl_pending: users with follows whose backfill has
 	// not reached their inbox, and the followees concerned; readers pull
@@ -246,14 +244,13 @@ type Timeline struct {
 		sync.RWMutex
 		m map[uint32]map[uint64]struct{}
 	}
-	// removals counts unpublishes (incremented before their commit); a
-	// writer that merged outbox entries into an inbox revalidates them if
-	// it changed meanwhile (see revalidate).
-	removals atomic.Uint64
-
 	stats struct {
 		rebuilds, rebuildNanos, deliveries, pages, expired atomic.Int64
 	}
+
+	// testHook, if set, runs after each fan-out chunk commits (tests cut a
+	// fan-out there). Set only while no job runs.
+	testHook func()
 
 	closed   atomic.Bool
 	stop     chan struct{}
@@ -309,7 +306,7 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 		o.ExpireInterval = time.Hour
 	}
 	t := &Timeline{db: db, now: o.Now, stop: make(chan struct{})}
-	t.inflight.m = map[uint64]struct{}{}
+	t.removed.bm = roaring64.New()
 	t.pending.m = map[uint32]map[uint64]struct{}{}
 	if err := t.registerFamilies(); err != nil {
 		return nil, err
@@ -443,9 +440,9 @@ func (t *Timeline) Stats() []Stat {
 	}
 	t.pending.RUnlock()
 	add("pending_backfills", np)
-	t.inflight.RLock()
-	add("fanouts_in_flight", len(t.inflight.m))
-	t.inflight.RUnlock()
+	t.removed.RLock()
+	add("removed_posts", t.removed.bm.GetCardinality())
+	t.removed.RUnlock()
 	jobs := 0
 	for _, j := range t.db.QueuedJobs() {
 		if j.Kind == jobFanout || j.Kind == jobPair || j.Kind == jobExpire {

@@ -1,0 +1,457 @@
+package timeline
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/tallydb/tally/store"
+)
+
+// model is the naive truth a timeline must agree with: a home is every
+// published post of every followed account, pulled from scratch on each
+// read.
+type model struct {
+	follows map[uint64]map[uint64]bool // user -> followees
+	author  map[uint64]uint64          // published post -> author
+	removed map[uint64]uint64          // unpublished post -> its author
+}
+
+func newModel() *model {
+	return &model{follows: map[uint64]map[uint64]bool{}, author: map[uint64]uint64{}, removed: map[uint64]uint64{}}
+}
+
+func (m *model) follow(u, a uint64) bool {
+	if m.follows[u] == nil {
+		m.follows[u] = map[uint64]bool{}
+	}
+	if m.follows[u][a] {
+		return false
+	}
+	m.follows[u][a] = true
+	return true
+}
+
+func (m *model) unfollow(u, a uint64) bool {
+	if !m.follows[u][a] {
+		return false
+	}
+	delete(m.follows[u], a)
+	return true
+}
+
+// home returns u's home below before, newest first.
+func (m *model) home(u, before uint64) []Entry {
+	var out []Entry
+	for p, a := range m.author {
+		if p < before && m.follows[u][a] {
+			out = append(out, Entry{Post: p, Author: a})
+		}
+	}
+	slices.SortFunc(out, func(x, y Entry) int {
+		switch {
+		case x.Post > y.Post:
+			return -1
+		case x.Post < y.Post:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func (m *model) followers(a uint64) []uint64 {
+	var out []uint64
+	for u, fs := range m.follows {
+		if fs[a] {
+			out = append(out, u)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (m *model) followees(u uint64) []uint64 {
+	var out []uint64
+	for a := range m.follows[u] {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// anyPost returns a published post, chosen by rng in id order (map order
+// would make a seed's run unrepeatable).
+func (m *model) anyPost(rng *rand.Rand) uint64 {
+	ps := make([]uint64, 0, len(m.author))
+	for p := range m.author {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps[rng.IntN(len(ps))]
+}
+
+func (m *model) posts(a uint64) uint64 {
+	n := uint64(0)
+	for _, x := range m.author {
+		if x == a {
+			n++
+		}
+	}
+	return n
+}
+
+func envInt(name string, def int) int {
+	if s := os.Getenv(name); s != "" {
+		if v, err := strconv.Atoi(s); err == nil {
+			return v
+		}
+	}
+	return def
+}
+
+// modelEnv is an env on a crashable filesystem with synced commits, so a
+// crash keeps every acknowledged operation.
+func newModelEnv(t *testing.T, cfg Config) *env {
+	e := &env{t: t, fs: vfs.NewCrashableMem(), dir: "db", clock: newClock(), cfg: cfg}
+	e.openSync()
+	t.Cleanup(func() {
+		if e.db != nil {
+			e.close()
+		}
+	})
+	return e
+}
+
+func (e *env) openSync() {
+	e.t.Helper()
+	o := storeOptions(e.fs)
+	o.Durability = store.SyncAlways
+	db, err := store.Open(e.dir, o)
+	if err != nil {
+		e.t.Fatalf("open: %v", err)
+	}
+	tl, err := New(db, &Options{Now: e.clock.Now, ExpireInterval: -1})
+	if err != nil {
+		e.t.Fatalf("timeline: %v", err)
+	}
+	e.db, e.tl = db, tl
+}
+
+// crash drops everything not synced and reopens on what is left.
+func (e *env) crash(rng *rand.Rand) {
+	e.t.Helper()
+	clone := e.fs.(*vfs.MemFS).CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(100), RNG: rng})
+	e.tl.Close()
+	e.db.Close()
+	e.fs = clone
+	e.openSync()
+}
+
+// TestModel drives random sequences of follow, unfollow, publish,
+// unpublish, activity, expiry, jobs, config changes, checkpoint, reopen and
+// crash against the naive model and compares every page: exactly once the
+// queue is empty, and in between allowing only the absence of posts whose
+// fan-out job is still queued (fan-out is asynchronous by design; follows,
+// unfollows and unpublishes show at once). Check runs after every step.
+// TALLY_TL_MODEL_STEPS (default 400) and TALLY_TL_MODEL_SEEDS (default 3)
+// scale it; TALLY_TL_MODEL_SEED repeats one seed.
+func TestModel(t *testing.T) {
+	steps := envInt("TALLY_TL_MODEL_STEPS", 400)
+	seeds := envInt("TALLY_TL_MODEL_SEEDS", 3)
+	if testing.Short() {
+		steps, seeds = 150, 1
+	}
+	first := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TALLY_TL_MODEL_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		must(t, err)
+		first, seeds = v, 1
+	}
+	for i := range seeds {
+		seed := first + uint64(i)
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Logf("seed %d (TALLY_TL_MODEL_SEED=%d repeats it)", seed, seed)
+			runModel(t, seed, steps)
+		})
+	}
+}
+
+func runModel(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	cfg := Config{InboxCap: 1 + rng.IntN(6), ActiveWindow: 24 * time.Hour, PullThreshold: uint64(3 + rng.IntN(4)), ChunkSize: 1 + rng.IntN(3)}
+	e := newModelEnv(t, cfg)
+	m := newModel()
+	const users = 10
+	var nextPost uint64 = 1000
+	cursors := map[uint64]struct {
+		cursor string
+		after  uint64
+		limit  int
+	}{}
+	user := func() uint64 { return 1 + rng.Uint64N(users) }
+	queuedFanout := func() map[uint64]bool {
+		q := map[uint64]bool{}
+		for _, j := range e.db.QueuedJobs() {
+			if p, ok := fanoutPost(j.Kind, j.Key); ok {
+				q[p] = true
+			}
+		}
+		return q
+	}
+	// comparePage checks a page read below before against the model.
+	comparePage := func(step int, u, before uint64, got []Entry, noMore bool, limit int) {
+		t.Helper()
+		want := m.home(u, before)
+		q := queuedFanout()
+		gi := 0
+		for wi := 0; wi < len(want) && gi < len(got); wi++ {
+			if want[wi] == got[gi] {
+				gi++
+				continue
+			}
+			if !q[want[wi].Post] {
+				t.Fatalf("step %d: home %d below %d: got %v, want %v (missing %v)", step, u, before, got, want, want[wi])
+			}
+		}
+		if gi != len(got) {
+			t.Fatalf("step %d: home %d below %d: got %v, want %v (extra %v)", step, u, before, got, want, got[gi])
+		}
+		if noMore {
+			// Nothing the model has below the last entry may be missing,
+			// except posts still being fanned out.
+			last := before
+			if len(got) > 0 {
+				last = got[len(got)-1].Post
+			}
+			for _, w := range want {
+				if w.Post < last && !q[w.Post] {
+					t.Fatalf("step %d: home %d ended at %d, model has %v", step, u, last, w)
+				}
+			}
+		} else if len(got) != limit {
+			t.Fatalf("step %d: short page of %d (limit %d) without NoMore", step, len(got), limit)
+		}
+	}
+	exactHome := func(step int, u uint64) {
+		t.Helper()
+		limit := 1 + rng.IntN(4)
+		got := homeAll(t, e.tl, u, limit)
+		want := m.home(u, endOfIDs)
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: home %d (limit %d) = %v, want %v\n%s", step, u, limit, got, want, dumpUser(e.tl, u))
+		}
+	}
+	trace := os.Getenv("TALLY_TL_MODEL_TRACE") != ""
+	logf := func(format string, args ...any) {
+		if trace {
+			t.Logf(format, args...)
+		}
+	}
+	for step := 0; step < steps; step++ {
+		op := rng.IntN(100)
+		logf("step %d op %d queue %v", step, op, e.db.QueuedJobs())
+		switch {
+		case op < 18:
+			u, a := user(), user()
+			ch, err := e.tl.Follow(u, a)
+			logf("follow %d %d: %v %v", u, a, ch, err)
+			if u == a {
+				if !errors.Is(err, ErrSelfFollow) {
+					t.Fatalf("step %d: self follow: %v", step, err)
+				}
+				break
+			}
+			must(t, err)
+			if want := m.follow(u, a); ch != want {
+				t.Fatalf("step %d: follow %d %d changed %v, want %v", step, u, a, ch, want)
+			}
+		case op < 26:
+			u, a := user(), user()
+			if u == a {
+				break
+			}
+			ch, err := e.tl.Unfollow(u, a)
+			logf("unfollow %d %d: %v %v", u, a, ch, err)
+			must(t, err)
+			if want := m.unfollow(u, a); ch != want {
+				t.Fatalf("step %d: unfollow %d %d changed %v, want %v", step, u, a, ch, want)
+			}
+		case op < 44:
+			a := user()
+			var p uint64
+			switch r := rng.IntN(20); {
+			case r == 0 && len(m.author) > 0: // a retry, or another's post
+				p = m.anyPost(rng)
+			case r < 3: // a backdated post
+				p = 1 + rng.Uint64N(nextPost)
+			default:
+				nextPost += 1 + rng.Uint64N(3)
+				p = nextPost
+			}
+			res, err := e.tl.Publish(a, p)
+			logf("publish %d %d: %+v %v", a, p, res, err)
+			owner, taken := m.author[p]
+			if o, ok := m.removed[p]; ok {
+				owner = o
+			}
+			switch {
+			case owner != 0 && owner != a:
+				if !errors.Is(err, ErrPostTaken) {
+					t.Fatalf("step %d: publish %d of %d's post %d: %v", step, a, owner, p, err)
+				}
+			case taken:
+				if err != nil || !res.Duplicate {
+					t.Fatalf("step %d: republish %d %d: %+v %v", step, a, p, res, err)
+				}
+			default:
+				must(t, err)
+				m.author[p] = a
+				delete(m.removed, p)
+			}
+		case op < 50:
+			var a, p uint64
+			if rng.IntN(4) > 0 && len(m.author) > 0 {
+				p = m.anyPost(rng)
+				a = m.author[p]
+			} else {
+				a, p = user(), 1+rng.Uint64N(nextPost+1)
+			}
+			if rng.IntN(10) == 0 {
+				a = user()
+			}
+			ch, _, err := e.tl.Unpublish(a, p)
+			logf("unpublish %d %d: %v %v", a, p, ch, err)
+			owner, ok := m.author[p]
+			if o, gone := m.removed[p]; gone {
+				owner = o
+			}
+			switch {
+			case owner != 0 && owner != a:
+				if !errors.Is(err, ErrPostTaken) {
+					t.Fatalf("step %d: unpublish %d of %d's post %d: %v", step, a, owner, p, err)
+				}
+			default:
+				must(t, err)
+				if ch != ok {
+					t.Fatalf("step %d: unpublish %d %d changed %v, want %v", step, a, p, ch, ok)
+				}
+				if ok {
+					delete(m.author, p)
+					m.removed[p] = a
+				}
+			}
+		case op < 54:
+			_, err := e.tl.MarkActive(user())
+			must(t, err)
+		case op < 66:
+			u := user()
+			limit := 1 + rng.IntN(5)
+			p, err := e.tl.Home(u, "", limit)
+			must(t, err)
+			comparePage(step, u, endOfIDs, p.Entries, p.NoMore, limit)
+			if !p.NoMore {
+				cursors[u] = struct {
+					cursor string
+					after  uint64
+					limit  int
+				}{p.Cursor, p.Entries[len(p.Entries)-1].Post, limit}
+			}
+		case op < 71:
+			// Continue a page read earlier, after whatever happened since:
+			// entries below the cursor, none skipped, none repeated.
+			var us []uint64
+			for u := range cursors {
+				us = append(us, u)
+			}
+			slices.Sort(us)
+			if len(us) > 0 {
+				u := us[rng.IntN(len(us))]
+				c := cursors[u]
+				p, err := e.tl.Home(u, c.cursor, c.limit)
+				must(t, err)
+				comparePage(step, u, c.after, p.Entries, p.NoMore, c.limit)
+				delete(cursors, u)
+			}
+		case op < 75:
+			e.clock.Advance(time.Duration(rng.IntN(48)) * time.Hour)
+		case op < 78:
+			_, err := e.tl.Expire(t.Context())
+			must(t, err)
+		case op < 86:
+			e.run()
+			for u := uint64(1); u <= users; u++ {
+				exactHome(step, u)
+			}
+		case op < 90:
+			if q := e.db.QueuedJobs(); len(q) > 0 {
+				must(t, e.db.WaitJob(t.Context(), q[rng.IntN(len(q))].ID))
+			}
+		case op < 92:
+			must(t, e.db.Checkpoint())
+		case op < 94:
+			e.close()
+			e.openSync()
+		case op < 96:
+			e.crash(rng)
+		case op < 97:
+			c := Config{InboxCap: 1 + rng.IntN(6)}
+			if rng.IntN(2) == 0 {
+				c.ChunkSize = 1 + rng.IntN(3)
+			}
+			_, err := e.tl.SetConfig(c)
+			must(t, err)
+		default:
+			u := user()
+			info, err := e.tl.User(u)
+			must(t, err)
+			if w := m.posts(u); info.Posts != w || info.Followers != uint64(len(m.followers(u))) || info.Followees != uint64(len(m.followees(u))) {
+				t.Fatalf("step %d: user %d %+v, model posts %d followers %v followees %v", step, u, info, w, m.followers(u), m.followees(u))
+			}
+			var fs []uint64
+			cur := ""
+			for {
+				pg, err := e.tl.FollowersPage(u, cur, 1+rng.IntN(3))
+				must(t, err)
+				fs = append(fs, pg.IDs...)
+				if pg.NoMore {
+					break
+				}
+				cur = pg.Cursor
+			}
+			slices.Sort(fs)
+			if !slices.Equal(fs, m.followers(u)) {
+				t.Fatalf("step %d: followers of %d %v, want %v", step, u, fs, m.followers(u))
+			}
+			var fe []uint64
+			cur = ""
+			for {
+				pg, err := e.tl.FolloweesPage(u, cur, 1+rng.IntN(3))
+				must(t, err)
+				fe = append(fe, pg.IDs...)
+				if pg.NoMore {
+					break
+				}
+				cur = pg.Cursor
+			}
+			if !slices.Equal(fe, m.followees(u)) && !(len(fe) == 0 && len(m.followees(u)) == 0) {
+				t.Fatalf("step %d: followees of %d %v, want %v", step, u, fe, m.followees(u))
+			}
+		}
+		if err := e.tl.Check(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
+	e.run()
+	for u := uint64(1); u <= users; u++ {
+		exactHome(steps, u)
+	}
+	must(t, e.tl.Check())
+}
