@@ -8,8 +8,8 @@ package unread
 //	TALLY_UNREAD_BENCH_FOLLOWS=200        followees per feed user
 //	TALLY_UNREAD_BENCH_AUTHORS=100000     authors followed (Zipf popularity)
 //
-// Data: bench/workload (power-law counts; FollowGraph for who follows whom
-// and the authors' post counts). Ids are drawn uniformly over every user,
+// Data: bench/workload (power-law counts; FeedGraph for who follows whom,
+// from internal/socialgraph, and the authors' post counts). Ids are drawn uniformly over every user,
 // zero ones included. Stores are on the real disk under interval
 // durability (fsync every second, Redis's appendfsync everysec).
 //
@@ -199,12 +199,12 @@ func BenchmarkCountsMixed(b *testing.B) {
 	b.ReportMetric(float64(incs.Quantile(0.99).Nanoseconds()), "incr-p99-ns")
 }
 
-// feedBench is a store whose users follow FollowGraph's authors.
+// feedBench is a store whose users follow FeedGraph's authors.
 type feedBench struct {
 	db    *store.DB
 	tl    *timeline.Timeline
 	x     *Unread
-	g     *workload.FollowGraph
+	g     *workload.FeedGraph
 	users int
 }
 
@@ -213,8 +213,8 @@ var feedOnce struct {
 	fb *feedBench
 }
 
-func followGraph(b *testing.B) *workload.FollowGraph {
-	g, err := workload.NewFollowGraph(workload.FollowConfig{
+func followGraph(b *testing.B) *workload.FeedGraph {
+	g, err := workload.NewFeedGraph(workload.FeedConfig{
 		Seed:    1,
 		Users:   benchEnv("TALLY_UNREAD_BENCH_FEED_USERS", 2000),
 		Follows: benchEnv("TALLY_UNREAD_BENCH_FOLLOWS", 200),
@@ -229,7 +229,7 @@ func followGraph(b *testing.B) *workload.FollowGraph {
 // loadFeed writes g's post counts into the users counter and every user's
 // snapshot as the observer would, then publishes one more post by a tenth
 // of the authors (so feeds are not all zero) and compacts.
-func loadFeed(b *testing.B, db *store.DB, x *Unread, g *workload.FollowGraph) {
+func loadFeed(b *testing.B, db *store.DB, x *Unread, g *workload.FeedGraph) {
 	loadPosts(b, db, g)
 	loadSnapshots(b, db, x, g)
 	publishSome(b, db, g)
@@ -239,7 +239,7 @@ func loadFeed(b *testing.B, db *store.DB, x *Unread, g *workload.FollowGraph) {
 }
 
 // loadPosts sets the users counter's post counts to g's.
-func loadPosts(b *testing.B, db *store.DB, g *workload.FollowGraph) {
+func loadPosts(b *testing.B, db *store.DB, g *workload.FeedGraph) {
 	users, err := db.Counter(timeline.UsersCounter)
 	if err != nil {
 		b.Fatal(err)
@@ -252,7 +252,7 @@ func loadPosts(b *testing.B, db *store.DB, g *workload.FollowGraph) {
 		}
 	}
 	var in store.LoadRows
-	for a := uint64(1); a <= uint64(g.Authors()); a++ {
+	for a := uint64(1); a <= uint64(g.Config().Authors); a++ {
 		if p := g.Posts(a); p > 0 {
 			in.IDs = append(in.IDs, a)
 			row := make([]uint64, len(cols))
@@ -267,12 +267,12 @@ func loadPosts(b *testing.B, db *store.DB, g *workload.FollowGraph) {
 
 // loadSnapshots writes each user's snapshot as the observer would (one
 // operand of follow operations), and its gen.
-func loadSnapshots(b *testing.B, db *store.DB, x *Unread, g *workload.FollowGraph) {
+func loadSnapshots(b *testing.B, db *store.DB, x *Unread, g *workload.FeedGraph) {
 	batch := db.NewBatch()
 	defer batch.Close()
 	var fs []uint64
 	var ops []*feedOp
-	for u := 1; u <= g.Users(); u++ {
+	for u := 1; u <= g.Config().Users; u++ {
 		fs = g.Followees(uint64(u), fs)
 		ops = ops[:0]
 		for _, f := range fs {
@@ -284,7 +284,7 @@ func loadSnapshots(b *testing.B, db *store.DB, x *Unread, g *workload.FollowGrap
 		if err := batch.Incr(FeedCounter, uint64(u), genColumn, int64(len(ops))); err != nil {
 			b.Fatal(err)
 		}
-		if u%500 == 0 || u == g.Users() {
+		if u%500 == 0 || u == g.Config().Users {
 			if err := batch.Commit(); err != nil {
 				b.Fatal(err)
 			}
@@ -294,11 +294,11 @@ func loadSnapshots(b *testing.B, db *store.DB, x *Unread, g *workload.FollowGrap
 }
 
 // publishSome adds a post by a tenth of the authors.
-func publishSome(b *testing.B, db *store.DB, g *workload.FollowGraph) {
+func publishSome(b *testing.B, db *store.DB, g *workload.FeedGraph) {
 	batch := db.NewBatch()
 	defer batch.Close()
 	rng := rand.New(rand.NewPCG(7, 7))
-	for a := 1; a <= g.Authors(); a++ {
+	for a := 1; a <= g.Config().Authors; a++ {
 		if rng.IntN(10) == 0 {
 			if err := batch.Incr(timeline.UsersCounter, uint64(a), timeline.ColPosts, 1); err != nil {
 				b.Fatal(err)
@@ -316,8 +316,8 @@ func setupFeed(b *testing.B) *feedBench {
 		db, tl, x := benchStore(b, 0)
 		start := time.Now()
 		loadFeed(b, db, x, g)
-		b.Logf("feed store: %d users following %d of %d authors, built in %v", g.Users(), g.Config().Follows, g.Authors(), time.Since(start).Round(time.Millisecond))
-		feedOnce.fb = &feedBench{db: db, tl: tl, x: x, g: g, users: g.Users()}
+		b.Logf("feed store: %d users following %d of %d authors, built in %v", g.Config().Users, g.Config().Follows, g.Config().Authors, time.Since(start).Round(time.Millisecond))
+		feedOnce.fb = &feedBench{db: db, tl: tl, x: x, g: g, users: g.Config().Users}
 	})
 	return feedOnce.fb
 }
@@ -458,7 +458,7 @@ func measureFootprint(b *testing.B) []metric {
 	loadSnapshots(b, db, x, g)
 	followed := settle()
 	publishSome(b, db, g)
-	for u := 1; u <= g.Users(); u++ {
+	for u := 1; u <= g.Config().Users; u++ {
 		if err := x.FeedReset(uint64(u)); err != nil {
 			b.Fatal(err)
 		}
@@ -472,16 +472,16 @@ func measureFootprint(b *testing.B) []metric {
 	}
 	x.cache.clear()
 	m0 := procmem.Measure()
-	for u := 1; u <= g.Users(); u++ {
+	for u := 1; u <= g.Config().Users; u++ {
 		if _, err := x.Feed(uint64(u)); err != nil {
 			b.Fatal(err)
 		}
 	}
 	grown := procmem.Measure().Sub(m0)
 	cs := x.cache.stats()
-	follows := float64(g.Users() * g.Config().Follows)
-	users := float64(g.Users())
-	b.Logf("%d users × %d followees: table bytes %d, %d followed, %d reset", g.Users(), g.Config().Follows, before, followed, reset)
+	follows := float64(g.Config().Users * g.Config().Follows)
+	users := float64(g.Config().Users)
+	b.Logf("%d users × %d followees: table bytes %d, %d followed, %d reset", g.Config().Users, g.Config().Follows, before, followed, reset)
 	return []metric{
 		{float64(followed-before) / follows, "disk-B/followee-followed"},
 		{float64(reset-before) / follows, "disk-B/followee-reset"},
