@@ -152,7 +152,9 @@ func (x *Unread) checkFeed(fail func(string, ...any)) error {
 			return nil
 		}
 		want := newCacheEntry(e.user, gen, s)
-		if e.n != want.n || !slices.Equal(e.ids, want.ids) || !slices.Equal(e.bases, want.bases) || !s.init {
+		gi, gb := e.followees(nil, nil)
+		wi, wb := want.followees(nil, nil)
+		if e.n != want.n || e.live != want.live || !slices.Equal(gi, wi) || !slices.Equal(gb, wb) || !s.init {
 			fail("cached snapshot of user %d differs from the stored one", e.user)
 		}
 		return nil

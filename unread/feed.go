@@ -27,6 +27,8 @@ func feedKey(dst []byte, user uint64) []byte {
 // feedScratch holds the buffers of one Feed call.
 type feedScratch struct {
 	gen   []uint64
+	ids   []uint64
+	bases []uint64
 	posts []uint64
 	val   []byte
 	key   []byte
@@ -36,12 +38,13 @@ func (x *Unread) getScratch() *feedScratch {
 	if sc, ok := x.scratch.Get().(*feedScratch); ok {
 		return sc
 	}
-	return &feedScratch{gen: make([]uint64, 0, 1), posts: make([]uint64, 0, 256), key: make([]byte, 0, 9)}
+	return &feedScratch{gen: make([]uint64, 0, 1), key: make([]byte, 0, 9),
+		ids: make([]uint64, 0, 256), bases: make([]uint64, 0, 256), posts: make([]uint64, 0, 256)}
 }
 
 func (x *Unread) putScratch(sc *feedScratch) {
 	if cap(sc.posts) > 1<<16 {
-		sc.posts = nil
+		sc.posts, sc.ids, sc.bases = nil, nil, nil
 	}
 	if cap(sc.val) > 1<<16 {
 		sc.val = nil
@@ -143,7 +146,7 @@ func (x *Unread) Feed(user uint64) (uint64, error) {
 			}
 			continue
 		}
-		if v.e == nil || len(v.e.ids) == 0 {
+		if v.e == nil || v.e.live == 0 {
 			return 0, nil
 		}
 		return x.sum(v.e, sc)
@@ -154,17 +157,18 @@ func (x *Unread) Feed(user uint64) (uint64, error) {
 // sum reads the post counts of e's followees and adds what is above each
 // base.
 func (x *Unread) sum(e *cacheEntry, sc *feedScratch) (uint64, error) {
-	posts, err := x.posts.postCounts(e.ids, sc.posts[:0])
+	sc.ids, sc.bases = e.followees(sc.ids, sc.bases)
+	posts, err := x.posts.postCounts(sc.ids, sc.posts[:0])
 	sc.posts = posts
 	if err != nil {
 		return 0, err
 	}
-	if len(posts) != len(e.ids) {
-		return 0, fmt.Errorf("unread: post counts: %d counts for %d authors", len(posts), len(e.ids))
+	if len(posts) != len(sc.ids) {
+		return 0, fmt.Errorf("unread: post counts: %d counts for %d authors", len(posts), len(sc.ids))
 	}
 	var n uint64
 	for i, p := range posts {
-		if b := e.bases[i]; p > b {
+		if b := sc.bases[i]; p > b {
 			n += p - b
 		}
 	}
@@ -217,16 +221,16 @@ func (x *Unread) reset(user uint64, initOnly bool) (resetStatus, error) {
 		if err != nil {
 			return err
 		}
-		var ids []uint64
+		var ids, old []uint64
 		switch {
 		case v.init && initOnly:
 			status = resetInitialized
 			return nil
 		case v.init:
-			if v.e == nil || len(v.e.ids) == 0 {
+			if v.e == nil || v.e.live == 0 {
 				return nil
 			}
-			ids = v.e.ids
+			ids, old = v.e.followees(nil, nil)
 		default:
 			if err := x.graph.Followees(user, func(f uint64) bool {
 				ids = append(ids, f)
@@ -249,10 +253,10 @@ func (x *Unread) reset(user uint64, initOnly bool) (resetStatus, error) {
 		if len(bases) != len(ids) {
 			return fmt.Errorf("unread: post counts: %d counts for %d authors", len(bases), len(ids))
 		}
-		if v.init && slices.Equal(bases, v.e.bases) {
+		if v.init && slices.Equal(bases, old) {
 			return nil
 		}
-		op = feedOp{typ: opReset, fill: initOnly, ids: slices.Clone(ids), bases: bases}
+		op = feedOp{typ: opReset, fill: initOnly, ids: ids, bases: bases}
 		if v.e != nil {
 			op.g0 = v.e.n
 		}

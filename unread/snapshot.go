@@ -279,33 +279,8 @@ func (s *snapshot) applyResetEntries(op *feedOp, n uint64) {
 // it saves an eighth; on such graphs it rarely does (TestSnapshotSize).
 func appendSnapshot(dst []byte, s *snapshot) []byte {
 	start := len(dst)
-	live := 0
-	for i := range s.entries {
-		if !s.entries[i].dead {
-			live++
-		}
-	}
-	body := make([]byte, 0, 4*len(s.entries)+8)
-	prev := uint64(0)
-	for i := range s.entries {
-		body = binary.AppendUvarint(body, s.entries[i].id-prev)
-		prev = s.entries[i].id
-	}
-	for i := 0; i < len(s.entries); {
-		tag := entryTag(s.n, &s.entries[i])
-		k := i + 1
-		for k < len(s.entries) && entryTag(s.n, &s.entries[k]) == tag {
-			k++
-		}
-		body = binary.AppendUvarint(body, uint64(k-i))
-		body = binary.AppendUvarint(body, tag)
-		i = k
-	}
-	for i := range s.entries {
-		if !s.entries[i].dead {
-			body = binary.AppendUvarint(body, s.entries[i].base)
-		}
-	}
+	live := s.live()
+	body, _, _ := appendColumns(make([]byte, 0, 4*len(s.entries)+8), s)
 	flags := byte(0)
 	if s.init {
 		flags |= snapFlagInit
@@ -333,6 +308,36 @@ func appendSnapshot(dst []byte, s *snapshot) []byte {
 		dst = append(dst, body...)
 	}
 	return binary.BigEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
+}
+
+// appendColumns appends a snapshot's body columns (see appendSnapshot) to
+// dst and returns where, counted from the body's start, its tags and
+// bases columns begin.
+func appendColumns(dst []byte, s *snapshot) (out []byte, tagsOff, basesOff int) {
+	start := len(dst)
+	prev := uint64(0)
+	for i := range s.entries {
+		dst = binary.AppendUvarint(dst, s.entries[i].id-prev)
+		prev = s.entries[i].id
+	}
+	tagsOff = len(dst) - start
+	for i := 0; i < len(s.entries); {
+		tag := entryTag(s.n, &s.entries[i])
+		k := i + 1
+		for k < len(s.entries) && entryTag(s.n, &s.entries[k]) == tag {
+			k++
+		}
+		dst = binary.AppendUvarint(dst, uint64(k-i))
+		dst = binary.AppendUvarint(dst, tag)
+		i = k
+	}
+	basesOff = len(dst) - start
+	for i := range s.entries {
+		if !s.entries[i].dead {
+			dst = binary.AppendUvarint(dst, s.entries[i].base)
+		}
+	}
+	return dst, tagsOff, basesOff
 }
 
 func entryTag(n uint64, e *entry) uint64 {
@@ -458,26 +463,35 @@ func parseSnapshot(p []byte) (snapHeader, error) {
 	if h.count > uint64(len(h.body)) {
 		return h, snapErrf("%d entries in a %d-byte body", h.count, len(h.body))
 	}
-	br := reader{b: h.body}
+	// The loops below run on every read of a snapshot (twice: the store
+	// checks a value with Check before unread decodes it), so they decode
+	// varints inline rather than through reader.
+	b, off := h.body, 0
 	prev := uint64(0)
 	for i := uint64(0); i < h.count; i++ {
-		d := br.uvarint("id")
-		if br.err != nil {
-			return h, br.err
+		d, k := binary.Uvarint(b[off:])
+		if k <= 0 {
+			return h, snapErrf("entry %d: bad id at body offset %d", i, off)
 		}
+		off += k
 		if i > 0 && d == 0 || d > ^uint64(0)-prev {
 			return h, snapErrf("entry %d: id delta %d after %d", i, d, prev)
 		}
 		prev += d
 	}
-	h.tagsOff = br.off
+	h.tagsOff = off
 	nlive := uint64(0)
 	for i := uint64(0); i < h.count; {
-		run := br.uvarint("run length")
-		tag := br.uvarint("tag")
-		if br.err != nil {
-			return h, br.err
+		run, k := binary.Uvarint(b[off:])
+		if k <= 0 {
+			return h, snapErrf("bad run length at body offset %d", off)
 		}
+		off += k
+		tag, k := binary.Uvarint(b[off:])
+		if k <= 0 {
+			return h, snapErrf("bad tag at body offset %d", off)
+		}
+		off += k
 		if run == 0 || run > h.count-i {
 			return h, snapErrf("tag run of %d at entry %d of %d", run, i, h.count)
 		}
@@ -494,13 +508,15 @@ func parseSnapshot(p []byte) (snapHeader, error) {
 	if nlive != h.live {
 		return h, snapErrf("%d live entries, header says %d", nlive, h.live)
 	}
-	h.basesOff = br.off
-	for range h.live {
-		br.uvarint("base")
+	h.basesOff = off
+	for i := uint64(0); i < h.live; i++ {
+		_, k := binary.Uvarint(b[off:])
+		if k <= 0 {
+			return h, snapErrf("base %d: bad uvarint at body offset %d", i, off)
+		}
+		off += k
 	}
-	if br.err != nil {
-		return h, br.err
-	}
+	br := reader{b: b, off: off}
 	if br.off != len(h.body) {
 		return h, snapErrf("%d trailing body bytes", len(h.body)-br.off)
 	}
@@ -541,8 +557,8 @@ func decodeSnapshot(p []byte) (*snapshot, error) {
 }
 
 // decodeView decodes a value read from the family (framed by the merge
-// operator's id byte) into what a read needs: the live followees and
-// bases, the operation count, and whether the snapshot is initialized.
+// operator's id byte) into what a read needs: a cache entry (the checked
+// columns, copied) and whether the snapshot is initialized.
 func decodeView(v []byte, user, gen uint64) (*cacheEntry, bool, error) {
 	if len(v) == 0 || v[0] != snapMerge.ID {
 		return nil, false, snapErrf("value does not start with operator id %#x", snapMerge.ID)
@@ -559,14 +575,9 @@ func decodeView(v []byte, user, gen uint64) (*cacheEntry, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	e := &cacheEntry{user: user, gen: gen, n: h.n, ids: make([]uint64, 0, h.live), bases: make([]uint64, 0, h.live)}
-	h.scan(func(en entry) {
-		if !en.dead {
-			e.ids = append(e.ids, en.id)
-			e.bases = append(e.bases, en.base)
-		}
-	})
-	e.size = cacheEntryOverhead + 16*int64(h.live)
+	e := &cacheEntry{user: user, gen: gen, n: h.n, count: h.count, live: int(h.live),
+		body: slices.Clone(h.body), tagsOff: h.tagsOff, basesOff: h.basesOff}
+	e.size = cacheEntryOverhead + int64(len(e.body))
 	return e, h.init, nil
 }
 
