@@ -13,7 +13,9 @@ func TestDemoTiny(t *testing.T) {
 	out := mustTally(t, "demo", "--items", "3000", "--duration", "50ms", "--clients", "2")
 	for _, want := range []string{"(removed afterwards)", "durability interval", "load posts 3000 items", "load users 300 items",
 		"mixed      2 clients", "age        clock +48h", "cold reads 2 clients", "close      in", "reopen     in",
-		"verified   2000 sampled posts", "verify     ok", "\nreport\n", "  bytes/row  ", "  recovery   ", "wall time  "} {
+		"verified   2000 sampled posts", "verify     ok", "\nreport\n", "  bytes/row  ", "  recovery   ", "wall time  ",
+		"unread     own store: 300 users' one-to-one counts", "unread     feed unread Get (200 followees)",
+		"unread     exact: 6 checks", "  unread     one-to-one Get"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
