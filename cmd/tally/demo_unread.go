@@ -37,8 +37,8 @@ type unreadDemo struct {
 	countUsers, feedUsers, follows, authors int
 
 	counts, mixed, feed, resets, dots drive
-	diskPerFollowee, cachePerFollowee  float64
-	checks                             int
+	diskPerFollowee, cachePerFollowee float64
+	checks                            int
 }
 
 // demoUnread runs the unread part.
