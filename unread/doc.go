@@ -73,9 +73,11 @@
 // (so the later reset always read later), and a reset that would change no
 // base writes nothing.
 //
-// A read takes the snapshot from a cache of decoded snapshots (bounded by
-// Options.SnapshotCacheBytes, least recently used out first) or decodes it
-// from Pebble, then reads every followee's post count with one MultiGet of
+// A read takes the snapshot from a cache (bounded by
+// Options.SnapshotCacheBytes, least recently used out first; it holds the
+// snapshot's columns as stored, ~3-5 bytes a followee, decoded on each read
+// in about a microsecond) or reads it from Pebble, then reads every
+// followee's post count with one MultiGet of
 // the follow graph's users counter (column "posts" of counter
 // UsersCounter, into a pooled buffer: see postReader for why not
 // timeline's PostCounts). The cache cannot go stale:
@@ -150,8 +152,10 @@
 // TALLY_UNREAD_MODEL_STEPS (defaults 4 and 400; TALLY_UNREAD_MODEL_SEED
 // repeats one), TALLY_UNREAD_SIM_ROUNDS (default 12; TALLY_UNREAD_SIM_SEED
 // repeats one), go test -fuzz=FuzzDecodeSnapshot ./unread/. Benchmarks
-// (bench_test.go) size their data with TALLY_UNREAD_BENCH_USERS and
-// TALLY_UNREAD_BENCH_FOLLOWS.
+// (bench_test.go) size their data with TALLY_UNREAD_BENCH_USERS (ids of the
+// one-to-one counts), TALLY_UNREAD_BENCH_FEED_USERS,
+// TALLY_UNREAD_BENCH_FOLLOWS and TALLY_UNREAD_BENCH_AUTHORS (the feed's);
+// bench/cmd/unreadbench compares with Redis.
 //
 // # Caveats
 //
