@@ -36,6 +36,7 @@ func (x *Unread) Check() error {
 	if err := x.checkFeed(fail); err != nil {
 		errs = append(errs, err)
 	}
+	chans := len(x.channelList())
 	it, err := x.tagFam.NewIter(nil)
 	if err != nil {
 		return err
@@ -44,7 +45,7 @@ func (x *Unread) Check() error {
 		if _, err := decodeTag(it.Value()); err != nil {
 			fail("tag %x: %v", it.Key(), err)
 		}
-		if cid := binary.BigEndian.Uint32(it.Key()[9:]); cid == 0 || int(cid) > len(x.channelList()) {
+		if cid := binary.BigEndian.Uint32(it.Key()[9:]); cid == 0 || int(cid) > chans {
 			fail("tag %x names unknown channel %d", it.Key(), cid)
 		}
 	}
