@@ -77,6 +77,13 @@
 // Every container (CLIENT, CONFIG, COMMAND, TALLY.COUNTER, TALLY.COLUMN)
 // answers HELP with its subcommands.
 //
+// Groups of the packages above store are registered by their hosts ("tally
+// serve" registers them all): TimelineCommands (timeline.go) is the TL.*
+// group of package timeline: TL.FOLLOW, TL.UNFOLLOW, TL.ISFOLLOWING,
+// TL.POST [WAIT], TL.UNPOST, TL.HOME uid [LIMIT n] [CURSOR c],
+// TL.FOLLOWERS, TL.FOLLOWEES, TL.USER, TL.ACTIVE, TL.CONFIG and TL.EXPIRE;
+// its file comment lists every reply.
+//
 // # Differences from Redis
 //
 //   - Counts never go below 0: DECR, DECRBY and a negative HINCRBY past 0

@@ -97,6 +97,16 @@ func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
 	return res, nil
 }
 
+// Owner returns who published post (now, or before unpublishing it: post
+// ids are never reused by another author), 0 if nobody, and whether it is
+// published now.
+func (t *Timeline) Owner(post uint64) (author uint64, published bool, err error) {
+	if err := checkID("post", post); err != nil {
+		return 0, false, err
+	}
+	return t.owner(post)
+}
+
 // owner returns who published post (now, or before unpublishing it), 0 if
 // nobody, and whether it is published now.
 func (t *Timeline) owner(post uint64) (uint64, bool, error) {

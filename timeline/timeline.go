@@ -522,3 +522,61 @@ func (t *Timeline) lockUsers(ids []uint64) func() {
 
 // waitCtx is a context for work Close should not cut short.
 var waitCtx = context.Background()
+
+// DiskUsage is the estimated bytes of Pebble's files per family group
+// (store.Family.DiskUsage: flush or compact first for settled figures).
+type DiskUsage struct {
+	Inboxes   uint64 // tl_inbox
+	Followers uint64 // tl_followers: follower bitmaps
+	Followees uint64 // tl_followees: followee lists
+	Outboxes  uint64 // tl_outbox and tl_posts
+	Other     uint64 // ordinals, push set, pending and removed marks, config
+}
+
+// DiskUsage estimates the disk bytes of the timeline's families.
+func (t *Timeline) DiskUsage() (DiskUsage, error) {
+	var d DiskUsage
+	for _, x := range []struct {
+		f   *store.Family
+		dst *uint64
+	}{
+		{t.fam.inbox, &d.Inboxes}, {t.fam.followers, &d.Followers}, {t.fam.followees, &d.Followees},
+		{t.fam.outbox, &d.Outboxes}, {t.fam.posts, &d.Outboxes},
+		{t.fam.ords, &d.Other}, {t.fam.active, &d.Other}, {t.fam.pending, &d.Other},
+		{t.fam.removed, &d.Other}, {t.fam.pulled, &d.Other}, {t.fam.config, &d.Other},
+	} {
+		n, err := x.f.DiskUsage()
+		if err != nil {
+			return DiskUsage{}, err
+		}
+		*x.dst += n
+	}
+	return d, nil
+}
+
+// InboxLen returns the number of entries user's stored inbox holds (0 if
+// it has none), for tools and benchmarks.
+func (t *Timeline) InboxLen(user uint64) (int, error) {
+	if err := checkID("user", user); err != nil {
+		return 0, err
+	}
+	ord, err := t.ordOf(user)
+	if err != nil || ord == 0 {
+		return 0, err
+	}
+	v, ok, err := t.fam.inbox.Get(inboxKey(nil, ord), nil)
+	if err != nil || !ok {
+		return 0, err
+	}
+	l, err := store.DecodeTopList(v)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range l.Entries {
+		if e.Key != 0 {
+			n++
+		}
+	}
+	return n, nil
+}

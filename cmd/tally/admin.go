@@ -151,6 +151,9 @@ func runStats(e *env, args []string) error {
 		return closeDB(db, err)
 	}
 	writeStats(e.stdout, db.Stats())
+	if err := writeTimelineStats(e.stdout, db); err != nil {
+		return closeDB(db, err)
+	}
 	return closeDB(db, writeUnreadStats(e.stdout, db))
 }
 

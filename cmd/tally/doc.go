@@ -42,6 +42,19 @@
 //	                            files; cold_payload_bytes are tally's
 //	                            encoded blocks and descriptors)
 //	checkpoint                  force a checkpoint, print its sequence
+//	follow UID FOLLOWEE...      "followed N"; unfollow: "unfollowed N"
+//	follows load FILE [--skip-bad]
+//	                            bulk-load CSV "follower,followee"
+//	active UID...               mark users active (rebuilds expired inboxes)
+//	post AUTHOR POSTID... [--async]
+//	                            publish; "POSTID delivered N" after the
+//	                            fan-out; unpost: "POSTID removed|absent"
+//	home UID [--limit N] [--cursor C]
+//	                            "POSTID AUTHOR" lines, then "next C" or "end"
+//	user UID...                 "UID followers=N followees=M posts=K"
+//	followers|followees UID [--limit N] [--cursor C]
+//	timeline config [--inbox-cap N] [--active-window D] [--pull-threshold N]
+//	    [--chunk-size N]        persisted timeline options (package timeline)
 //	unread kind add KIND [--hint 8|16|32] [--max 32|64]
 //	                            add a kind of one-to-one unread count (and
 //	                            the store, if DIR is new or empty)

@@ -43,6 +43,9 @@ func init() {
 		cmdIncr, cmdSet, cmdGet, cmdDelete,
 		cmdLoad, cmdCompact, cmdVerify,
 		cmdReplay, cmdStats, cmdCheckpoint,
+		cmdFollow, cmdUnfollow, cmdFollowsLoad, cmdActive,
+		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees,
+		cmdTimelineConfig,
 	}
 	commands = append(commands, unreadCommands...)
 	commands = append(commands, cmdServe, cmdDemo, cmdHelp)

@@ -31,8 +31,9 @@ next start recovers every acknowledged write (with the default durability,
 sync). Keys are COUNTER:ID, hash fields are columns: HINCRBY, HGET, HMGET,
 HGETALL, HSET, DEL; INCR, INCRBY, DECR, DECRBY, GET, MGET use the first
 column; TALLY.MGET COUNTER ID... reads a feed page; TALLY.COUNTER ADD/LIST
-and TALLY.COLUMN ADD change the schema; UNREAD.*, DOT.* and NOTICE.* are
-the unread commands. Counts never go below 0. See
+and TALLY.COLUMN ADD change the schema; TL.FOLLOW, TL.POST, TL.HOME and the
+rest of the TL.* group serve timelines; UNREAD.*, DOT.* and NOTICE.* are the
+unread commands. Counts never go below 0. See
 "go doc github.com/tallydb/tally/server" for every command and limit.
 
 Prints "key value" lines: addr (the address listened on) and, with
@@ -127,6 +128,13 @@ func runServe(e *env, args []string) error {
 	}
 	srv, err := server.New(db, opts)
 	if err != nil {
+		return closeDB(db, err)
+	}
+	// The packages above store: their command groups (one Timeline for
+	// every group, so unread's observer sees every follow), their job
+	// handlers (fan-outs, backfills run by the store's workers) and, for
+	// the timeline, the hourly expiry of inactive inboxes.
+	if err := srv.Register(server.TimelineCommands(tl)...); err != nil {
 		return closeDB(db, err)
 	}
 	if err := srv.Register(server.UnreadCommands(x)...); err != nil {

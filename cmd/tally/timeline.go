@@ -1,0 +1,830 @@
+package main
+
+// Timeline commands: follow graph, posts, homes and the timeline's
+// configuration (package timeline).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tallydb/tally/internal/quote"
+	"github.com/tallydb/tally/store"
+	"github.com/tallydb/tally/timeline"
+)
+
+var cmdFollow = &command{
+	name:     "follow",
+	synopsis: "make a user follow accounts (their recent posts show at once)",
+	help: `Usage: tally -d DIR follow UID FOLLOWEE...
+
+Makes user UID follow each FOLLOWEE and prints "followed N", the number of
+new follows (following an account already followed changes nothing). The
+followees' recent posts, including older ones, show in UID's home at once;
+a background job then merges them into UID's inbox ("tally jobs wait" runs
+it now). Every id is checked first: a malformed id is a usage error, an id
+of 0 or above 2^63-1 or UID among the FOLLOWEEs is refused, and nothing is
+changed.
+
+Example:
+  $ tally -d /var/lib/tally follow 1 20 21 22
+  followed 3
+`,
+}
+
+var cmdUnfollow = &command{
+	name:     "unfollow",
+	synopsis: "make a user stop following accounts",
+	help: `Usage: tally -d DIR unfollow UID FOLLOWEE...
+
+Makes user UID stop following each FOLLOWEE and prints "unfollowed N", the
+number of follows removed. Their posts leave UID's home at once. Ids are
+checked as for "follow" before anything changes.
+
+Example:
+  $ tally -d /var/lib/tally unfollow 1 21
+  unfollowed 1
+`,
+}
+
+var cmdFollowsLoad = &command{
+	name:     "follows load",
+	synopsis: "bulk-load follows from a CSV file of follower,followee lines",
+	help: `Usage: tally -d DIR follows load FILE [--skip-bad]
+
+Loads the follows of FILE, CSV without a header, one per line:
+  FOLLOWER,FOLLOWEE
+"-" reads standard input. Blank lines and lines starting with # are ignored.
+Follows that exist already and repeated lines count once. Active followers'
+inboxes are dropped and rebuilt on their next read (one rebuild instead of
+one backfill per follow).
+
+Bad lines (not two fields, an id that is not a decimal number, 0 or above
+2^63-1, a self-follow) are reported on stderr as "tally: FILE:LINE: what is
+wrong", the first 20 of them, then a count. Without --skip-bad any bad line
+means nothing is loaded (exit 1); with it the good lines are loaded.
+
+On a terminal a progress bar shows the load. Prints "key value" lines:
+  edges        good lines read
+  added        new follows
+  existing     follows already present, or repeated
+  users        users who joined the graph
+  expired      active followers whose inbox will be rebuilt
+  bad_lines    lines skipped as bad
+  seconds      wall time, 3 decimals
+
+Flags:
+  --skip-bad   load the good lines even if some are bad
+
+Example:
+  $ tally -d /var/lib/tally follows load follows.csv
+  edges 2000000
+  added 1999210
+  existing 790
+  users 100000
+  expired 0
+  bad_lines 0
+  seconds 3.512
+`,
+}
+
+var cmdActive = &command{
+	name:     "active",
+	synopsis: "mark users active now (as a read of their home would)",
+	help: `Usage: tally -d DIR active UID...
+
+Records that each UID read their home now, as a home read would: a user
+whose inbox is not live (new, or expired after the active window) gets it
+rebuilt by pull, and from then on new posts are pushed to them; a live
+user's activity is renewed. Prints "active N rebuilt M".
+
+Example:
+  $ tally -d /var/lib/tally active 1 2 3
+  active 3 rebuilt 2
+`,
+}
+
+var cmdPost = &command{
+	name:     "post",
+	synopsis: "publish posts and wait for their fan-out (prints deliveries)",
+	help: `Usage: tally -d DIR post AUTHOR POSTID... [--async]
+
+Publishes each POSTID for AUTHOR: appends it to the author's outbox, counts
+it, and queues its fan-out to the inboxes of the author's active followers
+(authors above the pull threshold are not pushed: readers merge their
+posts at read time). Then it waits for the fan-outs and prints one line per
+post:
+  POSTID delivered N     the fan-out wrote N inboxes
+  POSTID duplicate       AUTHOR had published POSTID already: nothing changed
+With --async it returns once the posts are published, printing
+"POSTID queued" (or "POSTID duplicate"); "tally jobs wait" finishes the
+fan-outs. Post ids are unique across authors and time-ordered (snowflake
+layout); timelines show them newest first. Every id is checked before
+anything is published (a post of another author is refused).
+
+Flags:
+  --async   do not wait for the fan-outs
+
+Example:
+  $ tally -d /var/lib/tally post 20 1861392847362048 1861392847362049
+  1861392847362048 delivered 40211
+  1861392847362049 delivered 40211
+`,
+}
+
+var cmdUnpost = &command{
+	name:     "unpost",
+	synopsis: "unpublish posts (they leave every home at once)",
+	help: `Usage: tally -d DIR unpost AUTHOR POSTID...
+
+Unpublishes each POSTID of AUTHOR: removes it from the outbox and the
+count; it leaves every home at once, and a background job frees its inbox
+slots. Prints one line per post: "POSTID removed", or "POSTID absent" when
+it was not published. A post of another author is refused, and nothing is
+changed.
+
+Example:
+  $ tally -d /var/lib/tally unpost 20 1861392847362048
+  1861392847362048 removed
+`,
+}
+
+var cmdHome = &command{
+	name:     "home",
+	synopsis: "print a page of a user's home timeline",
+	help: `Usage: tally -d DIR home UID [--limit N] [--cursor C]
+
+Prints a page of UID's home timeline, newest first, one line per entry:
+  POSTID AUTHOR
+then a last line "next CURSOR" (pass it as --cursor for the next page) or
+"end" when the timeline ends with this page. Posts published after a cursor
+was printed never shift the pages after it. An unknown user has an empty
+home ("end"). The first read of a user whose inbox is not live rebuilds it.
+
+Flags:
+  --limit N    entries per page, 1..1000 (default 20)
+  --cursor C   continue after the page that printed "next C"
+
+Example:
+  $ tally -d /var/lib/tally home 1 --limit 2
+  1861392847362049 20
+  1861392847362048 20
+  next AWgAAAAAAAAAAQAGnPbMhYAB9Kz3mg
+`,
+}
+
+var cmdUser = &command{
+	name:     "user",
+	synopsis: "print users' follower, followee and post counts",
+	help: `Usage: tally -d DIR user UID...
+
+Prints one line per UID:
+  UID followers=N followees=M posts=K
+An unknown user has every count 0.
+
+Example:
+  $ tally -d /var/lib/tally user 1 20
+  1 followers=0 followees=3 posts=0
+  20 followers=40211 followees=12 posts=2
+`,
+}
+
+var cmdFollowers = &command{
+	name:     "followers",
+	synopsis: "print a page of an account's followers",
+	help: `Usage: tally -d DIR followers UID [--limit N] [--cursor C]
+
+Prints a page of UID's followers, one id per line, in the order they first
+joined the graph, then "next CURSOR" or "end".
+
+Flags:
+  --limit N    ids per page, 1..1000 (default 20)
+  --cursor C   continue after the page that printed "next C"
+
+Example:
+  $ tally -d /var/lib/tally followers 20 --limit 2
+  1
+  7
+  next AXIAAAAAAAAAFAAAAAAAAAAC7ZUJ3A
+`,
+}
+
+var cmdFollowees = &command{
+	name:     "followees",
+	synopsis: "print a page of the accounts a user follows",
+	help: `Usage: tally -d DIR followees UID [--limit N] [--cursor C]
+
+Prints a page of the accounts UID follows, one id per line in id order,
+then "next CURSOR" or "end".
+
+Flags:
+  --limit N    ids per page, 1..1000 (default 20)
+  --cursor C   continue after the page that printed "next C"
+
+Example:
+  $ tally -d /var/lib/tally followees 1
+  20
+  21
+  22
+  end
+`,
+}
+
+var cmdTimelineConfig = &command{
+	name:     "timeline config",
+	synopsis: "show or change the timeline's options (creates the store if new)",
+	help: `Usage: tally -d DIR timeline config [--inbox-cap N] [--active-window D]
+           [--pull-threshold N] [--chunk-size N]
+
+Changes the given options, persisted with the store, and prints every
+option as "key value" lines (also shown by "tally stats" as timeline.KEY):
+  inbox_cap        entries an inbox keeps (older ones are read by pull)
+  active_window    how long after their last home read a user is pushed to
+  pull_threshold   followers above which an author's posts are pulled at
+                   read time instead of pushed
+  chunk_size       inboxes one fan-out batch writes
+Creates the store if DIR is new or empty.
+
+Flags:
+  --inbox-cap N        1..1048576 (default 800)
+  --active-window D    a duration in whole seconds, 1m or more, e.g. 168h
+                       (default 168h, 7 days)
+  --pull-threshold N   1 or more (default 1000000)
+  --chunk-size N       1..1000000 (default 1000)
+
+Example:
+  $ tally -d /var/lib/tally timeline config --inbox-cap 400
+  inbox_cap 400
+  active_window 168h0m0s
+  pull_threshold 1000000
+  chunk_size 1000
+`,
+}
+
+func init() {
+	cmdFollow.run = func(e *env, args []string) error { return runFollow(e, cmdFollow, args, true) }
+	cmdUnfollow.run = func(e *env, args []string) error { return runFollow(e, cmdUnfollow, args, false) }
+	cmdFollowsLoad.run = runFollowsLoad
+	cmdActive.run = runActive
+	cmdPost.run = runPost
+	cmdUnpost.run = runUnpost
+	cmdHome.run = runHome
+	cmdUser.run = runUser
+	cmdFollowers.run = func(e *env, args []string) error { return runIDPage(e, cmdFollowers, args) }
+	cmdFollowees.run = func(e *env, args []string) error { return runIDPage(e, cmdFollowees, args) }
+	cmdTimelineConfig.run = runTimelineConfig
+}
+
+// openTimeline opens the timeline package on db (registering its families
+// and job handlers).
+func openTimeline(db *store.DB) (*timeline.Timeline, error) {
+	return timeline.New(db, &timeline.Options{ExpireInterval: -1})
+}
+
+// withTimeline opens the store and the timeline, runs fn, and closes both.
+// Unread is opened on the timeline too (openGraph), so its observer sees
+// the follows and unfollows fn makes: the feed snapshots must agree with
+// the graph.
+func (e *env) withTimeline(create bool, fn func(*store.DB, *timeline.Timeline) error) error {
+	g, err := e.openGraph(create)
+	if err != nil {
+		return err
+	}
+	return g.close(fn(g.db, g.tl))
+}
+
+// parseIDs parses decimal user or post ids (a malformed one is a usage
+// error; the range is the timeline's to check).
+func parseIDs(what string, args []string) ([]uint64, error) {
+	out := make([]uint64, len(args))
+	for i, a := range args {
+		v, err := parseUint(what, a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// checkIDs reports the first id out of the timeline's range.
+func checkIDs(what string, ids ...uint64) error {
+	for _, id := range ids {
+		if id == 0 || id > timeline.MaxID {
+			return fmt.Errorf("%w: %s %d (want 1..%d)", timeline.ErrBadID, what, id, uint64(timeline.MaxID))
+		}
+	}
+	return nil
+}
+
+func runFollow(e *env, c *command, args []string, follow bool) error {
+	pos, err := parse(e.flags(c), args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return usagef("want UID and at least one FOLLOWEE, got %d arguments", len(pos))
+	}
+	ids, err := parseIDs("id", pos)
+	if err != nil {
+		return err
+	}
+	user, followees := ids[0], ids[1:]
+	if err := checkIDs("user", ids...); err != nil {
+		return err
+	}
+	for _, f := range followees {
+		if f == user {
+			return fmt.Errorf("%w: user %d", timeline.ErrSelfFollow, user)
+		}
+	}
+	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
+		n := 0
+		for _, f := range followees {
+			var ch bool
+			var err error
+			if follow {
+				ch, err = tl.Follow(user, f)
+			} else {
+				ch, err = tl.Unfollow(user, f)
+			}
+			if err != nil {
+				return err
+			}
+			if ch {
+				n++
+			}
+		}
+		if follow {
+			fmt.Fprintf(e.stdout, "followed %d\n", n)
+		} else {
+			fmt.Fprintf(e.stdout, "unfollowed %d\n", n)
+		}
+		return nil
+	})
+}
+
+func runFollowsLoad(e *env, args []string) error {
+	fs := e.flags(cmdFollowsLoad)
+	skipBad := fs.Bool("skip-bad", false, "")
+	pos, err := parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want FILE (or - for stdin), got %d arguments", len(pos))
+	}
+	path, shown := pos[0], pos[0]
+	var in io.Reader
+	if path == "-" {
+		in, shown = stdin, "stdin"
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	if _, err := e.options(); err != nil {
+		return err
+	}
+	start := time.Now()
+	res, err := parseFollows(in)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", shown, err)
+	}
+	for _, b := range res.shown {
+		fmt.Fprintf(e.stderr, "tally: %s:%d: %s\n", shown, b.line, b.msg)
+	}
+	if res.nbad > len(res.shown) {
+		fmt.Fprintf(e.stderr, "tally: %s: %d more bad lines not shown\n", shown, res.nbad-len(res.shown))
+	}
+	if res.nbad > 0 && !*skipBad {
+		return fmt.Errorf("follows load: %d bad lines in %s; nothing loaded (--skip-bad loads the good lines)", res.nbad, shown)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
+		bar := newProgress(e.stdout, "loading", "edges", int64(len(res.edges)))
+		st, err := tl.LoadFollows(ctx, res.edges, func(done int) { bar.update(int64(done)) })
+		bar.finish()
+		if err != nil {
+			return err
+		}
+		w := e.stdout
+		fmt.Fprintf(w, "edges %d\n", st.Edges)
+		fmt.Fprintf(w, "added %d\n", st.Added)
+		fmt.Fprintf(w, "existing %d\n", st.Existing)
+		fmt.Fprintf(w, "users %d\n", st.Users)
+		fmt.Fprintf(w, "expired %d\n", st.Expired)
+		fmt.Fprintf(w, "bad_lines %d\n", res.nbad)
+		fmt.Fprintf(w, "seconds %.3f\n", time.Since(start).Seconds())
+		return nil
+	})
+}
+
+// followsInput is a parsed follows CSV.
+type followsInput struct {
+	edges []timeline.Edge
+	nbad  int
+	shown []badLine
+}
+
+// parseFollows reads "follower,followee" lines.
+func parseFollows(r io.Reader) (*followsInput, error) {
+	res := &followsInput{}
+	br := bufio.NewReaderSize(r, 1<<20)
+	line := 0
+	bad := func(msg string) {
+		res.nbad++
+		if len(res.shown) < maxBadShown {
+			res.shown = append(res.shown, badLine{line, msg})
+		}
+	}
+	for {
+		b, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			line++
+			bad("line too long")
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if len(b) == 0 && err == io.EOF {
+			break
+		}
+		line++
+		s := bytes.TrimSpace(b)
+		if len(s) > 0 && s[0] != '#' {
+			a, c, ok := bytes.Cut(s, []byte{','})
+			switch {
+			case !ok || bytes.IndexByte(c, ',') >= 0:
+				bad("want 2 fields: FOLLOWER,FOLLOWEE")
+			default:
+				u, err1 := strconv.ParseUint(string(bytes.TrimSpace(a)), 10, 64)
+				f, err2 := strconv.ParseUint(string(bytes.TrimSpace(c)), 10, 64)
+				switch {
+				case err1 != nil || err2 != nil:
+					bad(fmt.Sprintf("bad id in %s: want decimal ids", quote.Input(string(s))))
+				case u == 0 || f == 0 || u > timeline.MaxID || f > timeline.MaxID:
+					bad(fmt.Sprintf("id out of range in %s: want 1..%d", quote.Input(string(s)), uint64(timeline.MaxID)))
+				case u == f:
+					bad(fmt.Sprintf("user %d cannot follow themselves", u))
+				default:
+					res.edges = append(res.edges, timeline.Edge{Follower: u, Followee: f})
+				}
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func runActive(e *env, args []string) error {
+	pos, err := parse(e.flags(cmdActive), args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("want at least one UID")
+	}
+	ids, err := parseIDs("user id", pos)
+	if err != nil {
+		return err
+	}
+	if err := checkIDs("user", ids...); err != nil {
+		return err
+	}
+	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
+		n, err := tl.MarkActiveMany(context.Background(), ids)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "active %d rebuilt %d\n", len(ids), n)
+		return nil
+	})
+}
+
+func runPost(e *env, args []string) error {
+	fs := e.flags(cmdPost)
+	async := fs.Bool("async", false, "")
+	pos, err := parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return usagef("want AUTHOR and at least one POSTID, got %d arguments", len(pos))
+	}
+	ids, err := parseIDs("id", pos)
+	if err != nil {
+		return err
+	}
+	author, posts := ids[0], ids[1:]
+	if err := checkIDs("author", author); err != nil {
+		return err
+	}
+	if err := checkIDs("post", posts...); err != nil {
+		return err
+	}
+	return e.withTimeline(false, func(db *store.DB, tl *timeline.Timeline) error {
+		// Refuse another author's post before publishing anything.
+		for _, p := range posts {
+			if owner, _, err := tl.Owner(p); err != nil {
+				return err
+			} else if owner != 0 && owner != author {
+				return fmt.Errorf("%w: post %d is author %d's; nothing published", timeline.ErrPostTaken, p, owner)
+			}
+		}
+		type pub struct {
+			post uint64
+			res  timeline.PublishResult
+		}
+		var done []pub
+		for _, p := range posts {
+			r, err := tl.Publish(author, p)
+			if err != nil {
+				return err
+			}
+			done = append(done, pub{p, r})
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		for _, d := range done {
+			switch {
+			case d.res.Duplicate:
+				fmt.Fprintf(e.stdout, "%d duplicate\n", d.post)
+				continue
+			case *async:
+				fmt.Fprintf(e.stdout, "%d queued\n", d.post)
+				continue
+			}
+			if d.res.Job != 0 {
+				if err := db.WaitJob(ctx, d.res.Job); err != nil {
+					return err
+				}
+			}
+			info, _, err := tl.Post(d.post)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%d delivered %d\n", d.post, info.Delivered)
+		}
+		return nil
+	})
+}
+
+func runUnpost(e *env, args []string) error {
+	pos, err := parse(e.flags(cmdUnpost), args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return usagef("want AUTHOR and at least one POSTID, got %d arguments", len(pos))
+	}
+	ids, err := parseIDs("id", pos)
+	if err != nil {
+		return err
+	}
+	author, posts := ids[0], ids[1:]
+	if err := checkIDs("author", author); err != nil {
+		return err
+	}
+	if err := checkIDs("post", posts...); err != nil {
+		return err
+	}
+	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
+		for _, p := range posts {
+			if owner, _, err := tl.Owner(p); err != nil {
+				return err
+			} else if owner != 0 && owner != author {
+				return fmt.Errorf("%w: post %d is author %d's; nothing unpublished", timeline.ErrPostTaken, p, owner)
+			}
+		}
+		for _, p := range posts {
+			ch, _, err := tl.Unpublish(author, p)
+			if err != nil {
+				return err
+			}
+			if ch {
+				fmt.Fprintf(e.stdout, "%d removed\n", p)
+			} else {
+				fmt.Fprintf(e.stdout, "%d absent\n", p)
+			}
+		}
+		return nil
+	})
+}
+
+// pageFlags parses UID [--limit N] [--cursor C].
+func pageFlags(e *env, c *command, args []string) (uint64, int, string, error) {
+	fs := e.flags(c)
+	limit := fs.Int("limit", timeline.DefaultLimit, "")
+	cursor := fs.String("cursor", "", "")
+	pos, err := parse(fs, args, true)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if len(pos) != 1 {
+		return 0, 0, "", usagef("want one UID, got %d arguments", len(pos))
+	}
+	u, err := parseUint("user id", pos[0])
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if err := checkIDs("user", u); err != nil {
+		return 0, 0, "", err
+	}
+	if *limit <= 0 || *limit > timeline.MaxLimit {
+		return 0, 0, "", fmt.Errorf("%w: --limit %d (want 1..%d)", timeline.ErrBadLimit, *limit, timeline.MaxLimit)
+	}
+	return u, *limit, *cursor, nil
+}
+
+func runHome(e *env, args []string) error {
+	u, limit, cursor, err := pageFlags(e, cmdHome, args)
+	if err != nil {
+		return err
+	}
+	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
+		p, err := tl.Home(u, cursor, limit)
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriter(e.stdout)
+		for _, en := range p.Entries {
+			fmt.Fprintf(w, "%d %d\n", en.Post, en.Author)
+		}
+		if p.NoMore {
+			fmt.Fprintln(w, "end")
+		} else {
+			fmt.Fprintf(w, "next %s\n", p.Cursor)
+		}
+		return w.Flush()
+	})
+}
+
+func runIDPage(e *env, c *command, args []string) error {
+	u, limit, cursor, err := pageFlags(e, c, args)
+	if err != nil {
+		return err
+	}
+	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
+		var p timeline.IDPage
+		var err error
+		if c == cmdFollowers {
+			p, err = tl.FollowersPage(u, cursor, limit)
+		} else {
+			p, err = tl.FolloweesPage(u, cursor, limit)
+		}
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriter(e.stdout)
+		for _, id := range p.IDs {
+			fmt.Fprintln(w, id)
+		}
+		if p.NoMore {
+			fmt.Fprintln(w, "end")
+		} else {
+			fmt.Fprintf(w, "next %s\n", p.Cursor)
+		}
+		return w.Flush()
+	})
+}
+
+func runUser(e *env, args []string) error {
+	pos, err := parse(e.flags(cmdUser), args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("want at least one UID")
+	}
+	ids, err := parseIDs("user id", pos)
+	if err != nil {
+		return err
+	}
+	if err := checkIDs("user", ids...); err != nil {
+		return err
+	}
+	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
+		for _, u := range ids {
+			info, err := tl.User(u)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%d followers=%d followees=%d posts=%d\n", u, info.Followers, info.Followees, info.Posts)
+		}
+		return nil
+	})
+}
+
+func runTimelineConfig(e *env, args []string) error {
+	fs := e.flags(cmdTimelineConfig)
+	capFlag := fs.Int("inbox-cap", 0, "")
+	window := fs.String("active-window", "", "")
+	pull := fs.Uint64("pull-threshold", 0, "")
+	chunk := fs.Int("chunk-size", 0, "")
+	pos, err := parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("takes no arguments, got %s", quote.Input(strings.Join(pos, " ")))
+	}
+	var c timeline.Config
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["inbox-cap"] {
+		if *capFlag <= 0 {
+			return fmt.Errorf("%w: --inbox-cap %d (want 1..%d)", timeline.ErrInvalidOption, *capFlag, store.MaxTopListCap)
+		}
+		c.InboxCap = *capFlag
+	}
+	if set["active-window"] {
+		d, err := time.ParseDuration(*window)
+		if err != nil {
+			return usagef("bad --active-window %s: want a duration such as 168h", quote.Input(*window))
+		}
+		if d <= 0 {
+			return fmt.Errorf("%w: --active-window %v (want 1m or more)", timeline.ErrInvalidOption, d)
+		}
+		c.ActiveWindow = d
+	}
+	if set["pull-threshold"] {
+		if *pull == 0 {
+			return fmt.Errorf("%w: --pull-threshold 0 (want 1 or more)", timeline.ErrInvalidOption)
+		}
+		c.PullThreshold = *pull
+	}
+	if set["chunk-size"] {
+		if *chunk <= 0 {
+			return fmt.Errorf("%w: --chunk-size %d (want 1..1000000)", timeline.ErrInvalidOption, *chunk)
+		}
+		c.ChunkSize = *chunk
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if _, err := e.options(); err != nil {
+		return err
+	}
+	return e.withTimeline(true, func(_ *store.DB, tl *timeline.Timeline) error {
+		got, err := tl.SetConfig(c)
+		if err != nil {
+			return err
+		}
+		w := e.stdout
+		fmt.Fprintf(w, "inbox_cap %d\n", got.InboxCap)
+		fmt.Fprintf(w, "active_window %v\n", got.ActiveWindow)
+		fmt.Fprintf(w, "pull_threshold %d\n", got.PullThreshold)
+		fmt.Fprintf(w, "chunk_size %d\n", got.ChunkSize)
+		return nil
+	})
+}
+
+// writeTimelineStats prints the timeline's stats as "timeline.KEY VALUE"
+// lines, if the store has a timeline (its config family): stats does not
+// create one.
+func writeTimelineStats(w io.Writer, db *store.DB) error {
+	if !hasTimeline(db) {
+		return nil
+	}
+	tl, err := openTimeline(db)
+	if err != nil {
+		return err
+	}
+	defer tl.Close()
+	for _, s := range tl.Stats() {
+		fmt.Fprintf(w, "timeline.%s %s\n", s.Key, s.Value)
+	}
+	return nil
+}
+
+// hasTimeline reports whether the store holds the timeline's families.
+func hasTimeline(db *store.DB) bool {
+	_, err := db.Counter(timeline.UsersCounter)
+	return err == nil
+}

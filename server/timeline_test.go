@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tallydb/tally/store"
+	"github.com/tallydb/tally/timeline"
+)
+
+// newTimelineServer serves a fresh store with the TL.* group registered.
+func newTimelineServer(t *testing.T) (*redis.Client, *timeline.Timeline) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "db")
+	db, err := store.Open(dir, &store.Options{Durability: store.NoSync, DisableBackground: true, JobWorkers: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := timeline.New(db, &timeline.Options{ExpireInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(TimelineCommands(tl)...); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), PoolSize: 2})
+	t.Cleanup(func() {
+		c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+		if err := tl.Check(); err != nil {
+			t.Errorf("Check: %v", err)
+		}
+		tl.Close()
+		if err := db.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c, tl
+}
+
+func TestTimelineCommands(t *testing.T) {
+	c, tl := newTimelineServer(t)
+	ctx := context.Background()
+	do := func(args ...any) any {
+		t.Helper()
+		v, err := c.Do(ctx, args...).Result()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return v
+	}
+	if n := do("TL.FOLLOW", 1, 20, 21, 22); n != int64(3) {
+		t.Fatalf("follow: %v", n)
+	}
+	if n := do("TL.FOLLOW", 1, 20); n != int64(0) {
+		t.Fatalf("second follow: %v", n)
+	}
+	do("TL.FOLLOW", 2, 20)
+	if v := do("TL.ISFOLLOWING", 1, 21); v != int64(1) {
+		t.Fatalf("isfollowing: %v", v)
+	}
+	if v := do("TL.ISFOLLOWING", 21, 1); v != int64(0) {
+		t.Fatalf("isfollowing reversed: %v", v)
+	}
+	if n := do("TL.ACTIVE", 1); n != int64(1) {
+		t.Fatalf("active: %v", n)
+	}
+	if v := do("TL.POST", 20, 100, 101, "WAIT"); !equalAny(v, []any{"delivered 1", "delivered 1"}) {
+		t.Fatalf("post wait: %v", v)
+	}
+	if v := do("TL.POST", 21, 102); !equalAny(v, []any{"queued"}) {
+		t.Fatalf("post: %v", v)
+	}
+	if v := do("TL.POST", 20, 101); !equalAny(v, []any{"duplicate"}) {
+		t.Fatalf("republish: %v", v)
+	}
+	if v := do("TL.POST", 23, 103); !equalAny(v, []any{"published"}) {
+		t.Fatalf("post without followers: %v", v)
+	}
+	must(t, tl.DB().RunJobs(ctx, nil))
+	// Pages of 2 through the cursor.
+	v := do("TL.HOME", 1, "LIMIT", 2).([]any)
+	if len(v) != 2 || v[0] == nil || !equalAny(v[1], []any{[]any{int64(102), int64(21)}, []any{int64(101), int64(20)}}) {
+		t.Fatalf("home page 1: %v", v)
+	}
+	v = do("TL.HOME", 1, "limit", 2, "cursor", v[0]).([]any)
+	if len(v) != 2 || v[0] != nil || !equalAny(v[1], []any{[]any{int64(100), int64(20)}}) {
+		t.Fatalf("home page 2: %v", v)
+	}
+	if v := do("TL.HOME", 12345).([]any); v[0] != nil || len(v[1].([]any)) != 0 {
+		t.Fatalf("unknown user's home: %v", v)
+	}
+	if v := do("TL.USER", 20); !equalAny(v, []any{"followers", int64(2), "followees", int64(0), "posts", int64(2)}) {
+		t.Fatalf("user: %v", v)
+	}
+	if v := do("TL.FOLLOWERS", 20); !equalAny(v, []any{nil, []any{int64(1), int64(2)}}) {
+		t.Fatalf("followers: %v", v)
+	}
+	v = do("TL.FOLLOWEES", 1, "LIMIT", 2).([]any)
+	if v[0] == nil || !equalAny(v[1], []any{int64(20), int64(21)}) {
+		t.Fatalf("followees: %v", v)
+	}
+	if v := do("TL.FOLLOWEES", 1, "LIMIT", 2, "CURSOR", v[0]); !equalAny(v, []any{nil, []any{int64(22)}}) {
+		t.Fatalf("followees page 2: %v", v)
+	}
+	if v := do("TL.UNPOST", 20, 100, 999); !equalAny(v, []any{"removed", "absent"}) {
+		t.Fatalf("unpost: %v", v)
+	}
+	if n := do("TL.UNFOLLOW", 1, 21, 50); n != int64(1) {
+		t.Fatalf("unfollow: %v", n)
+	}
+	if v := do("TL.HOME", 1); !equalAny(v, []any{nil, []any{[]any{int64(101), int64(20)}}}) {
+		t.Fatalf("home after unpost and unfollow: %v", v)
+	}
+	if v := do("TL.CONFIG", "INBOXCAP", 50, "ACTIVEWINDOW", "48h"); !equalAny(v, []any{"inbox_cap", int64(50), "active_window", "48h0m0s", "pull_threshold", int64(1000000), "chunk_size", int64(1000)}) {
+		t.Fatalf("config: %v", v)
+	}
+	if n := do("TL.EXPIRE"); n != int64(0) {
+		t.Fatalf("expire: %v", n)
+	}
+	// COMMAND DOCS knows the group (redis-cli's hints).
+	docs, err := c.Do(ctx, "COMMAND", "DOCS", "TL.HOME").Result()
+	if err != nil || !strings.Contains(toString(docs), "home timeline") {
+		t.Fatalf("command docs: %v %v", docs, err)
+	}
+}
+
+func TestTimelineCommandsBadInput(t *testing.T) {
+	c, tl := newTimelineServer(t)
+	ctx := context.Background()
+	must(t, c.Do(ctx, "TL.FOLLOW", 1, 2).Err())
+	must(t, c.Do(ctx, "TL.POST", 2, 10, 11).Err())
+	must(t, c.Do(ctx, "TL.POST", 3, 12).Err())
+	v, err := c.Do(ctx, "TL.HOME", 1, "LIMIT", 1).Result()
+	must(t, err)
+	cursor := v.([]any)[0]
+	state := func() string {
+		var b strings.Builder
+		for _, u := range []uint64{1, 2, 3, 4} {
+			info, err := tl.User(u)
+			must(t, err)
+			b.WriteString(toString([]any{info.Followers, info.Followees, info.Posts}))
+		}
+		p, err := tl.Home(1, "", 100)
+		must(t, err)
+		b.WriteString(toString(p.Entries))
+		return b.String()
+	}
+	before := state()
+	for _, tc := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{"TL.FOLLOW", 1, 1}, "ERR timeline: a user cannot follow themselves"},
+		{[]any{"TL.FOLLOW", 4, 5, 4}, "ERR timeline: a user cannot follow themselves"},
+		{[]any{"TL.FOLLOW", 1, "x"}, "ERR invalid id 'x'"},
+		{[]any{"TL.FOLLOW", 0, 2}, "ERR timeline: bad id"},
+		{[]any{"TL.FOLLOW", 1}, "ERR wrong number of arguments"},
+		{[]any{"TL.POST", 2, 13, 12}, "ERR timeline: post id belongs to another author"},
+		{[]any{"TL.POST", 2, "WAIT"}, "ERR wrong number of arguments"},
+		{[]any{"TL.UNPOST", 2, 12}, "ERR timeline: post id belongs to another author"},
+		{[]any{"TL.HOME", 1, "LIMIT", -1}, "ERR timeline: bad page limit"},
+		{[]any{"TL.HOME", 1, "LIMIT", "x"}, "ERR invalid limit"},
+		{[]any{"TL.HOME", 1, "CURSOR", "nope"}, "ERR timeline: bad cursor"},
+		{[]any{"TL.HOME", 3, "CURSOR", cursor}, "ERR timeline: bad cursor"},
+		{[]any{"TL.HOME", 1, "LIMIT"}, "ERR syntax error"},
+		{[]any{"TL.HOME", 1, "SIDEWAYS", 2}, "ERR syntax error"},
+		{[]any{"TL.FOLLOWERS", 2, "CURSOR", cursor}, "ERR timeline: bad cursor"},
+		{[]any{"TL.CONFIG", "INBOXCAP", 0}, "ERR timeline: invalid option"},
+		{[]any{"TL.CONFIG", "ACTIVEWINDOW", "1s"}, "ERR timeline: invalid option"},
+		{[]any{"TL.CONFIG", "BOGUS", 1}, "ERR syntax error"},
+		{[]any{"TL.ACTIVE", 0}, "ERR timeline: bad id"},
+		{[]any{"TL.USER", 0}, "ERR timeline: bad id"},
+	} {
+		err := c.Do(ctx, tc.args...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if got := state(); got != before {
+		t.Fatalf("bad input changed the state:\n%s\nwas\n%s", got, before)
+	}
+}
+
+func equalAny(a, b any) bool { return toString(a) == toString(b) }
+
+func toString(v any) string {
+	var b strings.Builder
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case []any:
+			b.WriteByte('[')
+			for i, e := range x {
+				if i > 0 {
+					b.WriteByte(' ')
+				}
+				walk(e)
+			}
+			b.WriteByte(']')
+		case nil:
+			b.WriteString("<nil>")
+		default:
+			b.WriteString(strings.TrimSpace(strings.ReplaceAll(fmtAny(x), "\n", " ")))
+		}
+	}
+	walk(v)
+	return b.String()
+}
+
+func fmtAny(v any) string { return fmt.Sprint(v) }
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
