@@ -223,3 +223,37 @@ func TestUnreadBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreadFeedThroughCLI drives the feed with the timeline's commands:
+// every one of them opens unread on its timeline, so follows, unfollows,
+// posts and unposts made on the command line reach the snapshots.
+func TestUnreadFeedThroughCLI(t *testing.T) {
+	t.Setenv("TALLY_DIR", "")
+	d := "-d=" + filepath.Join(t.TempDir(), "db")
+	mustTally(t, d, "unread", "kind", "add", "mention") // creates the store
+	for _, tc := range []struct {
+		args []string
+		want string // "" to ignore
+	}{
+		{[]string{"post", "100", "1"}, ""},
+		{[]string{"follow", "7", "100", "101"}, "followed 2\n"},
+		{[]string{"unread", "feed", "7"}, "7 0\n"}, // a follow adds no old posts
+		{[]string{"post", "100", "2", "3"}, ""},
+		{[]string{"post", "101", "4"}, ""},
+		{[]string{"unread", "feed", "7"}, "7 3\n"},
+		{[]string{"unpost", "100", "3"}, "3 removed\n"},
+		{[]string{"unread", "feed", "7"}, "7 2\n"},
+		{[]string{"unfollow", "7", "101"}, "unfollowed 1\n"},
+		{[]string{"unread", "feed", "7"}, "7 1\n"},
+		{[]string{"unread", "feed-reset", "7"}, ""},
+		{[]string{"unread", "feed", "7"}, "7 0\n"},
+		{[]string{"follow", "7", "101"}, "followed 1\n"}, // re-follow: from the count now
+		{[]string{"post", "101", "5"}, ""},
+		{[]string{"unread", "feed", "7"}, "7 1\n"},
+	} {
+		got := mustTally(t, append([]string{d}, tc.args...)...)
+		if tc.want != "" && got != tc.want {
+			t.Errorf("tally %s: %q, want %q", strings.Join(tc.args, " "), got, tc.want)
+		}
+	}
+}
