@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -110,7 +111,7 @@ func (c *UnreadConfig) defaults() {
 }
 
 // UnreadRow is one line of the comparison: a figure for tally and Redis
-// (negative: not measured).
+// (NaN: not measured; a memory growth may be negative).
 type UnreadRow struct {
 	What         string
 	Unit         string
@@ -122,7 +123,7 @@ type UnreadRow struct {
 // unreadKinds are the one-to-one kinds of the comparison.
 var unreadKinds = []string{"mention", "comment", "like"}
 
-// RunUnread runs the comparison. Redis's figures are -1 (with a log line)
+// RunUnread runs the comparison. Redis's figures are NaN (with a log line)
 // when redis-server is not installed.
 func RunUnread(ctx context.Context, cfg UnreadConfig) ([]UnreadRow, error) {
 	cfg.defaults()
@@ -243,20 +244,24 @@ func RunUnread(ctx context.Context, cfg UnreadConfig) ([]UnreadRow, error) {
 	}
 	add(fmt.Sprintf("red dot Has, %d clients", cfg.Clients), "ops/s", "higher", t.rate(), r.rate())
 
-	rm := unreadFootprint{countsMem: -1, snapMem: -1, snapDisk: -1}
+	rm := noFootprint()
 	if rs != nil {
 		rm = rs.foot
 	}
 	follows := float64(cfg.FeedUsers * cfg.Follows)
 	per := func(v int64, n float64) float64 {
-		if v < 0 {
-			return -1
+		if v == notMeasured {
+			return math.NaN()
 		}
 		return float64(v) / n
 	}
-	add("one-to-one counts memory per user with counts (tally: hot table accounting)", "B", "lower", per(tm.countsMem, float64(ts.countRows)), per(rm.countsMem, float64(ts.countRows)))
-	add("feed snapshot memory per followee, all cached (tally: cache accounting + gen rows)", "B", "lower", per(tm.snapMem, follows), per(rm.snapMem, follows))
-	add("feed snapshot memory per followee, all cached (tally: Go heap growth)", "B", "lower", per(tm.snapHeap, follows), per(rm.snapMem, follows))
+	users := float64(ts.countRows)
+	add("one-to-one counts memory per user with counts: own (tally: hot table accounting; Redis: used_memory)", "B", "lower", per(tm.countsOwn, users), per(rm.countsOwn, users))
+	add("  heap growth (tally: Go heap; Redis: used_memory)", "B", "lower", per(tm.countsHeap, users), per(rm.countsHeap, users))
+	add("  RSS growth", "B", "lower", per(tm.countsRSS, users), per(rm.countsRSS, users))
+	add("feed snapshot memory per followee, all cached: own (tally: cache and gen accounting)", "B", "lower", per(tm.snapOwn, follows), per(rm.snapOwn, follows))
+	add("  heap growth (tally: Go heap warming the cache, plus gen accounting)", "B", "lower", per(tm.snapHeap, follows), per(rm.snapHeap, follows))
+	add("  RSS growth", "B", "lower", per(tm.snapRSS, follows), per(rm.snapRSS, follows))
 	add("feed snapshot disk per followee (tally: unread_feed files; Redis: RDB growth)", "B", "lower", per(tm.snapDisk, follows), per(rm.snapDisk, follows))
 	return rows, nil
 }
@@ -293,16 +298,16 @@ func UnreadTable(rows []UnreadRow) string {
 	for _, r := range rows {
 		f := func(v float64) string {
 			switch {
-			case v < 0:
+			case math.IsNaN(v):
 				return "—"
-			case v >= 100:
+			case math.Abs(v) >= 100:
 				return strconv.FormatFloat(v, 'f', 0, 64)
 			default:
 				return strconv.FormatFloat(v, 'f', 2, 64)
 			}
 		}
 		ratio := "—"
-		if r.Tally >= 0 && r.Redis > 0 {
+		if r.Tally > 0 && r.Redis > 0 {
 			ratio = fmt.Sprintf("%.2f (%s is better)", r.Tally/r.Redis, r.Better)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.What, r.Unit, f(r.Tally), f(r.Redis), ratio)
@@ -319,21 +324,21 @@ type driveResult struct {
 
 func (d driveResult) rate() float64 {
 	if d.secs <= 0 {
-		return -1
+		return math.NaN()
 	}
 	return float64(d.ops) / d.secs
 }
 
 func (d driveResult) p(q float64) float64 {
 	if d.secs <= 0 {
-		return -1
+		return math.NaN()
 	}
 	return float64(d.read.Quantile(q).Nanoseconds()) / 1e3
 }
 
 func (d driveResult) wp(q float64) float64 {
 	if d.secs <= 0 {
-		return -1
+		return math.NaN()
 	}
 	return float64(d.write.Quantile(q).Nanoseconds()) / 1e3
 }
@@ -393,11 +398,22 @@ func drivePhase(ctx context.Context, clients int, dur time.Duration, newClient f
 	return all, firstErr
 }
 
-// unreadFootprint is what one system's data costs (-1: not measured).
+// unreadFootprint is what one system's data costs (-1: not measured), in
+// memory three ways as the counter comparison (Memory): own accounting,
+// heap (live allocations) and RSS growth. For Redis own and heap are both
+// used_memory growth.
 type unreadFootprint struct {
-	countsMem         int64
-	snapMem, snapHeap int64
-	snapDisk          int64
+	countsOwn, countsHeap, countsRSS int64
+	snapOwn, snapHeap, snapRSS       int64
+	snapDisk                         int64
+}
+
+// notMeasured marks a footprint figure that was not taken.
+const notMeasured = math.MinInt64
+
+func noFootprint() unreadFootprint {
+	n := int64(notMeasured)
+	return unreadFootprint{n, n, n, n, n, n, n}
 }
 
 // tallyUnread is the tally side.
@@ -408,7 +424,9 @@ type tallyUnread struct {
 	tl        *timeline.Timeline
 	x         *unread.Unread
 	countRows int
-	bufs      sync.Pool
+	// countsHeap and countsRSS are the process's growth loading the
+	// one-to-one counts (the input rows freed first).
+	countsHeap, countsRSS int64
 }
 
 func (t *tallyUnread) open(ctx context.Context, dir string, counts *workload.Workload, logf func(string, ...any)) error {
@@ -444,9 +462,12 @@ func (t *tallyUnread) open(ctx context.Context, dir string, counts *workload.Wor
 		return true
 	})
 	t.countRows = len(in.IDs)
+	m0 := procmem.Measure()
 	if _, err := t.db.Load(ctx, unread.KindsCounter, in, nil); err != nil {
 		return err
 	}
+	grown := procmem.Measure().Sub(m0)
+	t.countsHeap, t.countsRSS = grown.Heap, grown.RSS
 	// Post counts, then the follows (whose bases are those counts).
 	users, err := t.db.Counter(timeline.UsersCounter)
 	if err != nil {
@@ -547,7 +568,7 @@ func (t *tallyUnread) dotHas(rng *rand.Rand) (bool, error) {
 
 // footprint measures what tally's unread data costs.
 func (t *tallyUnread) footprint(ctx context.Context) (unreadFootprint, error) {
-	var f unreadFootprint
+	f := noFootprint()
 	if err := t.db.Checkpoint(); err != nil {
 		return f, err
 	}
@@ -567,25 +588,28 @@ func (t *tallyUnread) footprint(ctx context.Context) (unreadFootprint, error) {
 	for _, c := range t.db.Stats().Counters {
 		switch c.Name {
 		case unread.KindsCounter:
-			f.countsMem = c.MemBytes
+			f.countsOwn = c.MemBytes
 		case unread.FeedCounter:
 			genMem = c.MemBytes
 		}
 	}
+	f.countsHeap, f.countsRSS = t.countsHeap, t.countsRSS
 	m0 := procmem.Measure()
 	for u := uint64(1); u <= uint64(t.cfg.FeedUsers); u++ {
 		if _, err := t.x.Feed(u); err != nil {
 			return f, err
 		}
 	}
-	f.snapHeap = procmem.Measure().Sub(m0).Heap + genMem
+	grown := procmem.Measure().Sub(m0)
+	f.snapHeap = grown.Heap + genMem
+	f.snapRSS = grown.RSS + genMem
 	var cacheBytes int64
 	for _, s := range t.x.Stats() {
 		if s.Key == "snapshot_cache_bytes" {
 			cacheBytes, _ = strconv.ParseInt(s.Value, 10, 64)
 		}
 	}
-	f.snapMem = cacheBytes + genMem
+	f.snapOwn = cacheBytes + genMem
 	return f, nil
 }
 
@@ -611,11 +635,13 @@ func (r *redisUnread) open(dir string, counts *workload.Workload, logf func(stri
 	}
 	defer c.Close()
 	start := time.Now()
-	mem := func() int64 {
-		v, _ := infoInt(c, "memory", "used_memory")
-		return v
+	r.foot = noFootprint()
+	mem := func() (used, rss int64) {
+		used, _ = infoInt(c, "memory", "used_memory")
+		rss, _ = infoInt(c, "memory", "used_memory_rss")
+		return used, rss
 	}
-	m0 := mem()
+	m0, r0 := mem()
 	var key []byte
 	n := 0
 	var i uint64
@@ -654,8 +680,8 @@ func (r *redisUnread) open(dir string, counts *workload.Workload, logf func(stri
 	if err := flushDrain(c); err != nil {
 		return err
 	}
-	m1 := mem()
-	r.foot.countsMem = m1 - m0
+	m1, r1 := mem()
+	r.foot.countsOwn, r.foot.countsHeap, r.foot.countsRSS = m1-m0, m1-m0, r1-r0
 	for a := uint64(1); a <= uint64(r.cfg.Authors); a++ {
 		if p := r.fg.Posts(a); p > 0 {
 			c.begin(3)
@@ -676,7 +702,7 @@ func (r *redisUnread) open(dir string, counts *workload.Workload, logf func(stri
 	if err != nil {
 		return err
 	}
-	m2 := mem()
+	m2, r2 := mem()
 	var fs []uint64
 	for u := uint64(1); u <= uint64(r.cfg.FeedUsers); u++ {
 		fs = r.fg.Followees(u, fs)
@@ -696,7 +722,8 @@ func (r *redisUnread) open(dir string, counts *workload.Workload, logf func(stri
 	if err := flushDrain(c); err != nil {
 		return err
 	}
-	r.foot.snapMem = mem() - m2
+	m3, r3 := mem()
+	r.foot.snapOwn, r.foot.snapHeap, r.foot.snapRSS = m3-m2, m3-m2, r3-r2
 	rdb1, err := r.rdbBytes(c)
 	if err != nil {
 		return err

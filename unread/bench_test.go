@@ -421,7 +421,7 @@ func BenchmarkFeedReset(b *testing.B) {
 // ("followed") and after every user's first reset ("reset", which
 // run-length encodes the operation tags); in memory the gen counter (store
 // accounting) per user and, with every snapshot cached, the cache's
-// accounting and the Go heap's growth per user.
+// accounting and the process's heap and RSS growth per user.
 func BenchmarkFeedFootprint(b *testing.B) {
 	footprintOnce.Do(func() { footprintOnce.m = measureFootprint(b) })
 	for range b.N {
@@ -489,5 +489,6 @@ func measureFootprint(b *testing.B) []metric {
 		{float64(genMem) / users, "gen-mem-B/user"},
 		{float64(cs.bytes) / users, "cache-B/user"},
 		{float64(grown.Heap) / users, "cache-heap-B/user"},
+		{float64(grown.RSS) / users, "cache-rss-B/user"},
 	}
 }
