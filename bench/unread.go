@@ -15,7 +15,9 @@ package bench
 //     round trips, the second depending on the first); a reset is HKEYS,
 //     MGET, HSET;
 //   - red dots: a global tag per channel "d:CHANNEL" and a tag per user
-//     "d:CHANNEL:USER"; "has" is one MGET of both.
+//     "d:CHANNEL:USER"; "has" is one MGET of both. The feed users have a
+//     tag in both systems (tally records one on a user's first read, a
+//     write), and the channel was marked since.
 //
 // The server runs with hash-max-listpack-entries 512 (the memory guide's
 // setting, as the counter comparison does), so a 200-followee snapshot is
@@ -515,6 +517,16 @@ func (t *tallyUnread) open(ctx context.Context, dir string, counts *workload.Wor
 	if err := b.Commit(); err != nil {
 		return err
 	}
+	// The feed users have read the channel (a first read would record
+	// their tag, a write); then it gets a new mark.
+	if _, err := t.x.Mark("news"); err != nil {
+		return err
+	}
+	for u := uint64(1); u <= uint64(t.cfg.FeedUsers); u++ {
+		if err := t.x.Clear(u, "news"); err != nil {
+			return err
+		}
+	}
 	if _, err := t.x.Mark("news"); err != nil {
 		return err
 	}
@@ -565,7 +577,7 @@ func (t *tallyUnread) feedReset(rng *rand.Rand) (bool, error) {
 }
 
 func (t *tallyUnread) dotHas(rng *rand.Rand) (bool, error) {
-	_, err := t.x.Has(rng.Uint64N(uint64(t.cfg.CountUsers))+1, "news")
+	_, err := t.x.Has(rng.Uint64N(uint64(t.cfg.FeedUsers))+1, "news")
 	return false, err
 }
 
@@ -743,6 +755,10 @@ func (r *redisUnread) open(dir string, counts *workload.Workload, logf func(stri
 		}
 	}
 	c.cmd("SET", "d:news", "1")
+	for u := uint64(1); u <= uint64(r.cfg.FeedUsers); u++ {
+		c.cmd("SET", "d:news:"+strconv.FormatUint(u, 10), "1")
+	}
+	c.cmd("SET", "d:news", "2")
 	if err := flushDrain(c); err != nil {
 		return err
 	}
@@ -941,7 +957,7 @@ func (r *redisUnread) dotHas(rc *redisUnreadConn, rng *rand.Rand) (bool, error) 
 	c.begin(3)
 	c.argString("MGET")
 	c.argString("d:news")
-	rc.key = strconv.AppendUint(append(rc.key[:0], "d:news:"...), rng.Uint64N(uint64(r.cfg.CountUsers))+1, 10)
+	rc.key = strconv.AppendUint(append(rc.key[:0], "d:news:"...), rng.Uint64N(uint64(r.cfg.FeedUsers))+1, 10)
 	c.arg(rc.key)
 	if err := c.flush(); err != nil {
 		return false, err
