@@ -44,7 +44,7 @@ type unreadDemo struct {
 // demoUnread runs the unread part.
 func demoUnread(d *demo) (err error) {
 	u := &unreadDemo{d: d, countUsers: int(d.users), follows: 200}
-	u.feedUsers = min(max(int(d.users)/100, 100), 2000)
+	u.feedUsers = min(max(int(d.users)/300, 100), 1000)
 	u.authors = max(int(d.users), 1000)
 	if u.dir, err = os.MkdirTemp("", "tally-demo-unread-"); err != nil {
 		return err
