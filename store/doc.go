@@ -55,7 +55,7 @@
 //	0x24    tl_active     timeline  chunk u16                                     MergeRoaring (push set)
 //	0x25    tl_pulled     timeline  author id u64                                 empty
 //	0x26    tl_posts      timeline  post id u64                                   post record (author, delivery)
-//	0x27    tl_outbox     timeline  author id u64 | post id u64                  empty
+//	0x27    tl_outbox     timeline  author id u64 | ^post id u64 (inverted)      empty
 //	0x28    tl_inbox      timeline  user ordinal u32                              MergeTopList (post, author)
 //	0x29    tl_pending    timeline  user ordinal u32 | author id u64              empty (backfill pending)
 //	0x30    unread_meta   unread    name ("config")                               unread config (flags)

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,11 +86,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// benchReaders is the number of inactive users following 500 authors each
+// that every world holds (BenchmarkRebuild reads them).
+const benchReaders = 200
+
 // getWorld returns the world of the configured size, building it on
-// first use. readers adds users who follow 500 authors and are inactive.
-func getWorld(b *testing.B, kind string, readers int) *world {
+// first use; every benchmark of a run shares it.
+func getWorld(b *testing.B) *world {
 	users := benchEnv("TALLY_TL_BENCH_USERS", 20_000)
-	key := kind + strconv.Itoa(users)
+	key := strconv.Itoa(users)
 	worlds.Lock()
 	defer worlds.Unlock()
 	if w := worlds.m[key]; w != nil {
@@ -115,12 +120,15 @@ func getWorld(b *testing.B, kind string, readers int) *world {
 		BigAuthor: 1, BigFollowers: users - 1, ActiveFraction: 0.2, Seed: 1,
 	})
 	w, err := tlworld.Build(context.Background(), db, tl, g, tlworld.Options{
-		PostsPerUser: benchEnv("TALLY_TL_BENCH_POSTS", 3), Readers: readers, FollowsPerReader: 500, Seed: 2,
+		PostsPerUser: benchEnv("TALLY_TL_BENCH_POSTS", 3), Readers: benchReaders, FollowsPerReader: 500, Seed: 2,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := db.Flush(); err != nil {
+	// Settle the store, as hours of background compaction would: until
+	// compactions merge them, an inbox read merges every delivery operand
+	// still in the memtable and level 0.
+	if err := db.CompactDisk(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	wd := &world{dir: dir, db: db, tl: tl, w: w, clock: clk, build: time.Since(start)}
@@ -137,7 +145,7 @@ func getWorld(b *testing.B, kind string, readers int) *world {
 // from 8 goroutines (2 per CPU on the 2 cores; 4 per GOMAXPROCS),
 // and reports pages/s with the p50 and p99 latency of one page.
 func BenchmarkHome(b *testing.B) {
-	wd := getWorld(b, "home", 0)
+	wd := getWorld(b)
 	active := wd.w.Graph.Active
 	var mu sync.Mutex
 	var all hist.Histogram
@@ -174,12 +182,43 @@ func BenchmarkHome(b *testing.B) {
 	b.ReportMetric(float64(all.Quantile(0.99).Nanoseconds()), "p99-ns")
 }
 
+// BenchmarkHomeFilterByGet is BenchmarkHome plus what the rejected way of
+// unpublishing would add to each page: checking every entry against the
+// post index (one Get each) instead of the in-memory removed set. The
+// difference between the two is that design's cost (package doc,
+// "Unpublish").
+func BenchmarkHomeFilterByGet(b *testing.B) {
+	wd := getWorld(b)
+	active := wd.w.Graph.Active
+	var seed atomic.Uint64
+	b.SetParallelism(4)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		r := rand.New(rand.NewPCG(seed.Add(1), 7))
+		for pb.Next() {
+			p, err := wd.tl.Home(active[r.IntN(len(active))], "", 20)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			for _, e := range p.Entries {
+				if _, ok, err := wd.tl.Owner(e.Post); err != nil || !ok {
+					b.Errorf("post %d: %v %v", e.Post, ok, err)
+					return
+				}
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pages/s")
+}
+
 // BenchmarkFanout publishes posts of the author every user follows and
 // waits for each fan-out to reach every active follower's inbox; it
 // reports inbox deliveries per second and the time one post takes to
 // reach them all.
 func BenchmarkFanout(b *testing.B) {
-	wd := getWorld(b, "home", 0)
+	wd := getWorld(b)
 	deliveries := 0
 	var h hist.Histogram
 	b.ResetTimer()
@@ -212,8 +251,7 @@ func BenchmarkFanout(b *testing.B) {
 // p50 and p99 of that first read. Between rounds the clock moves past
 // the window and the expiry job drops the rebuilt inboxes (untimed).
 func BenchmarkRebuild(b *testing.B) {
-	const readers = 200
-	wd := getWorld(b, "rebuild", readers)
+	wd := getWorld(b)
 	var h hist.Histogram
 	next := 0
 	b.ResetTimer()
@@ -243,7 +281,7 @@ func BenchmarkRebuild(b *testing.B) {
 // BenchmarkFollow follows and unfollows random pairs of the world, one
 // change per op (each a commit under SyncInterval).
 func BenchmarkFollow(b *testing.B) {
-	wd := getWorld(b, "home", 0)
+	wd := getWorld(b)
 	users := wd.w.Graph.Users
 	r := rand.New(rand.NewPCG(3, 4))
 	b.ResetTimer()
@@ -272,7 +310,7 @@ func BenchmarkFollow(b *testing.B) {
 // Pebble, so memory is its block cache and memtables, capped, not a cost
 // per entry). One iteration: it measures a built world.
 func BenchmarkBytes(b *testing.B) {
-	wd := getWorld(b, "home", 0)
+	wd := getWorld(b)
 	b.StopTimer()
 	if err := wd.db.CompactDisk(context.Background()); err != nil {
 		b.Fatal(err)

@@ -187,7 +187,7 @@ func (t *Timeline) check() error {
 	postsOf := map[uint64]uint64{}
 	outboxOf := map[uint64]uint64{} // post -> author
 	if err := t.scan(t.fam.outbox, nil, func(k, _ []byte) bool {
-		a, p := binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[9:])
+		a, p := binary.BigEndian.Uint64(k[1:]), postOfOutboxKey(k)
 		if checkID("", a) != nil || checkID("", p) != nil {
 			return fail("outbox key %x out of range", k)
 		}
@@ -262,6 +262,12 @@ func (t *Timeline) check() error {
 	if firstErr != nil {
 		return firstErr
 	}
+	t.push.RLock()
+	same := active.Equals(t.push.bm)
+	t.push.RUnlock()
+	if !same {
+		return errors.New("push set differs from its in-memory copy")
+	}
 	for o, id := range idOf {
 		if r := rowOf(id); r[colRead] != 0 && !active.Contains(o) {
 			return fmt.Errorf("user %d has a read mark but is not in the push set", id)
@@ -317,7 +323,7 @@ func (t *Timeline) check() error {
 		return firstErr
 	}
 	t.pending.RLock()
-	same := maps.EqualFunc(pend, t.pending.m, func(a, b map[uint64]struct{}) bool { return maps.Equal(a, b) })
+	same = maps.EqualFunc(pend, t.pending.m, func(a, b map[uint64]struct{}) bool { return maps.Equal(a, b) })
 	t.pending.RUnlock()
 	if !same {
 		return errors.New("pending marks differ from their in-memory index")

@@ -4,22 +4,31 @@
 // store's Pebble instance as key families next to the users counter.
 //
 // It owns the follow graph (Follow, Unfollow, IsFollowing, FollowersPage,
-// FolloweesPage, Followees, counts in UsersCounter), the posts (Publish,
-// Unpublish: outboxes and the post index), the inboxes with their fan-out,
-// backfill, cleanup and expiry jobs, and home pages (Home) by cursor. It
-// uses package store only.
+// FolloweesPage, Followees, LoadFollows, counts in UsersCounter), the posts
+// (Publish, Unpublish: outboxes and the post index), the inboxes with their
+// fan-out, backfill, cleanup and expiry jobs, and home pages (Home) by
+// cursor. It uses package store only.
+//
+//	tl, err := timeline.New(db, nil)      // creates "users", registers families and job handlers
+//	tl.Follow(1, 20)                      // 1's home shows 20's recent posts at once
+//	res, _ := tl.Publish(20, postID)      // outbox + count + fan-out job, one batch
+//	db.WaitJob(ctx, res.Job)              // or let the store's workers run it
+//	page, _ := tl.Home(1, "", 20)         // newest first; page.Cursor, page.NoMore
 //
 // # Data model
 //
 // Users and posts are 64-bit ids, 1..MaxID. Post ids are unique across
-// authors and time-ordered (snowflake layout); every timeline is ordered by
-// post id, newest first, so entries never tie. Each user who takes part in
-// the graph gets a dense 32-bit ordinal (1, 2, ...; multiples of 2^16 are
+// authors, for ever (an unpublished id stays its author's), and
+// time-ordered (snowflake layout); every timeline is ordered by post id,
+// newest first, so entries never tie. Each user who takes part in the
+// graph gets a dense 32-bit ordinal (1, 2, ...; multiples of 2^16 are
 // skipped, see Sentinels), stored both ways: in the "ord" column of
 // UsersCounter (id → ordinal, in memory) and in tl_ords (ordinal → id).
-// Ordinals key the sets that must be cheap to store and intersect: the
+// Ordinals key the sets that must be cheap to store and to intersect: the
 // followers of an author are roaring bitmaps of ordinals, one key per 2^16
-// ordinals, and so is the push set (the users whose inbox is live).
+// ordinals (so an update touches one small value and a fan-out reads the
+// chunks in order), and so is the push set, the users whose inbox is live.
+// A fan-out intersects the two chunk by chunk.
 //
 // # Families
 //
@@ -32,12 +41,197 @@
 //	0x24    tl_active     chunk u16                          MergeRoaring: push-set ordinals of the chunk
 //	0x25    tl_pulled     author id u64                      empty: the author is pulled at read time
 //	0x26    tl_posts      post id u64                        post record (appendPost): author, delivery
-//	0x27    tl_outbox     author id u64 | post id u64        empty: the author's posts, in id order
+//	0x27    tl_outbox     author id u64 | ^post id u64       empty: the author's posts, newest first
 //	0x28    tl_inbox      user ordinal u32                   MergeTopList: (post id, author id) entries
 //	0x29    tl_pending    user ordinal u32 | author id u64   empty: a follow whose backfill has not run
+//	0x2a    tl_removed    post id u64                        author id u64: an unpublished post
 //
-// All integers are big-endian, so Pebble's key order is numeric order.
-// UsersCounter ("users", KeepHot, 48 range bits) holds per user id the
-// columns followers, followees, posts (exact counts, equal to the sizes of
-// the sets above: Check verifies it), ord and read.
+// All integers are big-endian, so Pebble's key order is numeric order;
+// ^post is 2^64-1 − post. UsersCounter ("users", KeepHot, 48 range bits)
+// holds per user id the columns followers, followees, posts (exact counts,
+// equal to the sizes of the sets above: Check verifies it), ord and read
+// (the read mark, below). The records' field tables are next to their
+// encoders in records.go; each has a version byte and a CRC-32C and is
+// fuzzed. The in-memory indexes (pulled authors, pending marks, removed
+// posts, the push set) mirror their families and are loaded by New.
+//
+// # Push to the active, pull for the rest
+//
+// A user whose inbox is live is in the push set and has a non-zero read
+// mark: the Unix second of their last home read (renewed at most once per
+// min(1h, ActiveWindow/8)). Publish enqueues, in its own batch, a fan-out
+// job that writes the post into the inbox of every follower in the push
+// set, ChunkSize inboxes per batch, each batch committed with the job's
+// cursor (store.JobRun.Commit), so a killed fan-out resumes at its first
+// unwritten chunk and a chunk applied twice would still show once (an
+// inbox is keyed by post id). The expiry job (hourly, or Expire) takes
+// users whose read mark is older than ActiveWindow out of the push set and
+// drops their inbox. The first read of a user whose inbox is not live
+// rebuilds it by pull (activate): a k-way merge of the newest InboxCap+1
+// posts of their followees' outboxes, one forward seek per followee.
+//
+// Authors with PullThreshold followers or more are pulled: their posts are
+// not pushed at all, and every page merges the pulled followees' outboxes
+// at read time (Twitter's approach for celebrity accounts). The flag is
+// sticky: an author who falls back below stays pulled (pushing again
+// would need every follower's inbox backfilled; reading a few pulled
+// authors is cheap). Fan-out of a 10^6-follower author is the other path,
+// and both are tested and benchmarked.
+//
+// # Inboxes and their floors
+//
+// An inbox is a store.MergeTopList value: at most InboxCap (post, author)
+// entries, newest first, above a floor; every delivery is a merge operand,
+// so fan-out never reads an inbox. The floor says where the inbox's
+// knowledge ends: a page takes entries at or above it from the inbox and
+// pulls what lies below it from the followees' outboxes, down to the end
+// of history.
+//
+// NB: the floor a read sees depends on how Pebble grouped the operands it
+// merged (MergeTopList trims at the cap; a tombstone merged before a trim
+// leaves more entries than one merged after it), so a floor read at one
+// moment may be higher than one read later. Nothing here decides what to
+// write from a floor it read (the model test found the backfill doing so,
+// and missing posts). Instead every operand that adds an author's posts is
+// self-contained: a backfill or rebuild merges the author's (or the
+// followees') newest InboxCap+1 posts, which TopListOperand trims to the
+// cap with its own floor, so the inbox is exact above the highest floor
+// of the operands in any grouping.
+//
+// # What a page is made of
+//
+// Home(user, cursor, limit) reads the user's read mark, their followee
+// list and their inbox, and then merges, keeping the limit+1 newest
+// entries below the cursor's post id:
+//
+//   - inbox entries whose author the user follows, is not pulled and has
+//     no backfill pending, and whose post is not removed;
+//   - the outboxes of the user's pulled followees and of followees whose
+//     backfill is pending (tl_pending, in memory);
+//   - below the inbox's floor, the outboxes of every other followee.
+//
+// The page is exact (equal to pulling everything, which the model test
+// checks) because the inbox holds every post of every unpulled followee
+// above its floor, except posts whose fan-out has not reached it yet
+// (fan-out is asynchronous by design; the model allows exactly those),
+// and the filters drop what it holds wrongly: entries of accounts
+// unfollowed (their cleanup job frees the slots later), of removed posts
+// (an in-memory set; the removal job frees the slots later), and of
+// authors read by pull. Follows, unfollows and unpublishes therefore show
+// on the next read, before their jobs run. The cursor is the last post id
+// returned (versioned, checksummed, bound to the user and the page kind):
+// posts published after it never shift later pages, and a post inserted
+// below it (a backfill, a backdated post) shows on a later page, neither
+// skipped nor repeated. NoMore says the history ends with the page.
+//
+// The read mark makes the inbox trustworthy: a reader reads the mark, the
+// inbox and the mark again, and trusts the inbox only if the mark was
+// non-zero and unchanged (a sequence lock). Expiry zeroes the mark and
+// leaves the push set in one batch and drops the inbox only in a later
+// batch; a rebuild sets the mark in the batch that publishes the rebuilt
+// inbox. So no reader ever sees a half-built or half-dropped inbox
+// (TestSimulation reads "static" homes while their inboxes expire and
+// rebuild around them). A user whose inbox is not live is rebuilt under
+// the user's lock, once, by the first reader.
+//
+// # Rebuild on return (activate)
+//
+//  1. add the user to the push set and drop whatever inbox is left, in one
+//     batch, and then in memory; from then on every fan-out that starts
+//     delivers to the user;
+//  2. merge the newest InboxCap+1 posts of the followees that are not
+//     pulled from their outboxes (a post published before step 1 is in
+//     them; a later one is pushed);
+//  3. merge the result into the inbox and set the read mark in one batch.
+//
+// # Follow, unfollow, re-follow
+//
+// Follow writes the edge (followee list, follower bitmap, both counts, the
+// observers' writes) and, if the user's inbox is live and the followee not
+// pulled, a pending mark and a backfill job, in one batch. Until the
+// backfill merges the followee's newest posts into the inbox (and drops the
+// mark), reads pull the followee. Unfollow writes the edge's removal and a
+// cleanup job that tombstones the followee's entries. Both jobs use the
+// pair's coalescing key, so a follow and an unfollow issued close together
+// replace each other's pending job and run one at a time, and each job
+// checks the pair's state under the user's lock when it commits: the inbox
+// ends in the last change's state whatever order the jobs ran in, and reads
+// (filtered by the graph) show it from the change's commit on.
+//
+// # Unpublish: filter on read, then eager removal
+//
+// Unpublish deletes the outbox entry and the post record, records the id
+// in tl_removed and decrements the count, and enqueues (same coalescing
+// key as the post's fan-out) a job that tombstones the post in the push
+// set's inboxes. Reads drop removed posts through the in-memory set from
+// the moment the unpublish commits; the tombstones only free slots.
+// Measured: the filter costs one bitmap lookup per inbox entry read (a
+// removed set of a million posts is a few MB); checking each entry against
+// the post index instead costs one Pebble Get per entry, ~20 per page, and
+// cut pages/s about five-fold (BenchmarkHomeFilterByGet against
+// BenchmarkHome; the tombstone job costs what a fan-out costs). Eager
+// removal alone cannot be exact: a rebuild or backfill that read the
+// outbox before the unpublish may merge the post after its tombstone, and
+// a tombstone can be trimmed away before it meets its entry (see Floors).
+//
+// # Sentinels
+//
+// Pebble v2.1.7's compaction iterator panics when a merge operator asks to
+// delete a key, which MergeRoaring and MergeTopList do when a value merges
+// to nothing. So no timeline value ever merges to nothing: every roaring
+// operand adds its chunk's sentinel (the chunk's first ordinal, never given
+// to a user) and every inbox operand carries an entry with post id 0, which
+// readers skip (it is trimmed once the inbox is full, when the floor is
+// non-zero and keeps the value alive). Counts and Check subtract them.
+//
+// # Concurrency
+//
+// Readers (Home without a rebuild, the lists, counts) take no locks. Writers
+// take, in this order: graphMu shared (LoadFollows takes it exclusively per
+// batch), the user's stripe of userMu (follow, unfollow, rebuild, expiry,
+// the pair jobs' commits), the author's stripe of authorMu (publish and
+// unpublish exclusively; follow and unfollow shared, which is the
+// contract's exactness rule: the post count an observer gets is the count
+// at its batch's commit). Fan-out chunks take no lock.
+//
+// # Tests
+//
+// go test ./timeline runs in about ten seconds: behaviour tests per item of
+// issue 8, datadriven transcripts (testdata/), the model test, the
+// concurrent simulation, the records' round-trip, golden and fuzz tests,
+// and a kill -9 of a child process in the middle of a fan-out. Heavier runs
+// are opt-in:
+//
+//	TALLY_TL_MODEL_STEPS=3000 TALLY_TL_MODEL_SEEDS=20   the model test (default 400 steps × 3 seeds)
+//	TALLY_TL_MODEL_SEED=S, TALLY_TL_MODEL_TRACE=1       repeat one seed, log every operation
+//	TALLY_TL_SIM_ROUNDS=40, TALLY_TL_SIM_SEED=S         the simulation (default 8 rounds)
+//	TALLY_TL_KILL_FOLLOWERS=200000                      the kill test at the issue's size (default 20,000)
+//	TALLY_TL_BENCH_USERS=1000000                        benchmark world (default 20,000 users)
+//	TALLY_TL_BENCH_FOLLOWEES=20, TALLY_TL_BENCH_POSTS=3 its mean followees and posts per user
+//
+// go test -fuzz=FuzzRecords ./timeline fuzzes the decoders. The Redis
+// comparison is bench/cmd/timelinebench (--quick for a smoke run); figures
+// belong in bench/RESULTS.md.
+//
+// # Caveats
+//
+//   - Until compactions merge them, an inbox read merges every delivery
+//     operand still in the memtable and level 0 (MergeTopList decodes and
+//     re-encodes the list per operand), and Family.Get decodes the value
+//     once more to validate it: pages are fastest on a settled store
+//     (benchmarks compact first and say so).
+//   - The store's job queue scans every queued job to lease one (and
+//     RunJobs calls its progress function per job, not per chunk): keep
+//     queues short (the store's workers do) rather than enqueueing
+//     millions of fan-outs and draining them at once.
+//   - Ordinals are never reused; the removed-post set grows with every
+//     unpublish (a roaring64 set, a few MB per million).
+//   - FollowersPage lists followers in ordinal order (the order users first
+//     joined the graph), not id order; FolloweesPage is in id order.
+//   - A page below the inbox's floor costs one seek per followee; a user
+//     may follow at most MaxFollowees accounts.
+//   - LoadFollows holds every edge in memory (16 bytes each, plus sort
+//     space) and drops the inboxes of active followers it touches (they
+//     rebuild on their next read) instead of queueing one backfill per
+//     edge.
 package timeline

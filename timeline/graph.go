@@ -82,10 +82,18 @@ func (t *Timeline) loadState() error {
 	}); err != nil {
 		return err
 	}
-	return t.scan(t.fam.removed, nil, func(k, _ []byte) bool {
+	if err := t.scan(t.fam.removed, nil, func(k, _ []byte) bool {
 		t.removed.bm.Add(binary.BigEndian.Uint64(k[1:]))
 		return true
-	})
+	}); err != nil {
+		return err
+	}
+	bm, err := t.activeSet()
+	if err != nil {
+		return err
+	}
+	t.push.bm = bm
+	return nil
 }
 
 // closeIter closes it and returns the first of its iteration and close
@@ -718,6 +726,22 @@ func (t *Timeline) markPulled(author uint64) error {
 
 // PulledAuthors returns the ids of the authors pulled at read time.
 func (t *Timeline) PulledAuthors() []uint64 { return slices.Clone(*t.pulled.Load()) }
+
+// push set index (mirror of tl_active).
+
+func (t *Timeline) pushAdd(ords []uint32) {
+	t.push.Lock()
+	t.push.bm.AddMany(ords)
+	t.push.Unlock()
+}
+
+func (t *Timeline) pushRemove(ords []uint32) {
+	t.push.Lock()
+	for _, o := range ords {
+		t.push.bm.Remove(o)
+	}
+	t.push.Unlock()
+}
 
 // pending index (mirror of tl_pending).
 

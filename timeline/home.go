@@ -185,7 +185,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 	}()
 	pull := func(author, upper uint64) error {
 		if it == nil {
-			if it, err = t.fam.outbox.NewIter(&store.IterOptions{Reverse: true}); err != nil {
+			if it, err = t.fam.outbox.NewIter(nil); err != nil {
 				return err
 			}
 		}
@@ -267,19 +267,17 @@ func contains(sorted []uint64, v uint64) bool {
 	return ok
 }
 
-func postOfOutboxKey(k []byte) uint64 { return binary.BigEndian.Uint64(k[9:17]) }
-
-// pullAuthor adds author's posts below upper to col, newest first, while
-// they can enter it. it is a reverse iterator over tl_outbox.
+// pullAuthor adds author's posts below upper (≥ 1) to col, newest first,
+// while they can enter it. it is a forward iterator over tl_outbox.
 func pullAuthor(it *store.Iter, author, upper uint64, col *collector) error {
 	var k [17]byte
-	ok := it.SeekLT(outboxKey(k[:0], author, upper))
+	ok := it.SeekGE(outboxKey(k[:0], author, upper-1))
 	for ; ok; ok = it.Next() {
 		key := it.Key()
 		if binary.BigEndian.Uint64(key[1:9]) != author {
 			break
 		}
-		p := binary.BigEndian.Uint64(key[9:17])
+		p := postOfOutboxKey(key)
 		if col.full() && p <= col.min() {
 			break
 		}
@@ -438,6 +436,10 @@ func (t *Timeline) activate(users []uint64, renew bool) (int, error) {
 	if err := b.Commit(); err != nil {
 		return 0, err
 	}
+	// In memory after the commit, and before the outboxes are read: a
+	// fan-out that reads the push set without these users read it before
+	// this point, so its post is in the outboxes read below.
+	t.pushAdd(coldOrds)
 	b.Reset()
 	var pend [][]uint64
 	for i, u := range cold {
@@ -486,7 +488,7 @@ func (t *Timeline) pullNewest(ord uint32, n int) ([]store.TopEntry, error) {
 	if len(followees) == 0 {
 		return nil, nil
 	}
-	it, err := t.fam.outbox.NewIter(&store.IterOptions{Reverse: true})
+	it, err := t.fam.outbox.NewIter(nil)
 	if err != nil {
 		return nil, err
 	}

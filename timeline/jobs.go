@@ -240,6 +240,11 @@ func (t *Timeline) runExpire(ctx context.Context, run *store.JobRun) error {
 					cur.phase, cur.next = 1, 0
 				}
 				err := commit(false)
+				if err == nil {
+					// Before the users' locks go: a rebuild waiting for one
+					// adds its user back after this.
+					t.pushRemove(cleared)
+				}
 				unlock()
 				if err != nil {
 					return err

@@ -231,6 +231,7 @@ func (t *Timeline) loadBatch(es []Edge, st *LoadStats) error {
 			}
 			b.Reset()
 		}
+		t.pushRemove(dropped)
 		for _, o := range dropped {
 			t.pendingClear(o)
 		}

@@ -241,13 +241,15 @@ func (t *Timeline) Posts(author, before uint64, fn func(post uint64) bool) error
 	if err := checkID("author", author); err != nil {
 		return err
 	}
-	it, err := t.fam.outbox.NewIter(&store.IterOptions{Prefix: outboxKey(nil, author, 0)[:9], Reverse: true})
+	it, err := t.fam.outbox.NewIter(&store.IterOptions{Prefix: outboxKey(nil, author, 0)[:9]})
 	if err != nil {
 		return err
 	}
 	ok := true
-	if before != 0 {
-		ok = it.SeekLT(outboxKey(nil, author, before))
+	if before > 1 {
+		ok = it.SeekGE(outboxKey(nil, author, before-1))
+	} else if before == 1 {
+		ok = false
 	} else {
 		ok = it.Next()
 	}
@@ -257,6 +259,12 @@ func (t *Timeline) Posts(author, before uint64, fn func(post uint64) bool) error
 		}
 	}
 	return closeIter(it)
+}
+
+func (t *Timeline) isRemoved(post uint64) bool {
+	t.removed.RLock()
+	defer t.removed.RUnlock()
+	return t.removed.bm.Contains(post)
 }
 
 // inboxOperand returns the tl_inbox operand that adds (or, with removed,
@@ -288,20 +296,11 @@ type chunkTargets struct {
 func (t *Timeline) fanoutTargets(aOrd uint32, from uint64) ([]chunkTargets, uint64, error) {
 	var out []chunkTargets
 	var n uint64
-	var abuf []byte
 	err := t.followerChunks(aOrd, from, func(fol *roaring.Bitmap) (bool, error) {
-		c := chunkOf(fol.Minimum())
-		v, ok, err := t.fam.active.Get(activeKey(nil, c), abuf)
-		abuf = v
-		if err != nil || !ok {
-			return err == nil, err
-		}
-		act, _, err := store.DecodeRoaring(v)
-		if err != nil {
-			return false, err
-		}
-		fol.And(act)
-		fol.Remove(sentinel(c))
+		c := chunkOf(fol.Minimum()) // the sentinel, the chunk's first ordinal
+		t.push.RLock()
+		fol.And(t.push.bm)
+		t.push.RUnlock()
 		if lo := uint64(c) << 16; from > lo {
 			fol.RemoveRange(lo, from)
 		}
@@ -396,22 +395,14 @@ func (t *Timeline) finishFanout(ctx context.Context, run *store.JobRun, b *store
 	am := &t.authorMu[stripe(author)]
 	am.Lock()
 	defer am.Unlock()
-	if op == opAdd {
-		v, ok, err := t.fam.posts.Get(postKey(nil, post), nil)
-		if err != nil {
+	// Under the author's lock the post is published unless it is in the
+	// removed set: an unpublish (which holds the lock through its commit)
+	// adds it there, and a fan-out of the post runs only after the job of
+	// the publish that preceded it (one coalescing key per post).
+	if op == opAdd && !t.isRemoved(post) {
+		rec := postRecord{author: author, delivered: cur.count, fanned: true}
+		if err := t.fam.posts.Put(b, postKey(nil, post), appendPost(nil, rec)); err != nil {
 			return err
-		}
-		if ok {
-			rec, err := decodePost(v)
-			if err != nil {
-				return fmt.Errorf("%w: post %d: %v", store.ErrCorrupt, post, err)
-			}
-			if rec.author == author {
-				rec.fanned, rec.delivered = true, cur.count
-				if err := t.fam.posts.Put(b, postKey(nil, post), appendPost(nil, rec)); err != nil {
-					return err
-				}
-			}
 		}
 	}
 	done++

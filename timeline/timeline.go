@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
 	"github.com/tallydb/tally/store"
@@ -207,7 +208,7 @@ const lockStripes = 1024
 //
 // Lock order: graphMu (read side for every mutation, write side for bulk
 // loads) before userMu stripes (ascending stripe index when several) before
-// authorMu stripes before allocMu, pulledMu, removed.mu and pending.mu
+// authorMu stripes before allocMu, pulledMu, push.mu, removed.mu and pending.mu
 // (leaves, never held across another lock's acquisition). Readers of pages
 // take none of them unless they must rebuild an inbox or record activity.
 type Timeline struct {
@@ -231,6 +232,14 @@ type Timeline struct {
 	pulledMu sync.Mutex               // serializes changes of pulled
 	pulled   atomic.Pointer[[]uint64] // sorted ids of pulled authors
 
+	// push mirrors tl_active: the push set (users whose inbox fan-outs
+	// write). Fan-outs intersect it with an author's followers in memory;
+	// writers update it after the commit that changes tl_active (see
+	// activate for why that order is safe).
+	push struct {
+		sync.RWMutex
+		bm *roaring.Bitmap
+	}
 	// removed mirrors tl_removed: the ids of unpublished posts. Readers
 	// drop inbox entries of these posts (see the package doc, "Removal").
 	removed struct {
@@ -307,6 +316,7 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 	}
 	t := &Timeline{db: db, now: o.Now, stop: make(chan struct{})}
 	t.removed.bm = roaring64.New()
+	t.push.bm = roaring.New()
 	t.pending.m = map[uint32]map[uint64]struct{}{}
 	if err := t.registerFamilies(); err != nil {
 		return nil, err

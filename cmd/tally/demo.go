@@ -46,7 +46,12 @@ Runs a microblog's counters end to end and prints a report:
      feed snapshots written by the follow graph's observer), a red dot and
      notices; measures Get, feed unread, resets and dots with --clients,
      the snapshots' bytes per followee, and checks one feed stays exact
-     through posts, an unpublish, an unfollow, a re-follow and a restart.
+     through posts, an unpublish, an unfollow, a re-follow and a restart;
+  8. timelines, on a store of their own: a power-law follow graph of
+     --tl-users users bulk-loaded, 20% of them active, two posts per user
+     fanned out, one post of the author everyone follows, home pages from
+     --clients goroutines, users returning after the active window (their
+     first read rebuilds the inbox), bytes per follow and inbox entry.
 The demo exits 1 if a check fails.
 
 The store lives in a temporary directory removed afterwards, or in DIR
@@ -59,6 +64,7 @@ Flags:
   --duration D       length of the mixed workload (default 10s)
   --clients N        concurrent clients (default 4)
   --seed S           workload seed (default 1)
+  --tl-users N       users of the timeline part (default items/60; 0 skips it)
   --durability MODE  sync, interval or nosync (default interval, like Redis
                      "appendfsync everysec")
 
@@ -88,6 +94,7 @@ type demo struct {
 	duration   time.Duration
 	clients    int
 	seed       uint64
+	tlUsers    int
 
 	posts, people *workload.Workload
 	postCols      []string
@@ -112,6 +119,7 @@ func runDemo(e *env, args []string) error {
 	fs.DurationVar(&d.duration, "duration", 10*time.Second, "")
 	fs.IntVar(&d.clients, "clients", 4, "")
 	fs.Uint64Var(&d.seed, "seed", 1, "")
+	tlUsers := fs.Int("tl-users", -1, "")
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -132,6 +140,14 @@ func runDemo(e *env, args []string) error {
 	}
 	if d.users == 0 {
 		d.users = max(d.items/10, 1)
+	}
+	switch {
+	case *tlUsers < -1 || *tlUsers == 1:
+		return usagef("--tl-users must be 0 (skip) or at least 2")
+	case *tlUsers == -1:
+		d.tlUsers = int(max(d.items/60, 50))
+	default:
+		d.tlUsers = *tlUsers
 	}
 	if d.duration < 0 || d.clients < 1 {
 		return usagef("--duration must be ≥ 0 and --clients ≥ 1")
@@ -205,7 +221,7 @@ func (d *demo) phases() error {
 		}
 	}
 	d.report()
-	return nil
+	return demoTimeline(d)
 }
 
 // schema creates the microblog's two counters.

@@ -60,9 +60,10 @@ func Edges(g *socialgraph.Graph, o Options) ([]timeline.Edge, []uint64) {
 }
 
 // publishBatch is how many posts Build publishes between two runs of the
-// job queue (a long queue makes every lease slower: see the timeline
-// package doc, "Caveats").
-const publishBatch = 500
+// job queue: the store's queue scans every queued job for each one it
+// leases, so draining n jobs costs O(n²) (see the timeline package doc,
+// "Caveats").
+const publishBatch = 32
 
 // Build loads g into tl, activates g's active users and publishes the
 // posts, running the fan-outs as it goes. The store should have no job

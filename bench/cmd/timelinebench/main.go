@@ -1,0 +1,99 @@
+// Command timelinebench runs tally's timelines and Redis used as Mastodon
+// uses it (one sorted set per home, ZADD per follower pipelined,
+// ZREMRANGEBYRANK trim, ZREVRANGEBYSCORE pages) side by side on one
+// generated graph and prints one comparison table (see bench.RunTimeline
+// for what each figure means).
+//
+// Usage:
+//
+//	go run ./bench/cmd/timelinebench [--quick] [--users N] [--big-followers N]
+//	    [--followees N] [--posts N] [--clients C] [--duration D] [--no-redis] [--out FILE]
+//
+// --quick: 20,000 users, seconds per target. The default (the issue's
+// run): 1,000,000 users with 20 mean followees (power law), user 1
+// followed by every user (10^6), 20% active, 3 posts per user, 8 clients,
+// 20s of pages per target. The 10^7-follower author is an opt-in run:
+//
+//	go run ./bench/cmd/timelinebench --users 10000000 --big-followers 9999999 --followees 2 --posts 0
+//
+// (10^7 users, each following user 1 and two others; no posts phase, so
+// the run measures the big author's fan-out, pages and bytes). Redis runs
+// when redis-server is on PATH (apt-get install -y redis-server). --out
+// appends a markdown section (table, configuration, machine) to FILE.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/tallydb/tally/bench"
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "20,000 users, seconds per target")
+	users := flag.Int("users", 0, "users (default 1,000,000; 20,000 with --quick)")
+	big := flag.Int("big-followers", -1, "followers of user 1 (default every other user)")
+	followees := flag.Int("followees", 20, "mean followees per user")
+	posts := flag.Int("posts", 3, "posts per user in the posts phase")
+	clients := flag.Int("clients", 8, "page-reading clients (and Redis fan-out connections)")
+	duration := flag.Duration("duration", 0, "page-reading time per target (default 20s; 2s with --quick)")
+	noRedis := flag.Bool("no-redis", false, "run tally only")
+	out := flag.String("out", "", "append a markdown section with the results to this file")
+	dir := flag.String("dir", "", "parent directory for the targets' data (default the system temp dir)")
+	flag.Parse()
+
+	cfg := bench.FullTimeline()
+	if *quick {
+		cfg = bench.QuickTimeline()
+	}
+	if *users > 0 {
+		cfg.Users = *users
+	}
+	cfg.BigFollowers = cfg.Users - 1
+	if *big >= 0 {
+		cfg.BigFollowers = min(*big, cfg.Users-1)
+	}
+	cfg.MeanFollowees, cfg.PostsPerUser, cfg.Clients = *followees, *posts, *clients
+	if *duration > 0 {
+		cfg.Duration = *duration
+	}
+	cfg.Redis = !*noRedis
+	cfg.Dir = *dir
+	start := time.Now()
+	cfg.Log = func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%7.1fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	if cfg.Users < 2 || cfg.Clients < 1 || cfg.MeanFollowees < 0 || cfg.PostsPerUser < 0 {
+		fmt.Fprintln(os.Stderr, "timelinebench: want --users ≥ 2, --clients ≥ 1, --followees and --posts ≥ 0")
+		os.Exit(2)
+	}
+	rs := bench.RunTimeline(cfg)
+	table := bench.TimelineTable(cfg, rs)
+	fmt.Print(table)
+	fmt.Printf("\ntotal run %v\n", time.Since(start).Round(time.Second))
+	if *out != "" {
+		mode := "full"
+		if *quick {
+			mode = "quick"
+		}
+		section := fmt.Sprintf("\n## Timelines, run %s (%s)\n\n%s\nMachine:\n\n%s", time.Now().UTC().Format("2006-01-02 15:04"), mode, table, bench.Machine())
+		f, err := os.OpenFile(*out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			_, err = f.WriteString(section)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "timelinebench:", err)
+			os.Exit(2)
+		}
+	}
+	for _, r := range rs {
+		if r.Err != "" && r.Target == "tally" {
+			os.Exit(1)
+		}
+	}
+}
