@@ -10,6 +10,7 @@ import (
 
 	"github.com/tallydb/tally/internal/checksum"
 	"github.com/tallydb/tally/internal/limits"
+	"github.com/tallydb/tally/internal/zpool"
 )
 
 const (
@@ -18,8 +19,9 @@ const (
 	// MaxColumns is the largest number of columns a range may have.
 	MaxColumns = limits.MaxColumns
 	// maxBlockBytes bounds the decoded size of one block, so a damaged or
-	// hostile header cannot make a decoder allocate without limit.
-	maxBlockBytes = 64 << 20
+	// hostile header cannot make a decoder allocate without limit (the
+	// shared decoder's own limit).
+	maxBlockBytes = zpool.MaxDecoded
 )
 
 // Block is a decoded block: the column values of a run of consecutive rows
@@ -167,7 +169,7 @@ func (e *blockEncoder) encode(dst []byte, keys []uint64, cols [][]uint64, level 
 	dst = binary.AppendUvarint(dst, keys[n-1])
 	dst = binary.LittleEndian.AppendUint32(dst, checksum.CRC32C(kb))
 	dst = append(dst, widths[:len(cols)]...)
-	enc, err := encoderFor(level)
+	enc, err := zpool.Encoder(level)
 	if err != nil {
 		return dst, err
 	}
@@ -247,7 +249,7 @@ func decodeBlock(b []byte, blockNo int64) (*Block, error) {
 	if err := h.Decode(body[off:]); err != nil || !h.HasFCS || h.FrameContentSize != uint64(total) {
 		return nil, corruptf(blockNo, off, "zstd frame header does not declare %d bytes", total)
 	}
-	dec, err := sharedDecoder()
+	dec, err := zpool.Decoder()
 	if err != nil {
 		return nil, err
 	}

@@ -62,9 +62,20 @@ func mustSchema(t testing.TB, db *store.DB) {
 
 func startServer(t testing.TB, db *store.DB, dir string, opts *Options) *testServer {
 	t.Helper()
+	return startServerWith(t, db, dir, opts)
+}
+
+// startServerWith is startServer with more command groups registered.
+func startServerWith(t testing.TB, db *store.DB, dir string, opts *Options, groups ...[]Command) *testServer {
+	t.Helper()
 	s, err := New(db, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if err := s.Register(g...); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

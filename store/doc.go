@@ -58,6 +58,13 @@
 //	0x27    tl_outbox     timeline  author id u64 | ^post id u64 (inverted)      empty
 //	0x28    tl_inbox      timeline  user ordinal u32                              MergeTopList (post, author)
 //	0x29    tl_pending    timeline  user ordinal u32 | author id u64              empty (backfill pending)
+//	0x30    unread_meta   unread    name ("config")                               unread config (flags)
+//	0x31    unread_feed   unread    user id u64                                   feed snapshot: custom merge 0xB1
+//	                                                                              (snapshot or operation list)
+//	0x32    unread_chan   unread    channel id u32                                channel record (name, tag)
+//	0x33    unread_notice unread    channel id u32 | notice id u64                empty
+//	0x34    unread_tag    unread    user id u64 | channel id u32 | kind byte      dot tag or last-read notice id
+//	0x3F    (tests)       unread    user u64 | followee u64                       unread's test follow graph only
 //	(filled by timeline, unread and likes as they declare their families)
 //
 // Values of a family with a merge operator start with the operator's id

@@ -166,12 +166,12 @@ func runStats(e *env, args []string) error {
 		return closeDB(db, err)
 	}
 	writeStats(e.stdout, db.Stats())
-	defer closeAttached(pkgs)
 	for _, p := range pkgs {
 		for _, kv := range p.stats() {
 			fmt.Fprintf(e.stdout, "%s.%s %s\n", p.name, kv[0], kv[1])
 		}
 	}
+	closeAttached(pkgs)
 	return closeDB(db, nil)
 }
 

@@ -41,7 +41,13 @@ Runs a microblog's counters end to end and prints a report:
   6. closes the store while clients are still writing and reopens it to
      show recovery, then checks that sampled posts read the same and that
      every write acknowledged during the close survived;
-  7. timelines, on a store of their own: a power-law follow graph of
+  7. unread counts, on a store of their own (temporary): one-to-one counts
+     of every user, users following 200 accounts each (bulk-loaded follows;
+     feed snapshots written by the follow graph's observer), a red dot and
+     notices; measures Get, feed unread, resets and dots with --clients,
+     the snapshots' bytes per followee, and checks one feed stays exact
+     through posts, an unpublish, an unfollow, a re-follow and a restart;
+  8. timelines, on a store of their own: a power-law follow graph of
      --tl-users users bulk-loaded, 20% of them active, two posts per user
      fanned out, one post of the author everyone follows, home pages from
      --clients goroutines, users returning after the active window (their
@@ -100,6 +106,9 @@ type demo struct {
 	mixed, cold drive
 	recovery    store.RecoveryStats
 	closeWrites int
+	// reportLines are added to the report by the parts of other packages
+	// (demoUnread).
+	reportLines []string
 }
 
 func runDemo(e *env, args []string) error {
@@ -202,7 +211,8 @@ func (d *demo) run() error {
 }
 
 func (d *demo) phases() error {
-	for _, phase := range []func() error{d.schema, d.load, d.runMixed, d.age, d.runCold, d.restart} {
+	unreadPart := func() error { return demoUnread(d) }
+	for _, phase := range []func() error{d.schema, d.load, d.runMixed, d.age, d.runCold, d.restart, unreadPart} {
 		if err := phase(); err != nil {
 			return err
 		}
@@ -556,4 +566,7 @@ func (d *demo) report() {
 	d.printf("  %-10s %.0f ids read/s, p99 %v\n", "cold reads", float64(d.cold.ids)/d.cold.secs, d.cold.read.Quantile(0.99))
 	d.printf("  %-10s %v (%d rows from the checkpoint, %d log records replayed)\n",
 		"recovery", d.recovery.Duration.Round(time.Microsecond), d.recovery.RowsLoaded, d.recovery.RecordsReplayed)
+	for _, l := range d.reportLines {
+		d.printf("  %s\n", l)
+	}
 }

@@ -15,7 +15,9 @@ func TestDemoTiny(t *testing.T) {
 		"mixed      2 clients", "age        clock +48h", "cold reads 2 clients", "close      in", "reopen     in",
 		"verified   2000 sampled posts", "verify     ok", "\nreport\n", "  bytes/row  ", "  recovery   ", "wall time  ",
 		"timeline   store ", "fan-out    user 1's post reached", "pages      2 clients", "return     clock +192h",
-		"\ntimeline report\n", "Check ok"} {
+		"\ntimeline report\n", "Check ok",
+		"unread     own store: 300 users' one-to-one counts", "unread     feed unread Get (200 followees)",
+		"unread     exact: 6 checks", "  unread     one-to-one Get"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -56,6 +56,20 @@
 //	followers|followees UID [--limit N] [--cursor C]
 //	timeline config [--inbox-cap N] [--active-window D] [--pull-threshold N]
 //	    [--chunk-size N]        persisted timeline options (package timeline)
+//	unread kind add KIND [--hint 8|16|32] [--max 32|64]
+//	                            add a kind of one-to-one unread count (and
+//	                            the store, if DIR is new or empty)
+//	unread incr UID KIND [N]    print the new count (N may be negative)
+//	unread reset UID [KIND...]  no KIND: every kind
+//	unread get UID...           "UID kind=n ..." per user, zeros included
+//	unread feed UID...          "UID N": new posts of the accounts UID follows
+//	unread feed-reset UID       UID's feed unread becomes 0
+//	dot mark CHANNEL            a red dot for every user (declares CHANNEL)
+//	dot clear UID CHANNEL
+//	dot has UID CHANNEL         "yes" or "no"
+//	notice post CHANNEL ID      notice ids ≥ 1, higher is newer
+//	notice read UID CHANNEL
+//	notice unread UID CHANNEL   N, the notices newer than the last read one
 //	serve [--addr HOST:PORT] [--requirepass P] [--maxclients N]
 //	    [--metrics-addr HOST:PORT] [--allow-remote] [--create]
 //	                            serve the store over the Redis protocol
@@ -101,8 +115,16 @@
 // step still fail on a directory that was missing or empty, what the
 // command created there is removed).
 //
-// Commands other than "counter add" and "demo" refuse a missing or empty
-// directory instead of creating a store there, so a mistyped -d fails.
+// Commands other than "counter add", "unread kind add" and "demo" refuse a
+// missing or empty directory instead of creating a store there, so a
+// mistyped -d fails.
+//
+// # Unread
+//
+// The unread, dot and notice commands open the store with the follow graph
+// (package timeline) and package unread on it, so unread's observer sees
+// every follow: a command that changes the follow graph must open it the
+// same way (openGraph), or feed snapshots would miss that change.
 //
 // # Serving
 //

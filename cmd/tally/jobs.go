@@ -89,7 +89,7 @@ func runJobsWait(e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		defer closeAttached(pkgs)
+		defer closeAttached(pkgs) // before closeDB: runs when this func returns
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
 		start := db.QueuedJobs()

@@ -46,8 +46,9 @@ func init() {
 		cmdFollow, cmdUnfollow, cmdFollowsLoad, cmdActive,
 		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees,
 		cmdTimelineConfig,
-		cmdServe, cmdDemo, cmdHelp,
 	}
+	commands = append(commands, unreadCommands...)
+	commands = append(commands, cmdServe, cmdDemo, cmdHelp)
 }
 
 // env is what every command runs with: the output streams and the global
@@ -57,6 +58,9 @@ type env struct {
 	dir            string // -d, or TALLY_DIR
 	durability     string // --durability
 	durabilitySet  bool   // --durability was given before the command
+	// families are declared at Open (store.Options.Families) by commands
+	// that open packages above store (see openGraph).
+	families []store.FamilySpec
 }
 
 // usageError marks a malformed command line: exit status 2.
@@ -205,8 +209,16 @@ func errorLine(err error) string {
 	return "tally: " + msg
 }
 
-// lookup finds the command named by the first one or two words of args.
+// lookup finds the command named by the first one, two or three words of
+// args.
 func lookup(args []string) (*command, []string, error) {
+	if len(args) >= 3 {
+		for _, c := range commands {
+			if c.name == args[0]+" "+args[1]+" "+args[2] {
+				return c, args[3:], nil
+			}
+		}
+	}
 	if len(args) >= 2 {
 		for _, c := range commands {
 			if c.name == args[0]+" "+args[1] {
@@ -316,7 +328,7 @@ func (e *env) options() (*store.Options, error) {
 	if err != nil {
 		return nil, usagef("bad --durability %s: want sync, interval or nosync", quote.Input(e.durability))
 	}
-	return &store.Options{Durability: d}, nil
+	return &store.Options{Durability: d, Families: e.families}, nil
 }
 
 func mustBeStoreDir(dir string) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/tallydb/tally/store"
+	"github.com/tallydb/tally/unread"
 )
 
 // attached is a package above store opened on a DB by attachPackages.
@@ -26,6 +27,22 @@ func attachPackages(db *store.DB) ([]attached, error) {
 		out = append(out, attached{name: "timeline", close: func() { tl.Close() }, stats: func() [][2]string {
 			var kv [][2]string
 			for _, s := range tl.Stats() {
+				kv = append(kv, [2]string{s.Key, s.Value})
+			}
+			return kv
+		}})
+	}
+	// Unread's stats need no graph: they read its own counters and
+	// families.
+	if _, err := db.Counter(unread.KindsCounter); err == nil {
+		x, err := unread.New(db, nil)
+		if err != nil {
+			closeAttached(out)
+			return nil, err
+		}
+		out = append(out, attached{name: "unread", close: func() {}, stats: func() [][2]string {
+			var kv [][2]string
+			for _, s := range x.Stats() {
 				kv = append(kv, [2]string{s.Key, s.Value})
 			}
 			return kv

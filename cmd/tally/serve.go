@@ -15,6 +15,7 @@ import (
 
 	"github.com/tallydb/tally/server"
 	"github.com/tallydb/tally/timeline"
+	"github.com/tallydb/tally/unread"
 )
 
 var cmdServe = &command{
@@ -31,7 +32,8 @@ sync). Keys are COUNTER:ID, hash fields are columns: HINCRBY, HGET, HMGET,
 HGETALL, HSET, DEL; INCR, INCRBY, DECR, DECRBY, GET, MGET use the first
 column; TALLY.MGET COUNTER ID... reads a feed page; TALLY.COUNTER ADD/LIST
 and TALLY.COLUMN ADD change the schema; TL.FOLLOW, TL.POST, TL.HOME and the
-rest of the TL.* group serve timelines. Counts never go below 0. See
+rest of the TL.* group serve timelines; UNREAD.*, DOT.* and NOTICE.* are the
+unread commands. Counts never go below 0. See
 "go doc github.com/tallydb/tally/server" for every command and limit.
 
 Prints "key value" lines: addr (the address listened on) and, with
@@ -107,23 +109,35 @@ func runServe(e *env, args []string) error {
 		}
 	}
 
+	// The follow graph and unread live on the same store; one Timeline
+	// serves every command group that needs it, so unread's observer sees
+	// every follow.
+	e.families = graphFamilies()
 	db, err := e.open(*create)
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(db, opts)
-	if err != nil {
-		return closeDB(db, err)
-	}
-	// The packages above store: their command groups, their job handlers
-	// (fan-outs, backfills run by the store's workers) and, for the
-	// timeline, the hourly expiry of inactive inboxes.
 	tl, err := timeline.New(db, nil)
 	if err != nil {
 		return closeDB(db, err)
 	}
 	defer tl.Close()
+	x, err := unread.New(db, &unread.Options{Graph: tl})
+	if err != nil {
+		return closeDB(db, err)
+	}
+	srv, err := server.New(db, opts)
+	if err != nil {
+		return closeDB(db, err)
+	}
+	// The packages above store: their command groups (one Timeline for
+	// every group, so unread's observer sees every follow), their job
+	// handlers (fan-outs, backfills run by the store's workers) and, for
+	// the timeline, the hourly expiry of inactive inboxes.
 	if err := srv.Register(server.TimelineCommands(tl)...); err != nil {
+		return closeDB(db, err)
+	}
+	if err := srv.Register(server.UnreadCommands(x)...); err != nil {
 		return closeDB(db, err)
 	}
 	ln, err := net.Listen("tcp", *addr)

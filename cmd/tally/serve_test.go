@@ -197,7 +197,7 @@ func TestServeLifecycle(t *testing.T) {
 		t.Fatal(all, err)
 	}
 	// serve opens the packages above store, which add their own counters
-	// (timeline's "users"): keep the one this test made.
+	// (timeline's "users", unread's): keep the one this test made.
 	var list []string
 	for _, l := range all {
 		if strings.HasPrefix(l, "posts ") {
@@ -206,6 +206,9 @@ func TestServeLifecycle(t *testing.T) {
 	}
 	if len(list) != 1 {
 		t.Fatal(all)
+	}
+	if v, err := rc.Do(context.Background(), "DOT.MARK", "activity").Int64(); err != nil || v != 1 {
+		t.Fatalf("DOT.MARK through tally serve = %d, %v", v, err)
 	}
 
 	resp, err := http.Get("http://" + p.metrics + "/metrics")
@@ -250,8 +253,8 @@ func TestServeLifecycle(t *testing.T) {
 	if want := fmt.Sprintf("5 reposts=0 likes=3\n7 reposts=%d likes=0\n", n); out != want {
 		t.Errorf("after shutdown: %q, want %q", out, want)
 	}
-	if out := mustTally(t, "-d="+dir, "counter", "list"); !strings.Contains(out, list[0]+"\n") {
-		t.Errorf("counter list %q, TALLY.COUNTER LIST %q", out, list[0])
+	if out := mustTally(t, "-d="+dir, "counter", "list"); out != strings.Join(all, "\n")+"\n" {
+		t.Errorf("counter list %q, TALLY.COUNTER LIST %q", out, all)
 	}
 	if out := mustTally(t, "-d="+dir, "replay"); !strings.Contains(out, "records_replayed 0\n") {
 		t.Errorf("replay after a clean shutdown: %s", out)

@@ -292,18 +292,15 @@ func openTimeline(db *store.DB) (*timeline.Timeline, error) {
 }
 
 // withTimeline opens the store and the timeline, runs fn, and closes both.
+// Unread is opened on the timeline too (openGraph), so its observer sees
+// the follows and unfollows fn makes: the feed snapshots must agree with
+// the graph.
 func (e *env) withTimeline(create bool, fn func(*store.DB, *timeline.Timeline) error) error {
-	db, err := e.open(create)
+	g, err := e.openGraph(create)
 	if err != nil {
 		return err
 	}
-	tl, err := openTimeline(db)
-	if err != nil {
-		return closeDB(db, err)
-	}
-	err = fn(db, tl)
-	tl.Close()
-	return closeDB(db, err)
+	return g.close(fn(g.db, g.tl))
 }
 
 // parseIDs parses decimal user or post ids (a malformed one is a usage

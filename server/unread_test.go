@@ -1,0 +1,186 @@
+package server
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tallydb/tally/store"
+	"github.com/tallydb/tally/timeline"
+	"github.com/tallydb/tally/unread"
+)
+
+// newUnreadServer is a server with the unread group on a store that has
+// the timeline and unread.
+func newUnreadServer(t *testing.T) (*testServer, *timeline.Timeline, *unread.Unread) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "db")
+	db, err := store.Open(dir, &store.Options{
+		Durability: store.NoSync, DisableBackground: true,
+		Families: append(timeline.Families(), unread.Families()...),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := timeline.New(db, &timeline.Options{ExpireInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := unread.New(db, &unread.Options{Graph: tl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServerWith(t, db, dir, nil, UnreadCommands(x))
+	t.Cleanup(func() { // runs before startServer's cleanup closes the store
+		if err := x.Check(); err != nil {
+			t.Errorf("unread Check: %v", err)
+		}
+		if err := tl.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return ts, tl, x
+}
+
+func TestUnreadCommands(t *testing.T) {
+	ts, tl, _ := newUnreadServer(t)
+	rc := ts.client(t, nil)
+	do := func(args ...any) any {
+		t.Helper()
+		v, err := rc.Do(ctx, args...).Result()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		args []any
+		want any
+	}{
+		{[]any{"UNREAD.KIND", "ADD", "mention"}, "OK"},
+		{[]any{"unread.kind", "add", "comment", "HINT", "8", "MAX", "64"}, "OK"},
+		{[]any{"UNREAD.KIND", "LIST"}, []any{"mention", "comment"}},
+		{[]any{"UNREAD.INCR", "42", "mention", "3"}, int64(3)},
+		{[]any{"UNREAD.INCR", "42", "mention"}, int64(4)},
+		{[]any{"UNREAD.INCR", "42", "mention", "-10"}, int64(0)},
+		{[]any{"UNREAD.INCR", "42", "comment", "300"}, int64(300)},
+		{[]any{"UNREAD.GET", "42"}, []any{int64(0), int64(300)}},
+		{[]any{"UNREAD.MGET", "42", "7"}, []any{[]any{int64(0), int64(300)}, []any{int64(0), int64(0)}}},
+		{[]any{"UNREAD.RESET", "42", "comment"}, "OK"},
+		{[]any{"UNREAD.GET", "42"}, []any{int64(0), int64(0)}},
+		{[]any{"UNREAD.INCR", "42", "mention", "2"}, int64(2)},
+		{[]any{"UNREAD.RESET", "42"}, "OK"},
+		{[]any{"UNREAD.GET", "42"}, []any{int64(0), int64(0)}},
+		{[]any{"DOT.MARK", "activity"}, int64(1)},
+		{[]any{"DOT.HAS", "42", "activity"}, int64(0)}, // first read: recorded
+		{[]any{"DOT.MARK", "activity"}, int64(2)},
+		{[]any{"DOT.HAS", "42", "activity"}, int64(1)},
+		{[]any{"DOT.CLEAR", "42", "activity"}, "OK"},
+		{[]any{"DOT.HAS", "42", "activity"}, int64(0)},
+		{[]any{"NOTICE.POST", "system", "10"}, int64(1)},
+		{[]any{"NOTICE.POST", "system", "10"}, int64(0)},
+		{[]any{"NOTICE.UNREAD", "42", "system"}, int64(0)},
+		{[]any{"NOTICE.POST", "system", "20"}, int64(1)},
+		{[]any{"NOTICE.UNREAD", "42", "system"}, int64(1)},
+		{[]any{"NOTICE.READ", "42", "system"}, "OK"},
+		{[]any{"NOTICE.UNREAD", "42", "system"}, int64(0)},
+		{[]any{"UNREAD.FEED", "42"}, int64(0)},
+	} {
+		if got := do(tc.args...); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%v = %#v, want %#v", tc.args, got, tc.want)
+		}
+	}
+	// Feed: follows and posts through the timeline.
+	for _, f := range []uint64{100, 101} {
+		if _, err := tl.Follow(42, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := uint64(1); p <= 3; p++ {
+		if _, err := tl.Publish(100+p%2, 5000+p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := do("UNREAD.FEED", "42"); got != int64(3) {
+		t.Fatalf("UNREAD.FEED = %v, want 3", got)
+	}
+	if got := do("UNREAD.FEEDRESET", "42"); got != "OK" {
+		t.Fatalf("UNREAD.FEEDRESET = %v", got)
+	}
+	if got := do("UNREAD.FEED", "42"); got != int64(0) {
+		t.Fatalf("UNREAD.FEED after reset = %v", got)
+	}
+	// COMMAND DOCS knows the group.
+	docs, err := rc.Do(ctx, "COMMAND", "DOCS", "UNREAD.FEED").Result()
+	if err != nil || !strings.Contains(fmt.Sprint(docs), "feed unread") {
+		t.Fatalf("COMMAND DOCS UNREAD.FEED: %v %v", docs, err)
+	}
+}
+
+func TestUnreadBadInput(t *testing.T) {
+	ts, _, x := newUnreadServer(t)
+	rc := ts.client(t, nil)
+	if err := x.AddKind("mention", store.ColumnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Do(ctx, "DOT.MARK", "activity").Result(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Do(ctx, "UNREAD.INCR", "1", "mention", "5").Result(); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		vals, _ := x.GetMany([]uint64{1, 2}, nil)
+		return fmt.Sprintf("%v|%v|%+v", x.Kinds(), vals, x.Channels())
+	}
+	before := state()
+	for _, tc := range []struct {
+		args []any
+		err  string
+	}{
+		{[]any{"UNREAD.KIND", "ADD", "mention"}, "already exists"},
+		{[]any{"UNREAD.KIND", "ADD", "a.b"}, "invalid name"},
+		{[]any{"UNREAD.KIND", "ADD", "x", "HINT", "12"}, "invalid option"},
+		{[]any{"UNREAD.KIND", "ADD", "x", "HINT"}, "HINT needs a value"},
+		{[]any{"UNREAD.KIND", "ADD", "x", "WIDE", "3"}, "syntax error"},
+		{[]any{"UNREAD.KIND", "ADD", "x", "MAX", "-1"}, "bad MAX"},
+		{[]any{"UNREAD.INCR", "1", "like"}, "unread: unknown kind"},
+		{[]any{"UNREAD.INCR", "x", "mention"}, "value is not an integer"},
+		{[]any{"UNREAD.INCR", "-1", "mention"}, "value is not an integer"},
+		{[]any{"UNREAD.INCR", "1", "mention", "1.5"}, "value is not an integer"},
+		{[]any{"UNREAD.INCR", "1", "mention", "1", "2"}, "syntax error"},
+		{[]any{"UNREAD.INCR", "1", "mention", "4294967296"}, "value out of range"},
+		{[]any{"UNREAD.INCR", "1"}, "wrong number of arguments"},
+		{[]any{"UNREAD.RESET", "1", "mention", "nope"}, "unread: unknown kind"},
+		{[]any{"UNREAD.RESET", "y"}, "value is not an integer"},
+		{[]any{"UNREAD.GET", "1", "2"}, "wrong number of arguments"},
+		{[]any{"UNREAD.MGET", "1", "z"}, "value is not an integer"},
+		{[]any{"UNREAD.FEED", "18446744073709551616"}, "value is not an integer"},
+		{[]any{"UNREAD.FEEDRESET"}, "wrong number of arguments"},
+		{[]any{"DOT.MARK", "a b"}, "invalid channel name"},
+		{[]any{"DOT.CLEAR", "1", "nochan"}, "unread: unknown channel"},
+		{[]any{"DOT.HAS", "1", "nochan"}, "unread: unknown channel"},
+		{[]any{"DOT.HAS", "q", "activity"}, "value is not an integer"},
+		{[]any{"NOTICE.POST", "system", "0"}, "invalid notice id"},
+		{[]any{"NOTICE.POST", "system", "-1"}, "value is not an integer"},
+		{[]any{"NOTICE.POST", "bad.name", "1"}, "invalid channel name"},
+		{[]any{"NOTICE.READ", "1", "nochan"}, "unread: unknown channel"},
+		{[]any{"NOTICE.UNREAD", "1", "nochan"}, "unread: unknown channel"},
+	} {
+		_, err := rc.Do(ctx, tc.args...).Result()
+		if err == nil || err == redis.Nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.err)
+		}
+	}
+	if after := state(); after != before {
+		t.Errorf("bad input changed unread:\nbefore %s\nafter  %s", before, after)
+	}
+	// The connection is still usable.
+	if v, err := rc.Do(ctx, "UNREAD.GET", "1").Result(); err != nil || !reflect.DeepEqual(v, []any{int64(5)}) {
+		t.Fatalf("after bad input: %v %v", v, err)
+	}
+}
