@@ -1,0 +1,229 @@
+package likes
+
+import (
+	"encoding/binary"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/tallydb/tally/store"
+)
+
+// Family prefixes. The layouts are in the package doc and in store's family
+// table; the encoders below are the one place that builds them.
+const (
+	prefixMeta     = 0x40 // name (ASCII)                                  config, business, secret, load intent records
+	prefixState    = 0x41 // biz u32 | user u64 | item u64                 state record
+	prefixItem     = 0x42 // biz u32 | item u64                            item record
+	prefixSet      = 0x43 // biz u32 | item u64 | kind u8 | user u64       empty (list representation)
+	prefixBitmap   = 0x44 // biz u32 | item u64 | kind u8 | chunk u16      MergeRoaring of ordinals (roaring representation)
+	prefixUser     = 0x45 // biz u32 | user u64 | time u64 | item u64      empty (a user's likes by time)
+	prefixBoard    = 0x46 // biz u32 | day u32 | ^score u64 | item u64     empty (score-ordered index)
+	prefixDayScore = 0x47 // biz u32 | day u32 | item u64                  MergeAdd: the item's likes of that day
+	prefixHist     = 0x48 // biz u32 | day u32 | ^score u64                MergeAdd: items with that score
+	prefixOrd      = 0x49 // user u64                                      ordinal record
+	prefixOrdRev   = 0x4A // ord u32                                       user record
+)
+
+// dayAll is the day of the all-time board: above every real day (days
+// since 1970 fit in 32 bits for 11 million years), so pruning old days by
+// range never touches it.
+const dayAll = ^uint32(0)
+
+// Set kinds, the byte after the item in set and bitmap keys.
+const (
+	kindLike    byte = 1
+	kindDislike byte = 2
+)
+
+// Key lengths after the prefix byte.
+const (
+	stateKeyLen    = 20
+	itemKeyLen     = 12
+	setKeyLen      = 21
+	bitmapKeyLen   = 15
+	userKeyLen     = 28
+	boardKeyLen    = 24
+	dayScoreKeyLen = 16
+	histKeyLen     = 16
+	ordKeyLen      = 8
+	ordRevKeyLen   = 4
+)
+
+// Families returns the FamilySpecs the package uses, for Options.Families
+// (a host declares them at Open); New registers any not yet declared.
+func Families() []store.FamilySpec {
+	fixed := func(name string, p byte, n int) store.FamilySpec {
+		return store.FamilySpec{Name: name, Prefix: p, MinKeyLen: n, MaxKeyLen: n}
+	}
+	state := fixed("likes-state", prefixState, stateKeyLen)
+	state.MaxValueLen = 16
+	state.CheckValue = func(_, v []byte) error { _, err := decodeState(v); return err }
+	item := fixed("likes-item", prefixItem, itemKeyLen)
+	item.MaxValueLen = 16
+	item.CheckValue = func(_, v []byte) error { _, err := decodeItem(v); return err }
+	set := fixed("likes-set", prefixSet, setKeyLen)
+	set.MaxValueLen = 1
+	set.CheckValue = checkEmpty
+	bitmap := fixed("likes-bitmap", prefixBitmap, bitmapKeyLen)
+	bitmap.Merge = store.MergeRoaring
+	bitmap.MaxValueLen = 64 << 10 // a full 2^16 chunk is 8 KiB as a bitmap container
+	bitmap.CheckValue = checkChunk
+	user := fixed("likes-user", prefixUser, userKeyLen)
+	user.MaxValueLen = 1
+	user.CheckValue = checkEmpty
+	board := fixed("likes-board", prefixBoard, boardKeyLen)
+	board.MaxValueLen = 1
+	board.CheckValue = checkEmpty
+	dayScore := fixed("likes-dayscore", prefixDayScore, dayScoreKeyLen)
+	dayScore.Merge = store.MergeAdd
+	hist := fixed("likes-hist", prefixHist, histKeyLen)
+	hist.Merge = store.MergeAdd
+	ord := fixed("likes-ord", prefixOrd, ordKeyLen)
+	ord.MaxValueLen = 8
+	ord.CheckValue = func(_, v []byte) error { _, err := decodeOrd(v); return err }
+	ordRev := fixed("likes-ordrev", prefixOrdRev, ordRevKeyLen)
+	ordRev.MaxValueLen = 16
+	ordRev.CheckValue = func(_, v []byte) error { _, err := decodeOrdUser(v); return err }
+	return []store.FamilySpec{
+		{Name: "likes-meta", Prefix: prefixMeta, MinKeyLen: 1, MaxKeyLen: 64, MaxValueLen: 4096, CheckValue: checkMeta},
+		state, item, set, bitmap, user, board, dayScore, hist, ord, ordRev,
+	}
+}
+
+func be32(b []byte, v uint32) []byte { return binary.BigEndian.AppendUint32(b, v) }
+func be64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+
+func appendStateKey(dst []byte, biz uint32, user, item uint64) []byte {
+	dst = append(dst, prefixState)
+	return be64(be64(be32(dst, biz), user), item)
+}
+
+// appendStateUserPrefix is the prefix of every state key of (biz, user).
+func appendStateUserPrefix(dst []byte, biz uint32, user uint64) []byte {
+	return be64(be32(append(dst, prefixState), biz), user)
+}
+
+func appendItemKey(dst []byte, biz uint32, item uint64) []byte {
+	return be64(be32(append(dst, prefixItem), biz), item)
+}
+
+func appendSetKey(dst []byte, biz uint32, item uint64, kind byte, user uint64) []byte {
+	dst = be64(be32(append(dst, prefixSet), biz), item)
+	return be64(append(dst, kind), user)
+}
+
+// appendSetPrefix is the prefix of an item's set of one kind; kind 0 gives
+// the prefix of both kinds.
+func appendSetPrefix(dst []byte, biz uint32, item uint64, kind byte) []byte {
+	dst = be64(be32(append(dst, prefixSet), biz), item)
+	if kind != 0 {
+		dst = append(dst, kind)
+	}
+	return dst
+}
+
+func appendBitmapKey(dst []byte, biz uint32, item uint64, kind byte, chunk uint16) []byte {
+	dst = be64(be32(append(dst, prefixBitmap), biz), item)
+	return binary.BigEndian.AppendUint16(append(dst, kind), chunk)
+}
+
+func appendBitmapPrefix(dst []byte, biz uint32, item uint64, kind byte) []byte {
+	dst = be64(be32(append(dst, prefixBitmap), biz), item)
+	if kind != 0 {
+		dst = append(dst, kind)
+	}
+	return dst
+}
+
+func appendUserKey(dst []byte, biz uint32, user uint64, ms int64, item uint64) []byte {
+	dst = be64(be32(append(dst, prefixUser), biz), user)
+	return be64(be64(dst, uint64(ms)), item)
+}
+
+func appendUserPrefix(dst []byte, biz uint32, user uint64) []byte {
+	return be64(be32(append(dst, prefixUser), biz), user)
+}
+
+func appendBoardKey(dst []byte, biz, day uint32, score, item uint64) []byte {
+	dst = be32(be32(append(dst, prefixBoard), biz), day)
+	return be64(be64(dst, ^score), item)
+}
+
+func appendBoardPrefix(dst []byte, biz, day uint32) []byte {
+	return be32(be32(append(dst, prefixBoard), biz), day)
+}
+
+func appendDayScoreKey(dst []byte, biz, day uint32, item uint64) []byte {
+	return be64(be32(be32(append(dst, prefixDayScore), biz), day), item)
+}
+
+func appendHistKey(dst []byte, biz, day uint32, score uint64) []byte {
+	return be64(be32(be32(append(dst, prefixHist), biz), day), ^score)
+}
+
+func appendDayPrefix(dst []byte, prefix byte, biz, day uint32) []byte {
+	return be32(be32(append(dst, prefix), biz), day)
+}
+
+func appendBizPrefix(dst []byte, prefix byte, biz uint32) []byte {
+	return be32(append(dst, prefix), biz)
+}
+
+func appendOrdKey(dst []byte, user uint64) []byte { return be64(append(dst, prefixOrd), user) }
+
+func appendOrdRevKey(dst []byte, ord uint32) []byte { return be32(append(dst, prefixOrdRev), ord) }
+
+// Decoders of keys the package reads back while iterating. Keys come from
+// a family whose length the store enforces, so they only slice.
+
+func u32at(k []byte, off int) uint32 { return binary.BigEndian.Uint32(k[off:]) }
+func u64at(k []byte, off int) uint64 { return binary.BigEndian.Uint64(k[off:]) }
+
+// stateKeyItem returns the item of a state key.
+func stateKeyItem(k []byte) uint64 { return u64at(k, 13) }
+
+// setKeyUser returns the user of a set key.
+func setKeyUser(k []byte) uint64 { return u64at(k, 14) }
+
+// bitmapKeyChunk returns the chunk of a bitmap key.
+func bitmapKeyChunk(k []byte) uint16 { return binary.BigEndian.Uint16(k[14:]) }
+
+// userKeyTimeItem returns the time and item of a user-list key.
+func userKeyTimeItem(k []byte) (int64, uint64) { return int64(u64at(k, 13)), u64at(k, 21) }
+
+// boardKeyScoreItem returns the score and item of a board key.
+func boardKeyScoreItem(k []byte) (uint64, uint64) { return ^u64at(k, 9), u64at(k, 17) }
+
+// histKeyScore returns the score of a histogram key.
+func histKeyScore(k []byte) uint64 { return ^u64at(k, 9) }
+
+// keyEnd returns the smallest key after every key starting with p.
+func keyEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// checkChunk verifies that a bitmap chunk holds only members of its chunk.
+func checkChunk(k, v []byte) error {
+	add, _, err := store.DecodeRoaring(v)
+	if err != nil {
+		return err
+	}
+	return chunkMembersOK(add, bitmapKeyChunk(k))
+}
+
+func chunkMembersOK(bm *roaring.Bitmap, chunk uint16) error {
+	if bm.IsEmpty() {
+		return nil
+	}
+	if uint16(bm.Minimum()>>16) != chunk || uint16(bm.Maximum()>>16) != chunk {
+		return errChunkRange
+	}
+	return nil
+}
