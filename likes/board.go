@@ -14,10 +14,11 @@ package likes
 // Rank is competition ranking ("1224"): 1 + the number of items with a
 // strictly greater score, so tied items share a rank, in Top and Rank
 // alike. Counting keys before the item would cost O(rank); instead a
-// histogram (likes-hist: business | day | ^score → number of items with
-// that score, MergeAdd operands written with each move) lets Rank sum the
-// counts of the distinct scores above the item's: its cost grows with the
-// number of distinct scores above it, not with the number of items
+// histogram (likes-hist: business | day | ^score | sign → the number of
+// times an item reached (sign 0) or left (sign 1) that score, MergeAdd
+// operands written with each move) lets Rank sum the counts of the distinct
+// scores above the item's: its cost grows with the number of distinct
+// scores ever reached above it, not with the number of items
 // (BenchmarkRank measures both ends).
 
 import (
@@ -161,7 +162,7 @@ func (l *Likes) RankDay(business string, day time.Time, item uint64) (e Entry, o
 // than score, from the histogram.
 func (l *Likes) rankOf(snap *store.Snapshot, biz, day uint32, score uint64) (int, error) {
 	p := appendDayPrefix(nil, prefixHist, biz, day)
-	it, err := snap.NewIter(l.fam.hist, &store.IterOptions{Prefix: p, Upper: appendHistKey(nil, biz, day, score)})
+	it, err := snap.NewIter(l.fam.hist, &store.IterOptions{Prefix: p, Upper: appendHistScorePrefix(nil, biz, day, score)})
 	if err != nil {
 		return 0, err
 	}
@@ -175,6 +176,9 @@ func (l *Likes) rankOf(snap *store.Snapshot, biz, day uint32, score uint64) (int
 		if err != nil {
 			it.Close()
 			return 0, err
+		}
+		if _, sign := histKeyScoreSign(it.Key()); sign == histOut {
+			n = -n
 		}
 		rank += n
 	}

@@ -365,18 +365,24 @@ func (l *Likes) checkBoards(snap *store.Snapshot, biz, first uint32, days bool, 
 			it.Close()
 			return err
 		}
-		day, score := u32at(k, 5), histKeyScore(k)
-		if n != hist[day][score] {
-			bad("histogram %s: score %d has %d items, want %d", dayName(day), score, n, hist[day][score])
+		day := u32at(k, 5)
+		score, sign := histKeyScoreSign(k)
+		if sign == histOut {
+			n = -n
 		}
-		delete(hist[day], score)
+		if hist[day] == nil {
+			hist[day] = map[uint64]int64{}
+		}
+		hist[day][score] -= n
 	}
 	if err := it.Close(); err != nil {
 		return err
 	}
 	for day, m := range hist {
 		for s, n := range m {
-			bad("histogram %s: score %d missing (%d items)", dayName(day), s, n)
+			if n != 0 {
+				bad("histogram %s: score %d is off by %d items", dayName(day), s, n)
+			}
 		}
 	}
 	it, err = snap.NewIter(l.fam.dayScore, &store.IterOptions{Lower: lo(prefixDayScore), Upper: hi(prefixDayScore)})

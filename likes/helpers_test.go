@@ -34,6 +34,8 @@ type env struct {
 	db    *store.DB
 	l     *Likes
 	opts  Options
+	// syncAlways opens the store with SyncAlways (crash tests).
+	syncAlways bool
 }
 
 func newEnv(t *testing.T, opts *Options) *env {
@@ -56,7 +58,11 @@ func newEnv(t *testing.T, opts *Options) *env {
 }
 
 func (e *env) storeOptions() *store.Options {
-	return &store.Options{Durability: store.NoSync, FS: e.fs, Families: Families(), Now: e.clock.Now, DisableBackground: true, JobWorkers: -1}
+	d := store.NoSync
+	if e.syncAlways {
+		d = store.SyncAlways
+	}
+	return &store.Options{Durability: d, FS: e.fs, Families: Families(), Now: e.clock.Now, DisableBackground: true, JobWorkers: -1}
 }
 
 func (e *env) open() {
@@ -97,4 +103,15 @@ func must[T any](t testing.TB) func(T, error) T {
 		}
 		return v
 	}
+}
+
+// isRoaring reports whether item's sets are roaring bitmaps.
+func (l *Likes) isRoaring(business string, item uint64) (bool, error) {
+	b, err := l.lookup(business)
+	if err != nil || b == nil {
+		return false, err
+	}
+	var kb, vb []byte
+	rec, err := l.readItem(b.id, item, &kb, &vb)
+	return rec.roaring, err
 }

@@ -19,7 +19,7 @@ const (
 	prefixUser     = 0x45 // biz u32 | user u64 | time u64 | item u64      empty (a user's likes by time)
 	prefixBoard    = 0x46 // biz u32 | day u32 | ^score u64 | item u64     empty (score-ordered index)
 	prefixDayScore = 0x47 // biz u32 | day u32 | item u64                  MergeAdd: the item's likes of that day
-	prefixHist     = 0x48 // biz u32 | day u32 | ^score u64                MergeAdd: items with that score
+	prefixHist     = 0x48 // biz u32 | day u32 | ^score u64 | sign u8      MergeAdd: items that reached (sign 0) or left (1) that score
 	prefixOrd      = 0x49 // user u64                                      ordinal record
 	prefixOrdRev   = 0x4A // ord u32                                       user record
 )
@@ -44,7 +44,7 @@ const (
 	userKeyLen     = 28
 	boardKeyLen    = 24
 	dayScoreKeyLen = 16
-	histKeyLen     = 16
+	histKeyLen     = 17
 	ordKeyLen      = 8
 	ordRevKeyLen   = 4
 )
@@ -157,7 +157,17 @@ func appendDayScoreKey(dst []byte, biz, day uint32, item uint64) []byte {
 	return be64(be32(be32(append(dst, prefixDayScore), biz), day), item)
 }
 
-func appendHistKey(dst []byte, biz, day uint32, score uint64) []byte {
+// Histogram signs: a score's count is its arrivals less its departures.
+const (
+	histIn  byte = 0
+	histOut byte = 1
+)
+
+func appendHistKey(dst []byte, biz, day uint32, score uint64, sign byte) []byte {
+	return append(appendHistScorePrefix(dst, biz, day, score), sign)
+}
+
+func appendHistScorePrefix(dst []byte, biz, day uint32, score uint64) []byte {
 	return be64(be32(be32(append(dst, prefixHist), biz), day), ^score)
 }
 
@@ -194,8 +204,8 @@ func userKeyTimeItem(k []byte) (int64, uint64) { return int64(u64at(k, 13)), u64
 // boardKeyScoreItem returns the score and item of a board key.
 func boardKeyScoreItem(k []byte) (uint64, uint64) { return ^u64at(k, 9), u64at(k, 17) }
 
-// histKeyScore returns the score of a histogram key.
-func histKeyScore(k []byte) uint64 { return ^u64at(k, 9) }
+// histKeyScoreSign returns the score and sign of a histogram key.
+func histKeyScoreSign(k []byte) (uint64, byte) { return ^u64at(k, 9), k[17] }
 
 // keyEnd returns the smallest key after every key starting with p.
 func keyEnd(p []byte) []byte {
