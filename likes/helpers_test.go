@@ -1,6 +1,7 @@
 package likes
 
 import (
+	"cmp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,6 +37,9 @@ type env struct {
 	opts  Options
 	// syncAlways opens the store with SyncAlways (crash tests).
 	syncAlways bool
+	// jobWorkers is the store's Options.JobWorkers (default -1: jobs run
+	// only when a test runs them).
+	jobWorkers int
 }
 
 func newEnv(t *testing.T, opts *Options) *env {
@@ -62,7 +66,7 @@ func (e *env) storeOptions() *store.Options {
 	if e.syncAlways {
 		d = store.SyncAlways
 	}
-	return &store.Options{Durability: d, FS: e.fs, Families: Families(), Now: e.clock.Now, DisableBackground: true, JobWorkers: -1}
+	return &store.Options{Durability: d, FS: e.fs, Families: Families(), Now: e.clock.Now, DisableBackground: true, JobWorkers: cmp.Or(e.jobWorkers, -1)}
 }
 
 func (e *env) open() {

@@ -228,12 +228,24 @@ func checkChunk(k, v []byte) error {
 	return chunkMembersOK(add, bitmapKeyChunk(k))
 }
 
+// chunkMembersOK checks that a chunk holds its sentinel and only members
+// of its chunk.
 func chunkMembersOK(bm *roaring.Bitmap, chunk uint16) error {
-	if bm.IsEmpty() {
-		return nil
+	if bm.IsEmpty() || !bm.Contains(sentinel(chunk)) {
+		return errChunkSentinel
 	}
 	if uint16(bm.Minimum()>>16) != chunk || uint16(bm.Maximum()>>16) != chunk {
 		return errChunkRange
 	}
 	return nil
 }
+
+// sentinel is the member every stored roaring chunk holds besides its
+// users: ordinal chunk<<16, which is never given to a user. A chunk that
+// always has a member never merges to an empty set, so a merge operand
+// may remove users without the merge ever finishing as a deletion (see
+// moveScore's NB in write.go for why that must not happen).
+func sentinel(chunk uint16) uint32 { return uint32(chunk) << 16 }
+
+// isSentinel reports whether ord is a chunk's sentinel.
+func isSentinel(ord uint32) bool { return ord&0xFFFF == 0 }

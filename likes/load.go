@@ -295,7 +295,11 @@ func (l *Likes) setSizes(snap *store.Snapshot, biz uint32) (map[uint64]Counts, e
 			it.Close()
 			return nil, fmt.Errorf("%w: %v", store.ErrCorrupt, err)
 		}
-		add(u64at(k, 5), k[13], bm.GetCardinality())
+		n := bm.GetCardinality()
+		if bm.Contains(sentinel(bitmapKeyChunk(k))) {
+			n--
+		}
+		add(u64at(k, 5), k[13], n)
 	}
 	if err := it.Close(); err != nil {
 		return nil, err

@@ -303,13 +303,10 @@ func (l *Likes) roaringPage(snap *store.Snapshot, b *business, item uint64, kind
 		m := bm.Iterator()
 		if hasAfter {
 			m.AdvanceIfNeeded(after + 1)
-			if after == ^uint32(0) {
-				continue
-			}
 		}
 		for len(ords) <= limit && m.HasNext() {
 			x := m.Next()
-			if hasAfter && x <= after {
+			if hasAfter && x <= after || isSentinel(x) {
 				continue
 			}
 			ords = append(ords, x)

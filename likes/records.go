@@ -19,7 +19,8 @@ import (
 // business, secret, load intent) are few and end with a CRC-32C.
 
 var (
-	errChunkRange = errors.New("roaring chunk holds members of another chunk")
+	errChunkRange    = errors.New("roaring chunk holds members of another chunk")
+	errChunkSentinel = errors.New("roaring chunk without its sentinel")
 	errCorrupt    = errors.New("malformed record")
 )
 

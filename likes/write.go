@@ -741,9 +741,9 @@ func (l *Likes) moveReceived(b *store.Batch, owner0, owner, likes0, likes uint64
 }
 
 // roaringMoves applies membership moves to an item already in roaring
-// form: an operand per touched chunk that only gains members, a whole
-// rewrite of a chunk that loses one or that collected collapseAfter
-// operands.
+// form: one operand per touched chunk, or a whole rewrite of a chunk that
+// collected collapseAfter operands (or of every chunk a bulk load
+// touches).
 func (g *group) roaringMoves(b *store.Batch, it *itemAcc, moves []membership) error {
 	type chunkEdit struct{ add, remove *roaring.Bitmap }
 	edits := map[chunkID]*chunkEdit{}
@@ -787,10 +787,11 @@ func (g *group) roaringMoves(b *store.Batch, it *itemAcc, moves []membership) er
 		e := edits[id]
 		key := appendBitmapKey(g.buf[:0], id.biz, id.item, id.kind, id.chunk)
 		n := g.s.chunkOps[id]
-		// Only additions go out as merge operands: an operand that could
-		// empty the chunk would finish as a deletion (see moveScore's NB).
-		if g.bulk == nil && e.remove.IsEmpty() && n+1 < collapseAfter {
-			op, err := store.RoaringOperand(nil, e.add, nil)
+		// Every operand adds the chunk's sentinel, so no merge can empty
+		// the chunk (see sentinel in keys.go).
+		if g.bulk == nil && n+1 < collapseAfter {
+			e.add.Add(sentinel(id.chunk))
+			op, err := store.RoaringOperand(nil, e.add, e.remove)
 			if err != nil {
 				return err
 			}
@@ -831,12 +832,16 @@ func (l *Likes) readChunk(key []byte) (*roaring.Bitmap, error) {
 	return add, nil
 }
 
-// putChunk writes a chunk whole (deleting it when empty).
+// putChunk writes a chunk whole with its sentinel, or deletes it when it
+// holds no user. (No run containers: decoding validates them, which costs
+// more than they save here.)
 func (l *Likes) putChunk(b *store.Batch, key []byte, bm *roaring.Bitmap) error {
+	s := sentinel(bitmapKeyChunk(key))
+	bm.Remove(s)
 	if bm.IsEmpty() {
 		return l.fam.bitmap.Delete(b, key)
 	}
-	bm.RunOptimize()
+	bm.Add(s)
 	v, err := store.RoaringOperand(nil, bm, nil)
 	if err != nil {
 		return err
@@ -983,6 +988,9 @@ func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
 	// removed it from pending after the commit was visible.
 	if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
 		return ord, false, err
+	}
+	if isSentinel(a.next) {
+		a.next++ // chunk sentinels are never users' ordinals
 	}
 	if a.next == math.MaxUint32 {
 		return 0, false, errOrdinals
