@@ -21,7 +21,7 @@ import (
 var (
 	errChunkRange    = errors.New("roaring chunk holds members of another chunk")
 	errChunkSentinel = errors.New("roaring chunk without its sentinel")
-	errCorrupt    = errors.New("malformed record")
+	errCorrupt       = errors.New("malformed record")
 )
 
 // State is a user's state on an item.
