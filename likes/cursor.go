@@ -74,7 +74,9 @@ func decodeCursor(key []byte, s string) (cursor, error) {
 		return cursor{}, fmt.Errorf("%w: %d characters", ErrBadCursor, len(s))
 	}
 	var raw [cursorLen + 3]byte
-	n, err := base64.RawURLEncoding.Decode(raw[:], []byte(s))
+	// Strict: a last character with stray low bits is another string
+	// for the same bytes, not a cursor tally issued.
+	n, err := base64.RawURLEncoding.Strict().Decode(raw[:], []byte(s))
 	if err != nil || n != cursorLen {
 		return cursor{}, fmt.Errorf("%w: not base64url", ErrBadCursor)
 	}
