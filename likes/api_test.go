@@ -432,6 +432,30 @@ func TestLoad(t *testing.T) {
 	}
 	e.reopen()
 	e.check()
+
+	// Small batches: a pair repeated across batch boundaries still counts
+	// once, with its first time.
+	defer func(n int) { loadGroupLikes = n }(loadGroupLikes)
+	loadGroupLikes = 3
+	likes = likes[:0]
+	for i := range 40 {
+		likes = append(likes, LoadLike{Item: 10 + uint64(i%4), User: uint64(i % 9), Ms: epoch.UnixMilli() - int64(i)})
+	}
+	st = must[LoadStats](t)(e.l.Load(context.Background(), "video", likes, nil))
+	if st.Added != 36 || st.Unchanged != 4 {
+		t.Fatalf("small batches %+v", st)
+	}
+	c = must[[]Counts](t)(e.l.Counts("video", []uint64{10, 11, 12, 13}, nil))
+	if c[0].Likes+c[1].Likes+c[2].Likes+c[3].Likes != 36 {
+		t.Fatal(c)
+	}
+	// User 0: item 1 from the first load, then items 10-13 at i = 0, 9,
+	// 18, 27; i = 36 repeats (10, 0) 36 ms earlier and is ignored.
+	pg := must[Page](t)(e.l.UserLikes("video", 0, 10, ""))
+	if !slices.Equal(pg.IDs, []uint64{10, 1, 11, 12, 13}) || pg.Times[0] != epoch.UnixMilli() {
+		t.Fatalf("user 0: %v %v", pg.IDs, pg.Times)
+	}
+	e.check()
 }
 
 // TestMergeFinishDeletePanics documents why the histogram counts arrivals

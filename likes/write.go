@@ -76,6 +76,10 @@ type request struct {
 	biz               *business
 	item, user, owner uint64
 	ms                int64 // like time of a bulk-loaded like; 0: the group's now
+	// prior is the state before the load, read ahead by a bulk load in
+	// key order (hasPrior), so the group does not read it.
+	prior    stateRec
+	hasPrior bool
 	res               Result
 	err               error
 	wake              chan bool // true: lead the next group; false: done
@@ -355,13 +359,17 @@ func (l *Likes) readItem(biz uint32, item uint64, kbuf, vbuf *[]byte) (itemRec, 
 
 // state returns the group's accumulator of (item, user), reading the
 // state on first use.
-func (g *group) state(it *itemAcc, user uint64) (*stateAcc, error) {
+func (g *group) state(it *itemAcc, r *request) (*stateAcc, error) {
+	user := r.user
 	if st := it.byUser[user]; st != nil {
 		return st, nil
 	}
-	s, err := g.l.readState(it.b.id, user, it.item, &g.buf, &g.val)
-	if err != nil {
-		return nil, err
+	s := r.prior
+	if !r.hasPrior {
+		var err error
+		if s, err = g.l.readState(it.b.id, user, it.item, &g.buf, &g.val); err != nil {
+			return nil, err
+		}
 	}
 	st := &stateAcc{user: user, s0: s, s: s}
 	if it.byUser == nil {
@@ -409,7 +417,7 @@ func (g *group) apply(r *request) {
 			return
 		}
 	}
-	st, err := g.state(it, r.user)
+	st, err := g.state(it, r)
 	if err != nil {
 		r.err = err
 		return
@@ -919,6 +927,24 @@ func (g *group) convert(b *store.Batch, it *itemAcc, moves []membership) error {
 // ordinal returns user's ordinal for this group, allocating one (written
 // with the group's batch) if the user has none yet.
 func (g *group) ordinal(user uint64) (uint32, error) {
+	if g.bulk != nil {
+		// A load read the ordinal of each of its users ahead (load.go;
+		// 0, a sentinel, for none) and holds off transitions. Members of
+		// converted sets it did not load are looked up as usual.
+		if ord, ok := g.bulk.ords[user]; ok {
+			if ord == 0 {
+				var err error
+				if ord, err = g.l.ords.allocate(); err != nil {
+					return 0, err
+				}
+				g.bulk.ords[user] = ord
+				if err := g.l.putOrdinal(g.b, user, ord); err != nil {
+					return 0, err
+				}
+			}
+			return ord, nil
+		}
+	}
 	ord, fresh, err := g.l.ords.get(g.l, user)
 	if err != nil {
 		return 0, err
@@ -999,6 +1025,21 @@ func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
 	a.next++
 	a.pending[user] = p
 	return p.ord, true, nil
+}
+
+// allocate returns a new ordinal that no pending allocation shares: for a
+// bulk load, which knows the user has none and writes the mapping itself.
+func (a *ordAlloc) allocate() (uint32, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if isSentinel(a.next) {
+		a.next++
+	}
+	if a.next == math.MaxUint32 {
+		return 0, errOrdinals
+	}
+	a.next++
+	return a.next - 1, nil
 }
 
 // done drops one reference to each pending ordinal; a committed one is in
