@@ -80,9 +80,9 @@ type request struct {
 	// key order (hasPrior), so the group does not read it.
 	prior    stateRec
 	hasPrior bool
-	res               Result
-	err               error
-	wake              chan bool // true: lead the next group; false: done
+	res      Result
+	err      error
+	wake     chan bool // true: lead the next group; false: done
 }
 
 var requestPool = sync.Pool{New: func() any { return &request{wake: make(chan bool, 1)} }}
