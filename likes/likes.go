@@ -205,8 +205,10 @@ type business struct {
 // New opens the package's view on an open store: it registers the families
 // not declared in the store's Options.Families, loads or creates the
 // persisted options, the cursor secret and the likes_received counter,
-// registers the board prune job, and finishes (rebuilds) any bulk load a
-// crash interrupted. Everything hangs off the returned value.
+// registers the board prune job, and finishes (recounts) any bulk load a
+// crash interrupted. On a store that already holds likes and with
+// unchanged options it writes nothing. Everything hangs off the returned
+// value.
 func New(db *store.DB, opts *Options) (*Likes, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -216,7 +218,8 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 	if err := l.openFamilies(); err != nil {
 		return nil, err
 	}
-	if err := l.loadConfig(opts); err != nil {
+	changed, err := l.loadConfig(opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := l.loadSecret(); err != nil {
@@ -238,10 +241,20 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 	if err := l.finishInterruptedLoads(); err != nil {
 		return nil, err
 	}
-	if err := l.schedulePrune(); err != nil {
-		return nil, err
+	if changed {
+		// Fewer days kept (or none): delete the boards that left the
+		// window now. Otherwise the first write of a day queues the prune.
+		if err := l.schedulePrune(); err != nil {
+			return nil, err
+		}
 	}
 	return l, nil
+}
+
+// Exists reports whether db holds the package's data (New ran on it).
+func Exists(db *store.DB) bool {
+	_, err := db.Counter(ReceivedCounter)
+	return err == nil
 }
 
 // DB returns the store l works on.
@@ -270,16 +283,19 @@ func (l *Likes) openFamilies() error {
 	return nil
 }
 
-func (l *Likes) loadConfig(given *Options) error {
+// loadConfig reads the persisted options, applies the given ones and
+// persists the result if it differs; changed reports an existing config
+// that changed.
+func (l *Likes) loadConfig(given *Options) (changed bool, err error) {
 	key := appendMetaKey(nil, metaConfig)
 	v, ok, err := l.fam.meta.Get(key, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	cfg := config{boardDays: DefaultBoardDays, roaringThreshold: DefaultRoaringThreshold}
 	if ok {
 		if cfg, err = decodeConfig(v); err != nil {
-			return fmt.Errorf("%w: likes config: %v", store.ErrCorrupt, err)
+			return false, fmt.Errorf("%w: likes config: %v", store.ErrCorrupt, err)
 		}
 	}
 	want := cfg
@@ -296,11 +312,11 @@ func (l *Likes) loadConfig(given *Options) error {
 	}
 	if !ok || want != cfg {
 		if err := l.putMeta(key, appendConfig(nil, want)); err != nil {
-			return err
+			return false, err
 		}
 	}
 	l.cfg = want
-	return nil
+	return ok && want != cfg, nil
 }
 
 // putMeta writes one meta record in its own batch.

@@ -55,8 +55,9 @@ var loadGroupLikes = 16384
 // bulkLoad is a load's running state: the counts of the items it touched
 // and the ordinals its users already had.
 type bulkLoad struct {
-	counts map[uint64]Counts
-	ords   map[uint64]uint32
+	counts  map[uint64]Counts
+	changed map[uint64]bool // items whose counts differ from before the load
+	ords    map[uint64]uint32
 }
 
 // Load bulk-loads likes of business (created if needed): each like is
@@ -112,7 +113,7 @@ func (l *Likes) Load(ctx context.Context, business string, likes []LoadLike, pro
 	if err != nil {
 		return st, err
 	}
-	bulk := &bulkLoad{counts: map[uint64]Counts{}, ords: ords}
+	bulk := &bulkLoad{counts: map[uint64]Counts{}, changed: map[uint64]bool{}, ords: ords}
 	scratchStripe := &stripe{}
 	conv0 := l.stats.conversions.Load()
 	req := make([]request, 0, loadGroupLikes)
@@ -169,6 +170,11 @@ func (l *Likes) Load(ctx context.Context, business string, likes []LoadLike, pro
 		}
 	}
 	st.Converted = int(l.stats.conversions.Load() - conv0)
+	for item := range bulk.counts {
+		if !bulk.changed[item] {
+			delete(bulk.counts, item)
+		}
+	}
 	if err := l.loadCounts(ctx, b, bulk.counts); err != nil {
 		return st, err
 	}

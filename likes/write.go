@@ -614,6 +614,9 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 	}
 	if g.bulk != nil {
 		g.bulk.counts[it.item] = Counts{Likes: it.likes, Dislikes: it.disl}
+		if it.likes != it.likes0 || it.disl != it.dislikes0 {
+			g.bulk.changed[it.item] = true
+		}
 	} else if it.likes != it.likes0 || it.disl != it.dislikes0 {
 		if err := b.Set(it.b.counter, it.item, it.likes, it.disl); err != nil {
 			return err

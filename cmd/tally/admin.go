@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tallydb/tally/internal/quote"
+	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/store"
 )
 
@@ -77,6 +78,11 @@ are two decimals.
     .delta_rows, .mem_bytes, .bytes_per_row, .hot_bytes_per_row,
     .cold_payload_bytes, .cold_payload_bytes_per_row  as above, for one
     counter
+  likes.KEY            if the store holds likes: board_days,
+                       roaring_threshold, businesses, ordinals (users in
+                       roaring sets), stripes, and since this invocation
+                       transitions, groups, max_group, waited,
+                       conversions, chunk_rewrites (see go doc ./likes)
 
 Example:
   $ tally -d /var/lib/tally stats | grep -E '^(rows|bytes_per_row) '
@@ -151,6 +157,15 @@ func runStats(e *env, args []string) error {
 		return closeDB(db, err)
 	}
 	writeStats(e.stdout, db.Stats())
+	if likes.Exists(db) {
+		l, err := likes.New(db, nil)
+		if err != nil {
+			return closeDB(db, err)
+		}
+		for _, s := range l.Stats() {
+			fmt.Fprintf(e.stdout, "likes.%s %s\n", s.Key, s.Value)
+		}
+	}
 	return closeDB(db, nil)
 }
 

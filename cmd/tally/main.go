@@ -42,6 +42,8 @@ func init() {
 		cmdCounterAdd, cmdCounterList, cmdColumnAdd,
 		cmdIncr, cmdSet, cmdGet, cmdDelete,
 		cmdLoad, cmdCompact, cmdVerify,
+		cmdLike, cmdUnlike, cmdDislike, cmdUndislike, cmdLikes, cmdLiked,
+		cmdLikers, cmdUserLikes, cmdTop, cmdLikesLoad,
 		cmdReplay, cmdStats, cmdCheckpoint,
 		cmdServe, cmdDemo, cmdHelp,
 	}
