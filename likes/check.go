@@ -38,7 +38,7 @@ func (l *Likes) Check() error {
 		}
 	}
 	for owner, want := range received {
-		got, err := l.received.GetColumn(owner, ReceivedColumn)
+		got, err := l.Received(owner)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,7 +170,9 @@ type Likes struct {
 	cfg  config
 
 	secret   []byte
-	received *store.Counter
+	// received is the likes_received counter, created by the first
+	// transition that names an owner (nil until then: every total is 0).
+	received atomic.Pointer[store.Counter]
 
 	biz struct {
 		mu     sync.Mutex                           // serializes creation
@@ -225,8 +228,11 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 	if err := l.loadSecret(); err != nil {
 		return nil, err
 	}
-	if err := l.openReceived(); err != nil {
-		return nil, err
+	if c, err := db.Counter(ReceivedCounter); err == nil {
+		if err := checkReceived(c); err != nil {
+			return nil, err
+		}
+		l.received.Store(c)
 	}
 	if err := l.loadBusinesses(); err != nil {
 		return nil, err
@@ -251,10 +257,16 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 	return l, nil
 }
 
-// Exists reports whether db holds the package's data (New ran on it).
+// Exists reports whether db holds likes: a business or the received
+// totals (each is a counter named "likes_..."). Tools that only read use it
+// so that reading a store without likes creates nothing.
 func Exists(db *store.DB) bool {
-	_, err := db.Counter(ReceivedCounter)
-	return err == nil
+	for _, c := range db.Counters() {
+		if strings.HasPrefix(c.Name, "likes_") {
+			return true
+		}
+	}
+	return false
 }
 
 // DB returns the store l works on.
@@ -352,7 +364,16 @@ func (l *Likes) loadSecret() error {
 	return nil
 }
 
-func (l *Likes) openReceived() error {
+// ensureReceived creates the likes_received counter if it does not exist.
+func (l *Likes) ensureReceived() error {
+	if l.received.Load() != nil {
+		return nil
+	}
+	l.biz.mu.Lock()
+	defer l.biz.mu.Unlock()
+	if l.received.Load() != nil {
+		return nil
+	}
 	c, err := l.db.Counter(ReceivedCounter)
 	if errors.Is(err, store.ErrCounterNotFound) {
 		err = l.db.CreateCounter(ReceivedCounter, store.CounterOptions{RangeBits: l.opts.ReceivedRangeBits})
@@ -363,14 +384,22 @@ func (l *Likes) openReceived() error {
 	if err != nil {
 		return err
 	}
-	if cols := c.Columns(); len(cols) == 0 {
+	if len(c.Columns()) == 0 {
 		if err := l.db.AddColumn(ReceivedCounter, ReceivedColumn, store.ColumnOptions{HintBits: 16, MaxBits: 64}); err != nil && !errors.Is(err, store.ErrExists) {
 			return err
 		}
-	} else if len(cols) != 1 || cols[0] != ReceivedColumn {
+	}
+	if err := checkReceived(c); err != nil {
+		return err
+	}
+	l.received.Store(c)
+	return nil
+}
+
+func checkReceived(c *store.Counter) error {
+	if cols := c.Columns(); len(cols) != 1 || cols[0] != ReceivedColumn {
 		return fmt.Errorf("%w: counter %s has columns %v, want [%s]", ErrBusinessConflict, ReceivedCounter, cols, ReceivedColumn)
 	}
-	l.received = c
 	return nil
 }
 

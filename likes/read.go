@@ -46,7 +46,11 @@ func (l *Likes) Counts(business string, items []uint64, dst []Counts) ([]Counts,
 // Received returns the likes received by owner: the likes of every item of
 // every business whose owner it is.
 func (l *Likes) Received(owner uint64) (uint64, error) {
-	return l.received.GetColumn(owner, ReceivedColumn)
+	c := l.received.Load()
+	if c == nil {
+		return 0, nil
+	}
+	return c.GetColumn(owner, ReceivedColumn)
 }
 
 // Owner returns the owner of item (0: none named).

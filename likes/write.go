@@ -171,6 +171,11 @@ func (l *Likes) transition(kind opKind, bizName string, item, user, owner uint64
 		// Nothing to undo in a business that does not exist.
 		return Result{Item: item}, nil
 	}
+	if owner != 0 {
+		if err := l.ensureReceived(); err != nil {
+			return Result{}, err
+		}
+	}
 	r := requestPool.Get().(*request)
 	r.kind, r.biz, r.item, r.user, r.owner, r.ms = kind, b, item, user, owner, 0
 	r.res, r.err = Result{}, nil

@@ -73,6 +73,11 @@
 // Every container (CLIENT, CONFIG, COMMAND, TALLY.COUNTER, TALLY.COLUMN)
 // answers HELP with its subcommands.
 //
+// Likes (LIKE.LIKE, LIKE.UNLIKE, LIKE.DISLIKE, LIKE.UNDISLIKE,
+// LIKE.SETOWNER, LIKE.COUNTS, LIKE.STATES, LIKE.LIKERS, LIKE.USERLIKES,
+// LIKE.TOP, LIKE.RANK, LIKE.RECEIVED) are the group LikesCommands returns,
+// registered by "tally serve"; likes.go has their table.
+//
 // # Differences from Redis
 //
 //   - Counts never go below 0: DECR, DECRBY and a negative HINCRBY past 0

@@ -290,6 +290,22 @@ func (e *env) open(create bool) (*store.DB, error) {
 	return store.Open(e.dir, opts)
 }
 
+// openFamilies is open with the key families of packages above store
+// declared (so they are merged from the moment Pebble opens).
+func (e *env) openFamilies(create bool, fams []store.FamilySpec) (*store.DB, error) {
+	opts, err := e.options()
+	if err != nil {
+		return nil, err
+	}
+	if !create {
+		if err := mustBeStoreDir(e.dir); err != nil {
+			return nil, err
+		}
+	}
+	opts.Families = append(opts.Families, fams...)
+	return store.Open(e.dir, opts)
+}
+
 // options checks the global flags before anything is opened.
 func (e *env) options() (*store.Options, error) {
 	if e.dir == "" {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/server"
 )
 
@@ -105,12 +106,19 @@ func runServe(e *env, args []string) error {
 		}
 	}
 
-	db, err := e.open(*create)
+	db, err := e.openFamilies(*create, likes.Families())
 	if err != nil {
 		return err
 	}
 	srv, err := server.New(db, opts)
 	if err != nil {
+		return closeDB(db, err)
+	}
+	lk, err := likes.New(db, nil)
+	if err != nil {
+		return closeDB(db, err)
+	}
+	if err := srv.Register(server.LikesCommands(lk)...); err != nil {
 		return closeDB(db, err)
 	}
 	ln, err := net.Listen("tcp", *addr)
