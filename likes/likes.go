@@ -169,7 +169,7 @@ type Likes struct {
 	fam  families
 	cfg  config
 
-	secret   []byte
+	secret []byte
 	// received is the likes_received counter, created by the first
 	// transition that names an owner (nil until then: every total is 0).
 	received atomic.Pointer[store.Counter]

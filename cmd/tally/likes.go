@@ -515,4 +515,3 @@ func runTop(e *env, args []string) error {
 	fmt.Fprint(e.stdout, b.String())
 	return closeDB(db, nil)
 }
-

@@ -321,4 +321,3 @@ func parseDec(b []byte) (uint64, bool) {
 	}
 	return v, true
 }
-
