@@ -38,9 +38,16 @@ Runs a microblog's counters end to end and prints a report:
   4. moves the store's clock 48h on and ages the ranges now due into the
      cold tier (compaction, with progress), merging the cold writes;
   5. reads random posts of the whole week (mostly cold) for --duration/4;
-  6. closes the store while clients are still writing and reopens it to
+  6. likes of a video business on the same store: bulk-loads a month of
+     historical likes (popular videos get most of them), runs likes,
+     unlikes and dislikes with page reads (20 states and counts) from
+     every client for --duration, reads the top 10 (all time and today)
+     and a likers page, and checks every invariant (counts equal set
+     sizes, boards and user lists agree);
+  7. closes the store while clients are still writing and reopens it to
      show recovery, then checks that sampled posts read the same and that
-     every write acknowledged during the close survived.
+     every write acknowledged during the close survived, and that the
+     sampled like counts read the same and the likes invariants hold.
 The demo exits 1 if a check fails.
 
 The store lives in a temporary directory removed afterwards, or in DIR
@@ -93,6 +100,7 @@ type demo struct {
 	mixed, cold drive
 	recovery    store.RecoveryStats
 	closeWrites int
+	likes       *likesDemo // demo_likes.go
 }
 
 func runDemo(e *env, args []string) error {
@@ -186,7 +194,9 @@ func (d *demo) run() error {
 }
 
 func (d *demo) phases() error {
-	for _, phase := range []func() error{d.schema, d.load, d.runMixed, d.age, d.runCold, d.restart} {
+	likesPart := func() error { return demoLikes(d) }
+	likesVerify := func() error { return demoLikesVerify(d) }
+	for _, phase := range []func() error{d.schema, d.load, d.runMixed, d.age, d.runCold, likesPart, d.restart, likesVerify} {
 		if err := phase(); err != nil {
 			return err
 		}
@@ -540,4 +550,7 @@ func (d *demo) report() {
 	d.printf("  %-10s %.0f ids read/s, p99 %v\n", "cold reads", float64(d.cold.ids)/d.cold.secs, d.cold.read.Quantile(0.99))
 	d.printf("  %-10s %v (%d rows from the checkpoint, %d log records replayed)\n",
 		"recovery", d.recovery.Duration.Round(time.Microsecond), d.recovery.RowsLoaded, d.recovery.RecordsReplayed)
+	if d.likes != nil {
+		d.likes.report(d)
+	}
 }
