@@ -2,6 +2,7 @@ package likes
 
 import (
 	"context"
+	"math/rand/v2"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -500,4 +501,70 @@ func TestMergeFinishDeletePanics(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "compaction iterator has skip=true") {
 		t.Fatalf("the reproduction no longer panics (err %v): %s", err, out)
 	}
+}
+
+// TestWideBuckets checks boards whose scores lie in buckets wider than 1
+// (128 and above), where Top sorts a bucket by exact scores and Rank reads
+// its bucket: random likes and unlikes against the model, all-time and
+// today.
+func TestWideBuckets(t *testing.T) {
+	e := newEnv(t, &Options{RoaringThreshold: MaxRoaringThreshold})
+	m := newModel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	now := e.clock.Now().UnixMilli()
+	var likes []LoadLike
+	for item := range uint64(8) {
+		for u := range 120 + rng.IntN(200) {
+			likes = append(likes, LoadLike{Item: item, User: uint64(u)})
+		}
+	}
+	must[LoadStats](t)(e.l.Load(context.Background(), "video", likes, nil))
+	m.load("video", likes, now)
+	check := func(step int) {
+		t.Helper()
+		for _, day := range []uint32{dayAll, dayOf(now)} {
+			want := m.board("video", day)
+			for _, n := range []int{1, 3, 5, 8, 20} {
+				var got []Entry
+				var err error
+				if day == dayAll {
+					got, err = e.l.Top("video", n)
+				} else {
+					got, err = e.l.TopDay("video", e.clock.Now(), n)
+				}
+				w := want[:min(n, len(want))]
+				if err != nil || !slices.Equal(got, w) {
+					t.Fatalf("step %d day %d top %d: %v %v, want %v", step, day, n, got, err, w)
+				}
+			}
+			for _, w := range want {
+				var got Entry
+				var ok bool
+				var err error
+				if day == dayAll {
+					got, ok, err = e.l.Rank("video", w.Item)
+				} else {
+					got, ok, err = e.l.RankDay("video", e.clock.Now(), w.Item)
+				}
+				if err != nil || !ok || got != w {
+					t.Fatalf("step %d day %d rank of %d: %v %v %v, want %v", step, day, w.Item, got, ok, err, w)
+				}
+			}
+		}
+	}
+	check(0)
+	for step := 1; step <= 300; step++ {
+		item, user := rng.Uint64N(8), rng.Uint64N(400)
+		if rng.IntN(2) == 0 {
+			must[Result](t)(e.l.Unlike("video", item, user))
+			m.apply(opUnlike, "video", item, user, 0, now)
+		} else {
+			must[Result](t)(e.l.Like("video", item, user, 0))
+			m.apply(opLike, "video", item, user, 0, now)
+		}
+		if step%20 == 0 {
+			check(step)
+		}
+	}
+	e.check()
 }

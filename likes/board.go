@@ -3,23 +3,31 @@ package likes
 // Leaderboards.
 //
 // A board is a score-ordered index: one key per item with a non-zero
-// score, business | day | ^score | item, so the top N is a prefix scan of N
-// keys. The all-time board (day dayAll) is scored by the item's likes (its
-// counter); a day board by the item's likes made that UTC day and still
-// standing (the likes-dayscore family). Every transition moves the item's
-// key in the same batch as its count (delete the old score's key, put the
-// new one), so a board is exact: an item that drops out is replaced by the
-// right next one, and ties are ordered by item id.
+// score, business | day | ^bucket | item, where the bucket is a log-linear
+// function of the score (bucketOf: exact below 128, then 64 buckets per
+// power of two). The top N is a prefix scan: whole buckets in descending
+// order, each sorted by the items' exact scores (a bucket of width 1, every
+// bucket below 128, is already in order), until N items are out. The
+// all-time board (day dayAll) is scored by the item's likes (its counter);
+// a day board by the item's likes made that UTC day and still standing (the
+// likes-dayscore family). A transition moves the item's key in the same
+// batch as its count, but only when the score leaves its bucket, so the
+// board is exact (an item that drops out is replaced by the right next one,
+// ties are ordered by item id) while a popular item's likes rarely touch
+// it: a key per score would put a delete and a put into every like and
+// leave a trail of tombstones the top-N scan walks over until compaction
+// (measured: 1.8 ms for a top 10 behind an item with 5,000 likes).
 //
 // Rank is competition ranking ("1224"): 1 + the number of items with a
 // strictly greater score, so tied items share a rank, in Top and Rank
 // alike. Counting keys before the item would cost O(rank); instead a
-// histogram (likes-hist: business | day | ^score | sign → the number of
-// times an item reached (sign 0) or left (sign 1) that score, MergeAdd
-// operands written with each move) lets Rank sum the counts of the distinct
-// scores above the item's: its cost grows with the number of distinct
-// scores ever reached above it, not with the number of items
-// (BenchmarkRank measures both ends).
+// histogram (likes-hist: business | day | ^bucket | sign → the number of
+// times an item entered (sign 0) or left (sign 1) that bucket, MergeAdd
+// operands written with each move) gives the items of every bucket above
+// the item's, and the item's own bucket is read whole (its members' exact
+// scores): the cost grows with the buckets above (at most 3,776) and the
+// items of its bucket, not with the number of items (BenchmarkRank
+// measures both ends).
 
 import (
 	"context"
@@ -80,112 +88,217 @@ func (l *Likes) top(bizName string, day uint32, n int) ([]Entry, error) {
 	if err != nil || b == nil {
 		return nil, err
 	}
-	it, err := l.fam.board.NewIter(&store.IterOptions{Prefix: appendBoardPrefix(nil, b.id, day)})
+	var out []Entry
+	// The board keys and the exact scores at one moment: counts live in
+	// memory, keys and day scores in Pebble.
+	err = l.db.View(func() error {
+		it, err := l.fam.board.NewIter(&store.IterOptions{Prefix: appendBoardPrefix(nil, b.id, day)})
+		if err != nil {
+			return err
+		}
+		var pending []uint64 // items of bucket cur
+		var cur uint16
+		flush := func() error {
+			if len(pending) == 0 {
+				return nil
+			}
+			es, err := l.bucketEntries(b, day, cur, pending)
+			out = append(out, es...)
+			pending = pending[:0]
+			return err
+		}
+		for it.Next() {
+			bucket, item := boardKeyBucketItem(it.Key())
+			if bucket != cur {
+				if err := flush(); err != nil {
+					it.Close()
+					return err
+				}
+				if len(out) >= n {
+					break
+				}
+				cur = bucket
+			}
+			pending = append(pending, item)
+			if _, w := bucketRange(cur); w == 1 && len(out)+len(pending) >= n {
+				break // one score: the bucket is in item order already
+			}
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		return flush()
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Entry, 0, min(n, 64))
-	for len(out) < n && it.Next() {
-		score, item := boardKeyScoreItem(it.Key())
-		rank := len(out) + 1
-		if len(out) > 0 && out[len(out)-1].Likes == score {
-			rank = out[len(out)-1].Rank
+	out = out[:min(n, len(out))]
+	for i := range out {
+		out[i].Rank = i + 1
+		if i > 0 && out[i].Likes == out[i-1].Likes {
+			out[i].Rank = out[i-1].Rank
 		}
-		out = append(out, Entry{Rank: rank, Item: item, Likes: score})
 	}
-	if err := it.Close(); err != nil {
+	return out, nil
+}
+
+// bucketEntries returns the entries of items, the board keys of one bucket
+// in item order, sorted by score (highest first) then item. A bucket of
+// width 1 has one score; a wider one reads each item's exact score. Runs
+// inside View.
+func (l *Likes) bucketEntries(b *business, day uint32, bucket uint16, items []uint64) ([]Entry, error) {
+	out := make([]Entry, len(items))
+	lo, w := bucketRange(bucket)
+	if w == 1 {
+		for i, item := range items {
+			out[i] = Entry{Item: item, Likes: lo}
+		}
+		return out, nil
+	}
+	scores, err := l.scores(b, day, items)
+	if err != nil {
 		return nil, err
+	}
+	for i, item := range items {
+		if s := scores[i]; s < lo || s-lo >= w {
+			return nil, fmt.Errorf("%w: likes: item %d on board %s in bucket %d scores %d", store.ErrCorrupt, item, dayName(day), bucket, s)
+		}
+		out[i] = Entry{Item: item, Likes: scores[i]}
+	}
+	slices.SortStableFunc(out, func(a, c Entry) int {
+		switch {
+		case a.Likes > c.Likes:
+			return -1
+		case a.Likes < c.Likes:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// scores returns the exact scores of items on a board: their likes for
+// the all-time board, their day scores for a day board.
+func (l *Likes) scores(b *business, day uint32, items []uint64) ([]uint64, error) {
+	out := make([]uint64, len(items))
+	if day == dayAll {
+		for start := 0; start < len(items); start += MaxStates {
+			part := items[start:min(start+MaxStates, len(items))]
+			vals, err := b.c.MultiGet(part, nil)
+			if err != nil {
+				return nil, err
+			}
+			for i := range part {
+				out[start+i] = vals[2*i]
+			}
+		}
+		return out, nil
+	}
+	var key, val []byte
+	for i, item := range items {
+		key = appendDayScoreKey(key[:0], b.id, day, item)
+		n, err := l.readAdd(l.fam.dayScore, key, &val)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = uint64(max(n, 0))
 	}
 	return out, nil
 }
 
 // Rank returns item's entry on the all-time board of business; ok is false
 // when the item has no likes (it is on no board).
-func (l *Likes) Rank(business string, item uint64) (e Entry, ok bool, err error) {
-	b, err := l.lookup(business)
-	if err != nil || b == nil {
-		return Entry{Item: item}, false, err
-	}
-	var snap *store.Snapshot
-	var vals [2]uint64
-	// The count and the histogram at one moment: the counter lives in
-	// memory, the histogram in Pebble.
-	err = l.db.View(func() error {
-		got, err := b.c.Get(item, vals[:0])
-		if err != nil {
-			return err
-		}
-		e = Entry{Item: item, Likes: got[0]}
-		snap, err = l.db.NewSnapshot()
-		return err
-	})
-	if err != nil {
-		return Entry{Item: item}, false, err
-	}
-	defer snap.Close()
-	if e.Likes == 0 {
-		return e, false, nil
-	}
-	e.Rank, err = l.rankOf(snap, b.id, dayAll, e.Likes)
-	return e, err == nil, err
+func (l *Likes) Rank(business string, item uint64) (Entry, bool, error) {
+	return l.rank(business, dayAll, item)
 }
 
 // RankDay returns item's entry on the board of the UTC day containing day.
-func (l *Likes) RankDay(business string, day time.Time, item uint64) (e Entry, ok bool, err error) {
+func (l *Likes) RankDay(business string, day time.Time, item uint64) (Entry, bool, error) {
 	d, err := l.keptDay(day)
 	if err != nil {
 		return Entry{Item: item}, false, err
 	}
-	b, err := l.lookup(business)
-	if err != nil || b == nil {
-		return Entry{Item: item}, false, err
-	}
-	snap, err := l.db.NewSnapshot()
-	if err != nil {
-		return Entry{Item: item}, false, err
-	}
-	defer snap.Close()
-	v, found, err := snap.Get(l.fam.dayScore, appendDayScoreKey(nil, b.id, d, item), nil)
-	if err != nil || !found {
-		return Entry{Item: item}, false, err
-	}
-	score, err := store.DecodeAdd(v)
-	if err != nil || score <= 0 {
-		return Entry{Item: item}, false, err
-	}
-	e = Entry{Item: item, Likes: uint64(score)}
-	e.Rank, err = l.rankOf(snap, b.id, d, e.Likes)
-	return e, err == nil, err
+	return l.rank(business, d, item)
 }
 
-// rankOf returns 1 + the number of items of board (biz, day) scoring more
-// than score, from the histogram.
-func (l *Likes) rankOf(snap *store.Snapshot, biz, day uint32, score uint64) (int, error) {
+// rank is 1 + the number of items scoring more than item: those of the
+// buckets above its own, from the histogram, and those of its bucket with
+// a higher exact score.
+func (l *Likes) rank(business string, day uint32, item uint64) (e Entry, ok bool, err error) {
+	e = Entry{Item: item}
+	b, err := l.lookup(business)
+	if err != nil || b == nil {
+		return e, false, err
+	}
+	err = l.db.View(func() error {
+		s, err := l.scores(b, day, []uint64{item})
+		if err != nil || s[0] == 0 {
+			return err
+		}
+		e.Likes, ok = s[0], true
+		bucket := bucketOf(e.Likes)
+		above, err := l.histAbove(b.id, day, bucket)
+		if err != nil {
+			return err
+		}
+		rank := 1 + above
+		if _, w := bucketRange(bucket); w > 1 {
+			var items []uint64
+			it, err := l.fam.board.NewIter(&store.IterOptions{Prefix: appendBoardBucketPrefix(nil, b.id, day, bucket)})
+			if err != nil {
+				return err
+			}
+			for it.Next() {
+				_, other := boardKeyBucketItem(it.Key())
+				items = append(items, other)
+			}
+			if err := it.Close(); err != nil {
+				return err
+			}
+			scores, err := l.scores(b, day, items)
+			if err != nil {
+				return err
+			}
+			for _, s := range scores {
+				if s > e.Likes {
+					rank++
+				}
+			}
+		}
+		e.Rank = int(rank)
+		return nil
+	})
+	if err != nil || !ok {
+		return Entry{Item: item}, false, err
+	}
+	return e, true, nil
+}
+
+// histAbove returns the number of items of board (biz, day) in buckets
+// above bucket, from the histogram.
+func (l *Likes) histAbove(biz, day uint32, bucket uint16) (int64, error) {
 	p := appendDayPrefix(nil, prefixHist, biz, day)
-	it, err := snap.NewIter(l.fam.hist, &store.IterOptions{Prefix: p, Upper: appendHistScorePrefix(nil, biz, day, score)})
+	it, err := l.fam.hist.NewIter(&store.IterOptions{Prefix: p, Upper: appendHistBucketPrefix(nil, biz, day, bucket)})
 	if err != nil {
 		return 0, err
 	}
-	rank := int64(1)
+	var n int64
 	for it.Next() {
 		v := it.Value()
 		if v == nil {
 			continue // merged to nothing
 		}
-		n, err := store.DecodeAdd(v)
+		c, err := store.DecodeAdd(v)
 		if err != nil {
 			it.Close()
 			return 0, err
 		}
-		if _, sign := histKeyScoreSign(it.Key()); sign == histOut {
-			n = -n
+		if _, sign := histKeyBucketSign(it.Key()); sign == histOut {
+			c = -c
 		}
-		rank += n
+		n += c
 	}
-	if err := it.Close(); err != nil {
-		return 0, err
-	}
-	return int(rank), nil
+	return n, it.Close()
 }
 
 // Day boards are deleted by a queued job (store's durable job queue, paced

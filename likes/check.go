@@ -336,9 +336,9 @@ func (l *Likes) checkBoards(snap *store.Snapshot, biz, first uint32, days bool, 
 	for it.Next() {
 		k := it.Key()
 		day := u32at(k, 5)
-		score, item := boardKeyScoreItem(k)
-		if scores[day][item] != score {
-			bad("board %s: item %d at %d, want %d", dayName(day), item, score, scores[day][item])
+		bucket, item := boardKeyBucketItem(k)
+		if s := scores[day][item]; s == 0 || bucketOf(s) != bucket {
+			bad("board %s: item %d in bucket %d, its score is %d", dayName(day), item, bucket, s)
 		}
 		seen[day]++
 	}
@@ -350,11 +350,11 @@ func (l *Likes) checkBoards(snap *store.Snapshot, biz, first uint32, days bool, 
 			bad("board %s: %d keys, %d items scored", dayName(day), seen[day], len(m))
 		}
 	}
-	hist := map[uint32]map[uint64]int64{}
+	hist := map[uint32]map[uint16]int64{}
 	for day, m := range scores {
-		hist[day] = map[uint64]int64{}
+		hist[day] = map[uint16]int64{}
 		for _, s := range m {
-			hist[day][s]++
+			hist[day][bucketOf(s)]++
 		}
 	}
 	it, err = snap.NewIter(l.fam.hist, &store.IterOptions{Lower: lo(prefixHist), Upper: hi(prefixHist)})
@@ -373,14 +373,14 @@ func (l *Likes) checkBoards(snap *store.Snapshot, biz, first uint32, days bool, 
 			return err
 		}
 		day := u32at(k, 5)
-		score, sign := histKeyScoreSign(k)
+		bucket, sign := histKeyBucketSign(k)
 		if sign == histOut {
 			n = -n
 		}
 		if hist[day] == nil {
-			hist[day] = map[uint64]int64{}
+			hist[day] = map[uint16]int64{}
 		}
-		hist[day][score] -= n
+		hist[day][bucket] -= n
 	}
 	if err := it.Close(); err != nil {
 		return err
@@ -388,7 +388,7 @@ func (l *Likes) checkBoards(snap *store.Snapshot, biz, first uint32, days bool, 
 	for day, m := range hist {
 		for s, n := range m {
 			if n != 0 {
-				bad("histogram %s: score %d is off by %d items", dayName(day), s, n)
+				bad("histogram %s: bucket %d is off by %d items", dayName(day), s, n)
 			}
 		}
 	}

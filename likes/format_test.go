@@ -36,10 +36,10 @@ func goldenCases() []struct {
 		{"set key", appendSetKey(nil, 1, 2, kindDislike, 3), "43000000010000000000000002020000000000000003"},
 		{"bitmap key", appendBitmapKey(nil, 1, 2, kindLike, 5), "44000000010000000000000002010005"},
 		{"user key", appendUserKey(nil, 1, 2, 3, 4), "4500000001000000000000000200000000000000030000000000000004"},
-		{"board key", appendBoardKey(nil, 1, 20000, 5, 6), "460000000100004e20fffffffffffffffa0000000000000006"},
-		{"all-time board key", appendBoardKey(nil, 1, dayAll, 1, 6), "4600000001fffffffffffffffffffffffe0000000000000006"},
+		{"board key", appendBoardKey(nil, 1, 20000, bucketOf(5000), 6), "460000000100004e20fe310000000000000006"},
+		{"all-time board key", appendBoardKey(nil, 1, dayAll, bucketOf(1), 6), "4600000001fffffffffffe0000000000000006"},
 		{"day score key", appendDayScoreKey(nil, 1, 20000, 6), "470000000100004e200000000000000006"},
-		{"histogram key", appendHistKey(nil, 1, 20000, 5, histOut), "480000000100004e20fffffffffffffffa01"},
+		{"histogram key", appendHistKey(nil, 1, 20000, bucketOf(5), histOut), "480000000100004e20fffa01"},
 		{"ordinal key", appendOrdKey(nil, 9), "490000000000000009"},
 		{"ordinal user key", appendOrdRevKey(nil, 9), "4a00000009"},
 		{"meta key", appendMetaKey(nil, metaConfig), "40636f6e666967"},
@@ -163,4 +163,34 @@ func FuzzCursor(f *testing.F) {
 			t.Fatalf("cursor %q decodes to %+v, encodes to %q", s, c, again)
 		}
 	})
+}
+
+func TestBuckets(t *testing.T) {
+	prev := uint16(0)
+	for s := uint64(1); s < 1<<20; s++ {
+		b := bucketOf(s)
+		lo, w := bucketRange(b)
+		if s < lo || s-lo >= w {
+			t.Fatalf("score %d in bucket %d [%d, +%d)", s, b, lo, w)
+		}
+		if b < prev || b > prev+1 {
+			t.Fatalf("score %d: bucket %d after %d", s, b, prev)
+		}
+		if s < 128 && (b != uint16(s) || w != 1) {
+			t.Fatalf("score %d: bucket %d width %d, want exact", s, b, w)
+		}
+		if w > 1 && w*64 > s {
+			t.Fatalf("score %d: width %d over 1/64", s, w)
+		}
+		prev = b
+	}
+	for _, s := range []uint64{1 << 63, ^uint64(0), 1<<40 + 12345} {
+		lo, w := bucketRange(bucketOf(s))
+		if s < lo || s-lo >= w {
+			t.Fatalf("score %d outside its bucket [%d, +%d)", s, lo, w)
+		}
+	}
+	if b := bucketOf(^uint64(0)); b != 3775 {
+		t.Fatalf("top bucket %d", b)
+	}
 }

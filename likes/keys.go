@@ -2,6 +2,7 @@ package likes
 
 import (
 	"encoding/binary"
+	"math/bits"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -17,9 +18,9 @@ const (
 	prefixSet      = 0x43 // biz u32 | item u64 | kind u8 | user u64       empty (list representation)
 	prefixBitmap   = 0x44 // biz u32 | item u64 | kind u8 | chunk u16      MergeRoaring of ordinals (roaring representation)
 	prefixUser     = 0x45 // biz u32 | user u64 | time u64 | item u64      empty (a user's likes by time)
-	prefixBoard    = 0x46 // biz u32 | day u32 | ^score u64 | item u64     empty (score-ordered index)
+	prefixBoard    = 0x46 // biz u32 | day u32 | ^bucket u16 | item u64    empty (score-ordered index)
 	prefixDayScore = 0x47 // biz u32 | day u32 | item u64                  MergeAdd: the item's likes of that day
-	prefixHist     = 0x48 // biz u32 | day u32 | ^score u64 | sign u8      MergeAdd: items that reached (sign 0) or left (1) that score
+	prefixHist     = 0x48 // biz u32 | day u32 | ^bucket u16 | sign u8     MergeAdd: items that entered (sign 0) or left (1) that bucket
 	prefixOrd      = 0x49 // user u64                                      ordinal record
 	prefixOrdRev   = 0x4A // ord u32                                       user record
 )
@@ -42,9 +43,9 @@ const (
 	setKeyLen      = 21
 	bitmapKeyLen   = 15
 	userKeyLen     = 28
-	boardKeyLen    = 24
+	boardKeyLen    = 18
 	dayScoreKeyLen = 16
-	histKeyLen     = 17
+	histKeyLen     = 11
 	ordKeyLen      = 8
 	ordRevKeyLen   = 4
 )
@@ -144,9 +145,15 @@ func appendUserPrefix(dst []byte, biz uint32, user uint64) []byte {
 	return be64(be32(append(dst, prefixUser), biz), user)
 }
 
-func appendBoardKey(dst []byte, biz, day uint32, score, item uint64) []byte {
+func appendBoardKey(dst []byte, biz, day uint32, bucket uint16, item uint64) []byte {
 	dst = be32(be32(append(dst, prefixBoard), biz), day)
-	return be64(be64(dst, ^score), item)
+	return be64(binary.BigEndian.AppendUint16(dst, ^bucket), item)
+}
+
+// appendBoardBucketPrefix is the prefix of the board keys of one bucket.
+func appendBoardBucketPrefix(dst []byte, biz, day uint32, bucket uint16) []byte {
+	dst = be32(be32(append(dst, prefixBoard), biz), day)
+	return binary.BigEndian.AppendUint16(dst, ^bucket)
 }
 
 func appendBoardPrefix(dst []byte, biz, day uint32) []byte {
@@ -163,12 +170,12 @@ const (
 	histOut byte = 1
 )
 
-func appendHistKey(dst []byte, biz, day uint32, score uint64, sign byte) []byte {
-	return append(appendHistScorePrefix(dst, biz, day, score), sign)
+func appendHistKey(dst []byte, biz, day uint32, bucket uint16, sign byte) []byte {
+	return append(appendHistBucketPrefix(dst, biz, day, bucket), sign)
 }
 
-func appendHistScorePrefix(dst []byte, biz, day uint32, score uint64) []byte {
-	return be64(be32(be32(append(dst, prefixHist), biz), day), ^score)
+func appendHistBucketPrefix(dst []byte, biz, day uint32, bucket uint16) []byte {
+	return binary.BigEndian.AppendUint16(be32(be32(append(dst, prefixHist), biz), day), ^bucket)
 }
 
 func appendDayPrefix(dst []byte, prefix byte, biz, day uint32) []byte {
@@ -201,11 +208,45 @@ func bitmapKeyChunk(k []byte) uint16 { return binary.BigEndian.Uint16(k[14:]) }
 // userKeyTimeItem returns the time and item of a user-list key.
 func userKeyTimeItem(k []byte) (int64, uint64) { return int64(u64at(k, 13)), u64at(k, 21) }
 
-// boardKeyScoreItem returns the score and item of a board key.
-func boardKeyScoreItem(k []byte) (uint64, uint64) { return ^u64at(k, 9), u64at(k, 17) }
+// boardKeyBucketItem returns the bucket and item of a board key.
+func boardKeyBucketItem(k []byte) (uint16, uint64) {
+	return ^binary.BigEndian.Uint16(k[9:]), u64at(k, 11)
+}
 
-// histKeyScoreSign returns the score and sign of a histogram key.
-func histKeyScoreSign(k []byte) (uint64, byte) { return ^u64at(k, 9), k[17] }
+// histKeyBucketSign returns the bucket and sign of a histogram key.
+func histKeyBucketSign(k []byte) (uint16, byte) { return ^binary.BigEndian.Uint16(k[9:]), k[11] }
+
+// Score buckets. A board orders items by bucket, and within a bucket by
+// the exact score read at query time, so an item's board key moves only
+// when its score leaves its bucket. Buckets are log-linear: exact (width 1)
+// below 128, then 64 buckets per power of two (width 2^(k-6) for scores in
+// [2^k, 2^(k+1))), so a popular item at 5,000 likes moves its key once per
+// 64 likes instead of on every like, and there are at most 3,776 buckets.
+const (
+	bucketSub  = 64 // buckets per power of two
+	bucketBits = 6  // log2(bucketSub)
+)
+
+// bucketOf returns the bucket of score (monotonic: a higher score never
+// has a lower bucket).
+func bucketOf(score uint64) uint16 {
+	if score < 2*bucketSub {
+		return uint16(score)
+	}
+	k := uint(bits.Len64(score) - 1) // 2^k ≤ score < 2^(k+1), k ≥ 7
+	sub := (score - 1<<k) >> (k - bucketBits)
+	return uint16(uint64(k-bucketBits+1)<<bucketBits | sub)
+}
+
+// bucketRange returns the lowest score of bucket b and its width.
+func bucketRange(b uint16) (lo, width uint64) {
+	if b < 2*bucketSub {
+		return uint64(b), 1
+	}
+	k := uint(b>>bucketBits) + bucketBits - 1
+	sub := uint64(b & (bucketSub - 1))
+	return 1<<k + sub<<(k-bucketBits), 1 << (k - bucketBits)
+}
 
 // keyEnd returns the smallest key after every key starting with p.
 func keyEnd(p []byte) []byte {

@@ -701,7 +701,8 @@ func (l *Likes) readAdd(f *store.Family, key []byte, vbuf *[]byte) (int64, error
 }
 
 // moveScore moves item from score old to score nw on board day of biz: the
-// board key and the histogram of scores. Score 0 is on no board.
+// board key and the histogram of buckets, if the bucket changes (see
+// bucketOf). Score 0 is on no board.
 //
 // NB: the histogram counts arrivals and departures in two keys, each only
 // ever incremented, rather than one key taking +1 and -1. A MergeAdd key
@@ -713,23 +714,24 @@ func (l *Likes) readAdd(f *store.Family, key []byte, vbuf *[]byte) (int64, error
 // crash in a flush and again on every reopen. Sums that only grow never
 // finish as deletions. TestMergeFinishDeletePanics reproduces it.
 func (l *Likes) moveScore(b *store.Batch, biz, day uint32, item, old, nw uint64, buf *[]byte) error {
-	if old == nw {
-		return nil
+	ob, nb := bucketOf(old), bucketOf(nw)
+	if old == nw || old > 0 && nw > 0 && ob == nb {
+		return nil // still in its bucket: the key stays
 	}
 	f := &l.fam
 	if old > 0 {
-		if err := f.board.Delete(b, appendBoardKey((*buf)[:0], biz, day, old, item)); err != nil {
+		if err := f.board.Delete(b, appendBoardKey((*buf)[:0], biz, day, ob, item)); err != nil {
 			return err
 		}
-		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, old, histOut), store.AddOperand(nil, 1)); err != nil {
+		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, ob, histOut), store.AddOperand(nil, 1)); err != nil {
 			return err
 		}
 	}
 	if nw > 0 {
-		if err := f.board.Put(b, appendBoardKey((*buf)[:0], biz, day, nw, item), nil); err != nil {
+		if err := f.board.Put(b, appendBoardKey((*buf)[:0], biz, day, nb, item), nil); err != nil {
 			return err
 		}
-		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, nw, histIn), store.AddOperand(nil, 1)); err != nil {
+		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, nb, histIn), store.AddOperand(nil, 1)); err != nil {
 			return err
 		}
 	}
