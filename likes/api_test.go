@@ -2,10 +2,10 @@ package likes
 
 import (
 	"context"
-	"math/rand/v2"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
