@@ -89,10 +89,6 @@ func (l *Likes) checkOrdinals(snap *store.Snapshot) (map[uint64]uint32, error) {
 			it.Close()
 			return nil, fmt.Errorf("likes: check: ordinal %d maps to user %d, which maps to %d (%v)", ord, user, o, ok)
 		}
-		if isSentinel(ord) {
-			it.Close()
-			return nil, fmt.Errorf("likes: check: user %d has a chunk sentinel %d as its ordinal", user, ord)
-		}
 		if ord >= next {
 			it.Close()
 			return nil, fmt.Errorf("likes: check: ordinal %d not below the next one %d", ord, next)
@@ -206,9 +202,6 @@ func (l *Likes) checkBusiness(snap *store.Snapshot, b *business, ords map[uint64
 			bad("item %d has roaring chunks but is a list", item)
 		}
 		bm.Iterate(func(ord uint32) bool {
-			if isSentinel(ord) {
-				return true
-			}
 			u, ok := users[ord]
 			if !ok {
 				return bad("item %d: ordinal %d has no user", item, ord)

@@ -34,7 +34,7 @@ func goldenCases() []struct {
 		{"state key", appendStateKey(nil, 1, 2, 3), "410000000100000000000000020000000000000003"},
 		{"item key", appendItemKey(nil, 1, 2), "42000000010000000000000002"},
 		{"set key", appendSetKey(nil, 1, 2, kindDislike, 3), "43000000010000000000000002020000000000000003"},
-		{"bitmap key", appendBitmapKey(nil, 1, 2, kindLike, 5), "44000000010000000000000002010005"},
+		{"bitmap key", appendBitmapKey(nil, 1, 2, kindLike, 5), "440000000100000000000000020100000005"},
 		{"user key", appendUserKey(nil, 1, 2, 3, 4), "4500000001000000000000000200000000000000030000000000000004"},
 		{"board key", appendBoardKey(nil, 1, 20000, bucketOf(5000), 6), "460000000100004e20fe310000000000000006"},
 		{"all-time board key", appendBoardKey(nil, 1, dayAll, bucketOf(1), 6), "4600000001fffffffffffe0000000000000006"},

@@ -189,7 +189,7 @@ type Likes struct {
 
 	stats struct {
 		groups, ops, maxGroup, waits atomic.Int64
-		conversions, collapses       atomic.Int64
+		conversions                  atomic.Int64
 	}
 }
 
@@ -571,8 +571,8 @@ type Stat struct {
 // VALUE): the persisted options, the businesses, the ordinals allocated,
 // and since New the transitions, commit groups (a group is one batch of
 // one stripe's queued transitions), the largest group, how many
-// transitions waited for a stripe's leader (contention), sets converted to
-// roaring and roaring chunks rewritten whole.
+// transitions waited for a stripe's leader (contention) and the sets
+// converted to roaring.
 func (l *Likes) Stats() []Stat {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	l.ords.mu.Lock()
@@ -589,7 +589,6 @@ func (l *Likes) Stats() []Stat {
 		{"max_group", i(l.stats.maxGroup.Load())},
 		{"waited", i(l.stats.waits.Load())},
 		{"conversions", i(l.stats.conversions.Load())},
-		{"chunk_rewrites", i(l.stats.collapses.Load())},
 	}
 }
 

@@ -53,7 +53,7 @@ type LoadStats struct {
 var loadGroupLikes = 16384
 
 // bulkLoad is a load's running state: the counts of the items it touched
-// and the ordinals its users already had.
+// and the ordinals of its users (ordinal+1; 0 for a user without one).
 type bulkLoad struct {
 	counts  map[uint64]Counts
 	changed map[uint64]bool // items whose counts differ from before the load
@@ -271,7 +271,7 @@ func (l *Likes) readAhead(b *business, likes []LoadLike) (prior []stateRec, dup 
 		if !valid || bytes.Compare(oit.Key(), key) < 0 {
 			valid = oit.SeekGE(key)
 		}
-		ords[u] = 0 // none (0 is a sentinel, never a user's)
+		ords[u] = 0 // none: the map holds ordinal+1
 		if valid {
 			if bytes.Equal(oit.Key(), key) {
 				ord, err := decodeOrd(oit.Value())
@@ -279,7 +279,7 @@ func (l *Likes) readAhead(b *business, likes []LoadLike) (prior []stateRec, dup 
 					oit.Close()
 					return nil, nil, nil, fmt.Errorf("%w: %v", store.ErrCorrupt, err)
 				}
-				ords[u] = ord
+				ords[u] = ord + 1
 			}
 		}
 	}
@@ -410,11 +410,7 @@ func (l *Likes) setSizes(snap *store.Snapshot, biz uint32) (map[uint64]Counts, e
 			it.Close()
 			return nil, fmt.Errorf("%w: %v", store.ErrCorrupt, err)
 		}
-		n := bm.GetCardinality()
-		if bm.Contains(sentinel(bitmapKeyChunk(k))) {
-			n--
-		}
-		add(u64at(k, 5), k[13], n)
+		add(u64at(k, 5), k[13], bm.GetCardinality())
 	}
 	if err := it.Close(); err != nil {
 		return nil, err

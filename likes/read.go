@@ -283,7 +283,7 @@ func (l *Likes) roaringPage(snap *store.Snapshot, b *business, item uint64, kind
 		if after == ^uint32(0) {
 			return Page{}, nil
 		}
-		o.Lower = appendBitmapKey(nil, b.id, item, kind, uint16(after>>16))
+		o.Lower = appendBitmapKey(nil, b.id, item, kind, chunkOf(after))
 	}
 	it, err := snap.NewIter(l.fam.bitmap, o)
 	if err != nil {
@@ -310,7 +310,7 @@ func (l *Likes) roaringPage(snap *store.Snapshot, b *business, item uint64, kind
 		}
 		for len(ords) <= limit && m.HasNext() {
 			x := m.Next()
-			if hasAfter && x <= after || isSentinel(x) {
+			if hasAfter && x <= after {
 				continue
 			}
 			ords = append(ords, x)

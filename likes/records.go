@@ -20,7 +20,7 @@ import (
 
 var (
 	errChunkRange    = errors.New("roaring chunk holds members of another chunk")
-	errChunkSentinel = errors.New("roaring chunk without its sentinel")
+	errChunkEmpty    = errors.New("empty roaring chunk")
 	errCorrupt       = errors.New("malformed record")
 )
 

@@ -37,6 +37,7 @@ package likes
 // Ordinals are per user and shared: ordAlloc serializes their allocation.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -92,27 +93,13 @@ type stripe struct {
 	mu    sync.Mutex
 	busy  bool       // a leader is running a group
 	queue []*request // guarded by mu
-	// chunkOps counts the merge operands written to each roaring chunk
-	// since it was last written whole; only the leader touches it.
-	chunkOps map[chunkID]uint8
-	_        [24]byte // keep neighbouring stripes' mutexes apart
+	_     [24]byte   // keep neighbouring stripes' mutexes apart
 }
 
 type chunkID struct {
-	biz   uint32
-	item  uint64
 	kind  byte
-	chunk uint16
+	chunk uint32
 }
-
-// collapseAfter is how many merge operands a roaring chunk collects before
-// a write rewrites it whole, so a read never merges more than this many
-// (each merge decodes and re-encodes the chunk). maxChunkOps bounds the
-// map that counts them.
-const (
-	collapseAfter = 32
-	maxChunkOps   = 1 << 14
-)
 
 func (l *Likes) stripeOf(biz uint32, item uint64) *stripe {
 	h := item*0x9E3779B97F4A7C15 ^ uint64(biz)*0xC2B2AE3D27D4EB4F
@@ -249,8 +236,6 @@ type group struct {
 	// written with the group's batch.
 	fresh   []uint64
 	freshOK map[uint64]bool
-	// chunk operand counts to apply after the commit.
-	chunkSet map[chunkID]uint8
 	// bulk is set for a group of a bulk load (load.go): counts come from
 	// and go to it instead of the counter.
 	bulk *bulkLoad
@@ -528,18 +513,6 @@ func (g *group) commit() error {
 	if prune {
 		g.l.notePrune(g.today)
 	}
-	if len(g.chunkSet) > 0 {
-		if g.s.chunkOps == nil || len(g.s.chunkOps) > maxChunkOps {
-			g.s.chunkOps = map[chunkID]uint8{}
-		}
-		for id, n := range g.chunkSet {
-			if n == 0 {
-				delete(g.s.chunkOps, id)
-			} else {
-				g.s.chunkOps[id] = n
-			}
-		}
-	}
 	return nil
 }
 
@@ -759,18 +732,17 @@ func (l *Likes) moveReceived(b *store.Batch, owner0, owner, likes0, likes uint64
 }
 
 // roaringMoves applies membership moves to an item already in roaring
-// form: one operand per touched chunk, or a whole rewrite of a chunk that
-// collected collapseAfter operands (or of every chunk a bulk load
-// touches).
+// form: each touched chunk is read, changed and written whole (see
+// chunkBits), once per group however many moves it takes.
 func (g *group) roaringMoves(b *store.Batch, it *itemAcc, moves []membership) error {
-	type chunkEdit struct{ add, remove *roaring.Bitmap }
+	type chunkEdit struct{ add, remove []uint32 }
 	edits := map[chunkID]*chunkEdit{}
 	var ids []chunkID
 	edit := func(kind byte, ord uint32) *chunkEdit {
-		id := chunkID{it.b.id, it.item, kind, uint16(ord >> 16)}
+		id := chunkID{kind, chunkOf(ord)}
 		e := edits[id]
 		if e == nil {
-			e = &chunkEdit{add: roaring.New(), remove: roaring.New()}
+			e = &chunkEdit{}
 			edits[id] = e
 			ids = append(ids, id)
 		}
@@ -781,55 +753,39 @@ func (g *group) roaringMoves(b *store.Batch, it *itemAcc, moves []membership) er
 		if err != nil {
 			return err
 		}
+		// A user moves between states once per group (moves are net), so
+		// an ordinal is added to or removed from a chunk at most once.
 		if m.from != None {
 			e := edit(kindOf(m.from), ord)
-			e.add.Remove(ord)
-			e.remove.Add(ord)
+			e.remove = append(e.remove, ord)
 		}
 		if m.to != None {
 			e := edit(kindOf(m.to), ord)
-			e.remove.Remove(ord)
-			e.add.Add(ord)
+			e.add = append(e.add, ord)
 		}
 	}
 	slices.SortFunc(ids, func(a, b chunkID) int {
 		if a.kind != b.kind {
 			return int(a.kind) - int(b.kind)
 		}
-		return int(a.chunk) - int(b.chunk)
+		return cmp.Compare(a.chunk, b.chunk)
 	})
-	if g.chunkSet == nil {
-		g.chunkSet = map[chunkID]uint8{}
-	}
 	for _, id := range ids {
 		e := edits[id]
-		key := appendBitmapKey(g.buf[:0], id.biz, id.item, id.kind, id.chunk)
-		n := g.s.chunkOps[id]
-		// Every operand adds the chunk's sentinel, so no merge can empty
-		// the chunk (see sentinel in keys.go).
-		if g.bulk == nil && n+1 < collapseAfter {
-			e.add.Add(sentinel(id.chunk))
-			op, err := store.RoaringOperand(nil, e.add, e.remove)
-			if err != nil {
-				return err
-			}
-			if err := g.l.fam.bitmap.Merge(b, key, op); err != nil {
-				return err
-			}
-			g.chunkSet[id] = n + 1
-			continue
-		}
+		key := appendBitmapKey(g.buf[:0], it.b.id, it.item, id.kind, id.chunk)
 		cur, err := g.l.readChunk(key)
 		if err != nil {
 			return err
 		}
-		cur.Or(e.add)
-		cur.AndNot(e.remove)
+		for _, o := range e.remove {
+			cur.Remove(o)
+		}
+		for _, o := range e.add {
+			cur.Add(o)
+		}
 		if err := g.l.putChunk(b, key, cur); err != nil {
 			return err
 		}
-		g.chunkSet[id] = 0
-		g.l.stats.collapses.Add(1)
 	}
 	return nil
 }
@@ -850,16 +806,13 @@ func (l *Likes) readChunk(key []byte) (*roaring.Bitmap, error) {
 	return add, nil
 }
 
-// putChunk writes a chunk whole with its sentinel, or deletes it when it
-// holds no user. (No run containers: decoding validates them, which costs
-// more than they save here.)
+// putChunk writes a chunk whole, or deletes it when it holds no user. (No
+// run containers: decoding validates them, which costs more than they save
+// in chunks of 4,096 ordinals.)
 func (l *Likes) putChunk(b *store.Batch, key []byte, bm *roaring.Bitmap) error {
-	s := sentinel(bitmapKeyChunk(key))
-	bm.Remove(s)
 	if bm.IsEmpty() {
 		return l.fam.bitmap.Delete(b, key)
 	}
-	bm.Add(s)
 	v, err := store.RoaringOperand(nil, bm, nil)
 	if err != nil {
 		return err
@@ -898,7 +851,7 @@ func (g *group) convert(b *store.Batch, it *itemAcc, moves []membership) error {
 	slices.Sort(users)
 	type ck struct {
 		kind  byte
-		chunk uint16
+		chunk uint32
 	}
 	chunks := map[ck]*roaring.Bitmap{}
 	for _, u := range users {
@@ -906,7 +859,7 @@ func (g *group) convert(b *store.Batch, it *itemAcc, moves []membership) error {
 		if err != nil {
 			return err
 		}
-		k := ck{members[u], uint16(ord >> 16)}
+		k := ck{members[u], chunkOf(ord)}
 		if chunks[k] == nil {
 			chunks[k] = roaring.New()
 		}
@@ -923,7 +876,7 @@ func (g *group) convert(b *store.Batch, it *itemAcc, moves []membership) error {
 		if a.kind != b.kind {
 			return int(a.kind) - int(b.kind)
 		}
-		return int(a.chunk) - int(b.chunk)
+		return cmp.Compare(a.chunk, b.chunk)
 	})
 	for _, k := range keys {
 		if err := l.putChunk(b, appendBitmapKey(g.buf[:0], it.b.id, it.item, k.kind, k.chunk), chunks[k]); err != nil {
@@ -939,20 +892,21 @@ func (g *group) convert(b *store.Batch, it *itemAcc, moves []membership) error {
 func (g *group) ordinal(user uint64) (uint32, error) {
 	if g.bulk != nil {
 		// A load read the ordinal of each of its users ahead (load.go;
-		// 0, a sentinel, for none) and holds off transitions. Members of
+		// ordinal+1, 0 for none) and holds off transitions. Members of
 		// converted sets it did not load are looked up as usual.
-		if ord, ok := g.bulk.ords[user]; ok {
-			if ord == 0 {
-				var err error
-				if ord, err = g.l.ords.allocate(); err != nil {
+		if o1, ok := g.bulk.ords[user]; ok {
+			if o1 == 0 {
+				ord, err := g.l.ords.allocate()
+				if err != nil {
 					return 0, err
 				}
-				g.bulk.ords[user] = ord
+				o1 = ord + 1
+				g.bulk.ords[user] = o1
 				if err := g.l.putOrdinal(g.b, user, ord); err != nil {
 					return 0, err
 				}
 			}
-			return ord, nil
+			return o1 - 1, nil
 		}
 	}
 	ord, fresh, err := g.l.ords.get(g.l, user)
@@ -1025,10 +979,7 @@ func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
 	if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
 		return ord, false, err
 	}
-	if isSentinel(a.next) {
-		a.next++ // chunk sentinels are never users' ordinals
-	}
-	if a.next == math.MaxUint32 {
+	if a.next >= math.MaxUint32-1 {
 		return 0, false, errOrdinals
 	}
 	p := &pendingOrd{ord: a.next, refs: 1}
@@ -1042,10 +993,7 @@ func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
 func (a *ordAlloc) allocate() (uint32, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if isSentinel(a.next) {
-		a.next++
-	}
-	if a.next == math.MaxUint32 {
+	if a.next >= math.MaxUint32-1 {
 		return 0, errOrdinals
 	}
 	a.next++
