@@ -668,4 +668,3 @@ func durF(t *LikesResult, f func(*LikesResult) time.Duration) float64 {
 	}
 	return f(t).Seconds()
 }
-

@@ -19,9 +19,9 @@ import (
 // business, secret, load intent) are few and end with a CRC-32C.
 
 var (
-	errChunkRange    = errors.New("roaring chunk holds members of another chunk")
-	errChunkEmpty    = errors.New("empty roaring chunk")
-	errCorrupt       = errors.New("malformed record")
+	errChunkRange = errors.New("roaring chunk holds members of another chunk")
+	errChunkEmpty = errors.New("empty roaring chunk")
+	errCorrupt    = errors.New("malformed record")
 )
 
 // State is a user's state on an item.
