@@ -105,6 +105,9 @@ func (l *Likes) Load(ctx context.Context, business string, likes []LoadLike, pro
 
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()
+	// The load writes item records and day scores around the stripes'
+	// caches.
+	l.clearCaches()
 	intent := appendLoadIntentKey(nil, b.id)
 	if err := l.putMeta(intent, appendLoadIntent(nil, nowMs)); err != nil {
 		return st, err
@@ -142,15 +145,15 @@ func (l *Likes) Load(ctx context.Context, business string, likes []LoadLike, pro
 			r := &req[i]
 			var before State
 			known := false
-			if it := g.byItem[itemKey{b.id, r.item}]; it != nil && it.byUser[r.user] != nil {
-				before, known = it.byUser[r.user].s.state, true
+			if it := g.byItem[itemKey{b.id, r.item}]; it != nil && it.find(r.user) != nil {
+				before, known = it.find(r.user).s.state, true
 			}
 			g.apply(r)
 			if r.err != nil {
 				return st, r.err
 			}
 			if !known {
-				before = g.byItem[itemKey{b.id, r.item}].byUser[r.user].s0.state
+				before = g.byItem[itemKey{b.id, r.item}].find(r.user).s0.state
 			}
 			switch {
 			case !r.res.Changed:

@@ -93,7 +93,47 @@ type stripe struct {
 	mu    sync.Mutex
 	busy  bool       // a leader is running a group
 	queue []*request // guarded by mu
-	_     [24]byte   // keep neighbouring stripes' mutexes apart
+	// cache holds the item record and latest day score of items of this
+	// stripe, read by the leader only. Every write to those keys goes
+	// through the stripe's leader (or a Load, which holds off leaders
+	// and clears the caches), so an entry is always what the store holds:
+	// a popular item's likes then read neither from Pebble.
+	cache [stripeCache]cacheEntry
+	_     [24]byte // keep neighbouring stripes' mutexes apart
+}
+
+// stripeCache is the number of items a stripe caches, direct-mapped.
+const stripeCache = 8
+
+type cacheEntry struct {
+	valid    bool
+	biz      uint32
+	item     uint64
+	rec      itemRec
+	hasDay   bool
+	day      uint32
+	dayScore int64
+}
+
+func (s *stripe) entry(biz uint32, item uint64) *cacheEntry {
+	return &s.cache[(item^uint64(biz)*0x9E3779B9)%stripeCache]
+}
+
+// cached returns the cache entry of (biz, item), or nil.
+func (s *stripe) cached(biz uint32, item uint64) *cacheEntry {
+	e := s.entry(biz, item)
+	if e.valid && e.biz == biz && e.item == item {
+		return e
+	}
+	return nil
+}
+
+// clearCaches empties every stripe's cache (Load, which writes around
+// them, calls it holding loadMu).
+func (l *Likes) clearCaches() {
+	for i := range l.stripes {
+		clear(l.stripes[i].cache[:])
+	}
 }
 
 type chunkID struct {
@@ -239,6 +279,9 @@ type group struct {
 	// bulk is set for a group of a bulk load (load.go): counts come from
 	// and go to it instead of the counter.
 	bulk *bulkLoad
+	// accumulators of earlier groups, for reuse (pooled groups)
+	freeItems  []*itemAcc
+	freeStates []*stateAcc
 }
 
 type itemKey struct {
@@ -256,6 +299,10 @@ type itemAcc struct {
 	likes0, likes   uint64
 	dislikes0, disl uint64
 	dayDelta        map[uint32]int64 // kept days only
+	// the newest day whose score the group wrote, for the stripe's cache
+	lastDay      uint32
+	lastDayScore int64
+	hasLastDay   bool
 	states          []*stateAcc
 	byUser          map[uint64]*stateAcc
 }
@@ -266,11 +313,34 @@ type stateAcc struct {
 	s0, s stateRec
 }
 
+var groupPool = sync.Pool{New: func() any {
+	return &group{byItem: map[itemKey]*itemAcc{}, buf: make([]byte, 0, 64), val: make([]byte, 0, 32)}
+}}
+
 func (l *Likes) newGroup(s *stripe) *group {
 	now := l.opts.Now().UnixMilli()
-	g := &group{l: l, s: s, nowMs: now, today: dayOf(now), byItem: map[itemKey]*itemAcc{}}
+	g := groupPool.Get().(*group)
+	g.l, g.s, g.nowMs, g.today = l, s, now, dayOf(now)
 	g.keep, g.days = l.firstKeptDay(g.today)
 	return g
+}
+
+// free returns g and its accumulators for reuse.
+func (g *group) free() {
+	for _, it := range g.items {
+		clear(it.byUser)
+		clear(it.dayDelta)
+		for _, st := range it.states {
+			g.freeStates = append(g.freeStates, st)
+		}
+		*it = itemAcc{byUser: it.byUser, dayDelta: it.dayDelta, states: it.states[:0]}
+		g.freeItems = append(g.freeItems, it)
+	}
+	clear(g.byItem)
+	clear(g.freshOK)
+	*g = group{byItem: g.byItem, buf: g.buf[:0], val: g.val[:0], items: g.items[:0], freshOK: g.freshOK,
+		freeItems: g.freeItems, freeStates: g.freeStates}
+	groupPool.Put(g)
 }
 
 // runGroup applies and commits one group of transitions.
@@ -286,6 +356,7 @@ func (l *Likes) runGroup(s *stripe, reqs []*request) {
 		}
 	}
 	g := l.newGroup(s)
+	defer g.free()
 	for _, r := range reqs {
 		g.apply(r)
 	}
@@ -305,13 +376,24 @@ func (g *group) item(b *business, item uint64) *itemAcc {
 	if it := g.byItem[k]; it != nil {
 		return it
 	}
-	it := &itemAcc{b: b, item: item}
+	var it *itemAcc
+	if n := len(g.freeItems); n > 0 {
+		it, g.freeItems = g.freeItems[n-1], g.freeItems[:n-1]
+		it.b, it.item = b, item
+	} else {
+		it = &itemAcc{b: b, item: item}
+	}
 	g.byItem[k] = it
 	g.items = append(g.items, it)
-	rec, err := g.l.readItem(b.id, item, &g.buf, &g.val)
-	if err != nil {
-		it.err = err
-		return it
+	var rec itemRec
+	if e := g.s.cached(b.id, item); e != nil && g.bulk == nil {
+		rec = e.rec
+	} else {
+		var err error
+		if rec, err = g.l.readItem(b.id, item, &g.buf, &g.val); err != nil {
+			it.err = err
+			return it
+		}
 	}
 	it.rec0, it.rec = rec, rec
 	if g.bulk != nil {
@@ -347,11 +429,24 @@ func (l *Likes) readItem(biz uint32, item uint64, kbuf, vbuf *[]byte) (itemRec, 
 	return rec, nil
 }
 
+// find returns the accumulator of user, or nil.
+func (it *itemAcc) find(user uint64) *stateAcc {
+	if it.byUser != nil {
+		return it.byUser[user]
+	}
+	for _, st := range it.states {
+		if st.user == user {
+			return st
+		}
+	}
+	return nil
+}
+
 // state returns the group's accumulator of (item, user), reading the
 // state on first use.
 func (g *group) state(it *itemAcc, r *request) (*stateAcc, error) {
 	user := r.user
-	if st := it.byUser[user]; st != nil {
+	if st := it.find(user); st != nil {
 		return st, nil
 	}
 	s := r.prior
@@ -361,12 +456,25 @@ func (g *group) state(it *itemAcc, r *request) (*stateAcc, error) {
 			return nil, err
 		}
 	}
-	st := &stateAcc{user: user, s0: s, s: s}
-	if it.byUser == nil {
-		it.byUser = map[uint64]*stateAcc{}
+	var st *stateAcc
+	if n := len(g.freeStates); n > 0 {
+		st, g.freeStates = g.freeStates[n-1], g.freeStates[:n-1]
+		*st = stateAcc{user: user, s0: s, s: s}
+	} else {
+		st = &stateAcc{user: user, s0: s, s: s}
 	}
-	it.byUser[user] = st
 	it.states = append(it.states, st)
+	// A map only once the item has many users in the group (a scan is
+	// cheaper below that).
+	switch {
+	case it.byUser != nil:
+		it.byUser[user] = st
+	case len(it.states) > 8:
+		it.byUser = make(map[uint64]*stateAcc, 2*len(it.states))
+		for _, x := range it.states {
+			it.byUser[x.user] = x
+		}
+	}
 	return st, nil
 }
 
@@ -507,6 +615,9 @@ func (g *group) commit() error {
 	}
 	err := b.Commit()
 	g.release(err == nil)
+	if g.bulk == nil {
+		g.updateCache(err == nil)
+	}
 	if err != nil {
 		return err
 	}
@@ -514,6 +625,28 @@ func (g *group) commit() error {
 		g.l.notePrune(g.today)
 	}
 	return nil
+}
+
+// updateCache records what the group committed in its stripe's cache, or
+// forgets the items it touched if the commit failed.
+func (g *group) updateCache(committed bool) {
+	for _, it := range g.items {
+		e := g.s.entry(it.b.id, it.item)
+		if !committed || it.err != nil {
+			if e.valid && e.biz == it.b.id && e.item == it.item {
+				*e = cacheEntry{}
+			}
+			continue
+		}
+		prev := *e
+		*e = cacheEntry{valid: true, biz: it.b.id, item: it.item, rec: it.rec}
+		switch {
+		case it.hasLastDay:
+			e.hasDay, e.day, e.dayScore = true, it.lastDay, it.lastDayScore
+		case prev.valid && prev.biz == it.b.id && prev.item == it.item && prev.hasDay:
+			e.hasDay, e.day, e.dayScore = true, prev.day, prev.dayScore
+		}
+	}
 }
 
 // release settles the ordinals the group took.
@@ -614,14 +747,21 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 			continue
 		}
 		key := appendDayScoreKey(g.buf[:0], biz, d, it.item)
-		old, err := l.readAdd(f.dayScore, key, &g.val)
-		if err != nil {
-			return err
+		var old int64
+		if e := g.s.cached(biz, it.item); e != nil && e.hasDay && e.day == d && g.bulk == nil {
+			old = e.dayScore
+		} else {
+			var err error
+			if old, err = l.readAdd(f.dayScore, key, &g.val); err != nil {
+				return err
+			}
 		}
 		nw := old + delta
+		it.lastDay, it.lastDayScore, it.hasLastDay = d, nw, true
 		if nw < 0 {
 			return fmt.Errorf("%w: likes: day %d score of item %d would be %d", store.ErrCorrupt, d, it.item, nw)
 		}
+		var err error
 		if nw == 0 {
 			err = f.dayScore.Delete(b, key)
 		} else {
