@@ -303,8 +303,8 @@ type itemAcc struct {
 	lastDay      uint32
 	lastDayScore int64
 	hasLastDay   bool
-	states          []*stateAcc
-	byUser          map[uint64]*stateAcc
+	states       []*stateAcc
+	byUser       map[uint64]*stateAcc
 }
 
 // stateAcc is one (item, user) in a group.
