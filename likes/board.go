@@ -30,6 +30,7 @@ package likes
 // measures both ends).
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -96,38 +97,50 @@ func (l *Likes) top(bizName string, day uint32, n int) ([]Entry, error) {
 		if err != nil {
 			return err
 		}
-		var pending []uint64 // items of bucket cur
+		// Whole buckets until n items are in (a bucket of width 1 is in
+		// order already, so it may stop inside one).
+		var wide []int // positions in out of items of wide buckets
 		var cur uint16
-		flush := func() error {
-			if len(pending) == 0 {
-				return nil
-			}
-			es, err := l.bucketEntries(b, day, cur, pending)
-			out = append(out, es...)
-			pending = pending[:0]
-			return err
-		}
 		for it.Next() {
 			bucket, item := boardKeyBucketItem(it.Key())
-			if bucket != cur {
-				if err := flush(); err != nil {
-					it.Close()
-					return err
-				}
-				if len(out) >= n {
-					break
-				}
-				cur = bucket
+			if bucket != cur && len(out) >= n {
+				break
 			}
-			pending = append(pending, item)
-			if _, w := bucketRange(cur); w == 1 && len(out)+len(pending) >= n {
-				break // one score: the bucket is in item order already
+			cur = bucket
+			lo, w := bucketRange(bucket)
+			if w == 1 && len(out) >= n {
+				break
 			}
+			if w > 1 {
+				wide = append(wide, len(out))
+			}
+			out = append(out, Entry{Item: item, Likes: lo})
 		}
 		if err := it.Close(); err != nil {
 			return err
 		}
-		return flush()
+		if len(wide) == 0 {
+			return nil
+		}
+		items := make([]uint64, len(wide))
+		for i, p := range wide {
+			items[i] = out[p].Item
+		}
+		scores, err := l.scores(b, day, items)
+		if err != nil {
+			return err
+		}
+		// NB: a score outside its bucket is possible only while a bulk
+		// load runs (its counts lag its board keys until it returns,
+		// load.go): the item is then ranked by its count so far. Check
+		// finds real damage.
+		for i, p := range wide {
+			out[p].Likes = scores[i]
+		}
+		// Buckets are in descending order and hold disjoint score
+		// ranges, so sorting everything by score orders within buckets.
+		slices.SortStableFunc(out, func(a, c Entry) int { return cmp.Compare(c.Likes, a.Likes) })
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -139,41 +152,6 @@ func (l *Likes) top(bizName string, day uint32, n int) ([]Entry, error) {
 			out[i].Rank = out[i-1].Rank
 		}
 	}
-	return out, nil
-}
-
-// bucketEntries returns the entries of items, the board keys of one bucket
-// in item order, sorted by score (highest first) then item. A bucket of
-// width 1 has one score; a wider one reads each item's exact score. Runs
-// inside View.
-func (l *Likes) bucketEntries(b *business, day uint32, bucket uint16, items []uint64) ([]Entry, error) {
-	out := make([]Entry, len(items))
-	lo, w := bucketRange(bucket)
-	if w == 1 {
-		for i, item := range items {
-			out[i] = Entry{Item: item, Likes: lo}
-		}
-		return out, nil
-	}
-	scores, err := l.scores(b, day, items)
-	if err != nil {
-		return nil, err
-	}
-	// NB: a score outside the bucket is possible only while a bulk load
-	// runs (its counts lag its board keys until it returns, load.go): the
-	// item is then ranked by its count so far. Check finds real damage.
-	for i, item := range items {
-		out[i] = Entry{Item: item, Likes: scores[i]}
-	}
-	slices.SortStableFunc(out, func(a, c Entry) int {
-		switch {
-		case a.Likes > c.Likes:
-			return -1
-		case a.Likes < c.Likes:
-			return 1
-		}
-		return 0
-	})
 	return out, nil
 }
 
