@@ -105,6 +105,9 @@ func TestLikesCommands(t *testing.T) {
 	if out := mustTally(t, d, "stats"); !strings.Contains(out, "likes.businesses 1\n") {
 		t.Fatalf("stats: %s", out)
 	}
+	if out := mustTally(t, d, "verify"); !strings.Contains(out, "likes_businesses 1\n") {
+		t.Fatalf("verify: %s", out)
+	}
 }
 
 func TestLikesBadInput(t *testing.T) {
