@@ -97,9 +97,10 @@
 // read and rewritten whole by a transition (no merge operands: see
 // chunkBits in keys.go for the measurement). Dense sets cost about 2 bytes
 // a member there. Measured (BenchmarkBytesPerLike, 1M likes on 200k items,
-// Zipf 1.1): with 50 likes a user, 38.8 bytes a like on disk adaptive
-// against 40.1 with lists only; with one like a user the ordinal maps cost
-// more than the bitmaps save (51.8 against 45.3). The set is a small part
+// Zipf 1.1; busy machine): with 50 likes a user, 39.2 bytes a like on disk
+// adaptive against 40.1 with lists only; with one like a user the ordinal
+// maps (two keys a user) cost more than the bitmaps save (52.4 against
+// 45.3). The set is a small part
 // of a like's bytes (the state and user-list keys are most of them), so the
 // default threshold converts only large sets; a set never converts back.
 // Roaring sets list likers in ordinal order (the order users first joined a
