@@ -13,7 +13,8 @@ func TestDemoTiny(t *testing.T) {
 	out := mustTally(t, "demo", "--items", "3000", "--duration", "50ms", "--clients", "2")
 	for _, want := range []string{"(removed afterwards)", "durability interval", "load posts 3000 items", "load users 300 items",
 		"mixed      2 clients", "age        clock +48h", "cold reads 2 clients", "close      in", "reopen     in",
-		"verified   2000 sampled posts", "verify     ok", "\nreport\n", "  bytes/row  ", "  recovery   ", "wall time  "} {
+		"verified   2000 sampled posts", "verify     ok", "\nreport\n", "  bytes/row  ", "  recovery   ", "wall time  ",
+		"likes load ", "likes      2 clients", "likes ok   every count equals", "likes      after reopen", "  likes      load"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
@@ -26,7 +27,8 @@ func TestDemoKeepsDir(t *testing.T) {
 	mustTally(t, "--durability", "nosync", "demo", "-d", dir, "--items", "1000", "--users", "10", "--duration", "0s")
 	got := mustTally(t, "-d", dir, "counter", "list")
 	want := "posts range_bits=48 policy=age:72h0m0s:1288834974657:22 columns=reposts:16/32,comments:16/32,likes:16/32\n" +
-		"users range_bits=32 policy=keep-hot columns=posts:16/32,followers:16/32\n"
+		"users range_bits=32 policy=keep-hot columns=posts:16/32,followers:16/32\n" +
+		"likes_video range_bits=48 policy=age:72h0m0s:1288834974657:22 columns=likes:16/32,dislikes:16/32\n"
 	if got != want {
 		t.Fatalf("counter list after demo -d:\n%s\nwant:\n%s", got, want)
 	}
