@@ -19,8 +19,7 @@ package likes
 // of an item goes through the item's stripe, hash(business, item) of
 // Options.Stripes, and a stripe runs one commit at a time. The simplest
 // form, a mutex per stripe held across read and commit, serializes a
-// popular item's likes at one fsync each under SyncAlways (~1-2k/s on this
-// machine's disk: BenchmarkLikeHotItem measures it). So a stripe combines
+// popular item's likes at one fsync each under SyncAlways. So a stripe combines
 // instead: a transition queues itself on its stripe; if no commit of the
 // stripe is running it becomes the leader, takes the whole queue (up to
 // Options.MaxGroup), applies the transitions in order against an overlay
@@ -28,6 +27,9 @@ package likes
 // answers every waiter, and hands leadership to the first transition that
 // queued meanwhile. A hot item's likes then share fsyncs, as concurrent
 // commits of different stripes already do in Pebble's group commit.
+// BenchmarkLikeHotItem (16 goroutines, one item, SyncAlways, a busy 2-core
+// machine): 1.2k likes/s with groups of one (the mutex), 6.3k likes/s
+// combined (8.5 likes a commit).
 //
 // Keys shared between items (the score histogram, an owner's received
 // total) are only ever changed blindly (MergeAdd operands, counter Incr),
