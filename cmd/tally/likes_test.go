@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,5 +204,32 @@ func TestLikesLoadCommand(t *testing.T) {
 	stdin = strings.NewReader("video,3,10\n")
 	if sum := summary(t, mustTally(t, d, "likes", "load", "-")); sum["added"] != "1" {
 		t.Fatal(sum)
+	}
+}
+
+// TestServeLikes checks that tally serve registers the LIKE.* commands and
+// that what they write is there after a clean shutdown.
+func TestServeLikes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns tally serve")
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	p := startServe(t, "-d", dir, "--create")
+	rc := p.client(t)
+	ctx := context.Background()
+	if v, err := rc.Do(ctx, "LIKE.LIKE", "video", 1, 10, 7).Slice(); err != nil || len(v) != 3 || v[0] != int64(1) {
+		t.Fatalf("LIKE.LIKE = %v, %v", v, err)
+	}
+	if v, err := rc.Do(ctx, "LIKE.STATES", "video", 10, 1, 2).StringSlice(); err != nil || strings.Join(v, ",") != "like,none" {
+		t.Fatalf("LIKE.STATES = %v, %v", v, err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("serve exit %d: %s", code, p.stderr)
+	}
+	if got := mustTally(t, "-d", dir, "likes", "video", "1"); got != "1 likes=1 dislikes=0\n" {
+		t.Fatalf("after serve: %q", got)
 	}
 }
