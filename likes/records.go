@@ -78,7 +78,7 @@ func decodeState(v []byte) (stateRec, error) {
 	if s != Liked && s != Disliked {
 		return stateRec{}, fmt.Errorf("%w: state %d", errCorrupt, s)
 	}
-	ms, n := binary.Uvarint(v[1:])
+	ms, n := uvarint(v[1:])
 	if n <= 0 || 1+n != len(v) || ms > maxTimeMs {
 		return stateRec{}, fmt.Errorf("%w: state record time %x", errCorrupt, v)
 	}
@@ -121,7 +121,7 @@ func decodeItem(v []byte) (itemRec, error) {
 	if len(v) < 3 || v[0] != itemVersion || v[1]&^itemFlagRoaring != 0 {
 		return itemRec{}, fmt.Errorf("%w: item record %x", errCorrupt, v)
 	}
-	owner, n := binary.Uvarint(v[2:])
+	owner, n := uvarint(v[2:])
 	if n <= 0 || 2+n != len(v) {
 		return itemRec{}, fmt.Errorf("%w: item record %x", errCorrupt, v)
 	}
@@ -239,11 +239,11 @@ func decodeConfig(v []byte) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	days, n := binary.Uvarint(body)
+	days, n := uvarint(body)
 	if n <= 0 {
 		return config{}, fmt.Errorf("%w: config record", errCorrupt)
 	}
-	thr, m := binary.Uvarint(body[n:])
+	thr, m := uvarint(body[n:])
 	if m <= 0 || n+m != len(body) || days > MaxBoardDays || thr < MinRoaringThreshold || thr > MaxRoaringThreshold {
 		return config{}, fmt.Errorf("%w: config record", errCorrupt)
 	}
@@ -280,7 +280,7 @@ func decodeBiz(v []byte) (bizRec, error) {
 		return bizRec{}, fmt.Errorf("%w: business record", errCorrupt)
 	}
 	id := binary.BigEndian.Uint32(body)
-	created, n := binary.Uvarint(body[4:])
+	created, n := uvarint(body[4:])
 	if id == 0 || n <= 0 || 4+n != len(body) || created > maxTimeMs {
 		return bizRec{}, fmt.Errorf("%w: business record", errCorrupt)
 	}
@@ -331,7 +331,7 @@ func decodeLoadIntent(v []byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	t, n := binary.Uvarint(body)
+	t, n := uvarint(body)
 	if n <= 0 || n != len(body) || t > maxTimeMs {
 		return 0, fmt.Errorf("%w: load intent", errCorrupt)
 	}
@@ -358,4 +358,15 @@ func checkMeta(k, v []byte) error {
 		err = fmt.Errorf("%w: unknown meta key %q", errCorrupt, name)
 	}
 	return err
+}
+
+// uvarint is binary.Uvarint that refuses a non-minimal encoding (a
+// trailing 0x80 group or a zero last byte after the first), so every value
+// has one encoding and a decoded record encodes back to its bytes.
+func uvarint(b []byte) (uint64, int) {
+	v, n := binary.Uvarint(b)
+	if n > 1 && b[n-1] == 0 {
+		return 0, 0
+	}
+	return v, n
 }
