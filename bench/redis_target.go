@@ -80,6 +80,9 @@ type redisTarget struct {
 	addr      string
 	baseBytes int64 // used_memory of the empty server
 	baseRSS   int64 // used_memory_rss of the empty server
+	// fsync is the appendfsync setting when aof is set; empty means
+	// everysec. The likes comparison (likes.go) also runs "always".
+	fsync string
 }
 
 func openRedis(dir string, w *workload.Workload, hash, aof bool) (*redisTarget, error) {
@@ -132,7 +135,11 @@ func (t *redisTarget) start() error {
 		"--hash-max-listpack-entries", "512", "--hash-max-listpack-value", "64",
 	}
 	if t.aof {
-		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
+		fsync := t.fsync
+		if fsync == "" {
+			fsync = "everysec"
+		}
+		args = append(args, "--appendonly", "yes", "--appendfsync", fsync)
 	} else {
 		args = append(args, "--appendonly", "no")
 	}

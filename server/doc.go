@@ -84,6 +84,11 @@
 // TL.FOLLOWERS, TL.FOLLOWEES, TL.USER, TL.ACTIVE, TL.CONFIG and TL.EXPIRE;
 // its file comment lists every reply.
 //
+// Likes (LIKE.LIKE, LIKE.UNLIKE, LIKE.DISLIKE, LIKE.UNDISLIKE,
+// LIKE.SETOWNER, LIKE.COUNTS, LIKE.STATES, LIKE.LIKERS, LIKE.USERLIKES,
+// LIKE.TOP, LIKE.RANK, LIKE.RECEIVED) are the group LikesCommands returns,
+// registered by "tally serve"; likes.go has their table.
+//
 // # Differences from Redis
 //
 //   - Counts never go below 0: DECR, DECRBY and a negative HINCRBY past 0

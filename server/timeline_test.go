@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -232,8 +231,6 @@ func toString(v any) string {
 	walk(v)
 	return b.String()
 }
-
-func fmtAny(v any) string { return fmt.Sprint(v) }
 
 func must(t testing.TB, err error) {
 	t.Helper()

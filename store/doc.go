@@ -66,6 +66,18 @@
 //	0x34    unread_tag    unread    user id u64 | channel id u32 | kind byte      dot tag or last-read notice id
 //	0x3F    (tests)       unread    user u64 | followee u64                       unread's test follow graph only
 //	(filled by timeline, unread and likes as they declare their families)
+//	0x40    likes-meta      likes  name: "config", "secret", "biz/"+name,       config/secret/business/load intent
+//	                               "load/"+business u32                          records (CRC-32C)
+//	0x41    likes-state     likes  biz u32 | user u64 | item u64                 state: version<<4|state, uvarint ms
+//	0x42    likes-item      likes  biz u32 | item u64                            version, flags, uvarint owner
+//	0x43    likes-set       likes  biz u32 | item u64 | kind u8 | user u64       empty (list set member)
+//	0x44    likes-bitmap    likes  biz u32 | item u64 | kind u8 | chunk u32      roaring32 (MergeRoaring) of ordinals
+//	0x45    likes-user      likes  biz u32 | user u64 | ms u64 | item u64        empty (a user's like by time)
+//	0x46    likes-board     likes  biz u32 | day u32 | ^bucket u16 | item u64    empty (score-ordered board)
+//	0x47    likes-dayscore  likes  biz u32 | day u32 | item u64                  add-int64 (MergeAdd): day's likes
+//	0x48    likes-hist      likes  biz u32 | day u32 | ^bucket u16 | sign u8     add-int64 (MergeAdd): bucket counts
+//	0x49    likes-ord       likes  user u64                                      version, ordinal u32
+//	0x4A    likes-ordrev    likes  ordinal u32                                   version, user u64
 //
 // Values of a family with a merge operator start with the operator's id
 // byte (merge.go); a value whose first byte is 0 is a deferred merge list.

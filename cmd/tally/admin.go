@@ -90,6 +90,11 @@ are two decimals.
     .delta_rows, .mem_bytes, .bytes_per_row, .hot_bytes_per_row,
     .cold_payload_bytes, .cold_payload_bytes_per_row  as above, for one
     counter
+  likes.KEY            if the store holds likes: board_days,
+                       roaring_threshold, businesses, ordinals (users in
+                       roaring sets), stripes, and since this invocation
+                       transitions, groups, max_group, waited,
+                       conversions, chunk_rewrites (see go doc ./likes)
 
 Example:
   $ tally -d /var/lib/tally stats | grep -E '^(rows|bytes_per_row) '

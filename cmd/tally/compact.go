@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tallydb/tally/internal/quote"
+	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/store"
 )
 
@@ -55,9 +56,11 @@ var cmdVerify = &command{
 
 Walks everything the store has on disk: schema records, every cold range
 (descriptor, each block's checksum, agreement of blocks with the index and
-the presence set), the current checkpoint's chunks and the log. On success
-prints "ok" and "key value" lines, exit 0:
-  counters, ranges_hot, ranges_cold, rows
+the presence set), the current checkpoint's chunks and the log; with likes,
+every likes key and value, then the likes invariants (counts equal set
+sizes, boards, user lists and received totals agree). On success prints
+"ok" and "key value" lines, exit 0:
+  counters, ranges_hot, ranges_cold, rows, and likes_businesses with likes
 On damage prints each problem on stderr as "tally: verify: PROBLEM" (at
 most 100) and exits 1. A store too damaged to open fails at open, also
 with exit 1.
@@ -185,12 +188,25 @@ func runVerify(e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	// With likes, their families are declared first, so Verify decodes
+	// their values too, and their invariants are checked after it.
+	var lk *likes.Likes
+	if likes.Exists(db) {
+		if lk, err = likes.New(db, nil); err != nil {
+			return closeDB(db, err)
+		}
+	}
 	if err := db.Verify(ctx); err != nil {
 		if !errors.Is(err, store.ErrCorrupt) {
 			return closeDB(db, err)
 		}
 		n := reportProblems(e.stderr, err)
 		return closeDB(db, fmt.Errorf("verify: %d problems found", n))
+	}
+	if lk != nil {
+		if err := lk.Check(); err != nil {
+			return closeDB(db, fmt.Errorf("verify: %w", err))
+		}
 	}
 	s := db.Stats()
 	t := sumStats(s)
@@ -199,6 +215,9 @@ func runVerify(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "ranges_hot %d\n", t.hotRanges)
 	fmt.Fprintf(e.stdout, "ranges_cold %d\n", t.coldRanges)
 	fmt.Fprintf(e.stdout, "rows %d\n", t.hotRows+t.coldRows+t.deltaRows)
+	if lk != nil {
+		fmt.Fprintf(e.stdout, "likes_businesses %d\n", len(lk.Businesses()))
+	}
 	return closeDB(db, nil)
 }
 

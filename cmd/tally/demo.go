@@ -38,16 +38,23 @@ Runs a microblog's counters end to end and prints a report:
   4. moves the store's clock 48h on and ages the ranges now due into the
      cold tier (compaction, with progress), merging the cold writes;
   5. reads random posts of the whole week (mostly cold) for --duration/4;
-  6. closes the store while clients are still writing and reopens it to
+  6. likes of a video business on the same store: bulk-loads a month of
+     historical likes (popular videos get most of them), runs likes,
+     unlikes and dislikes with page reads (20 states and counts) from
+     every client for --duration, reads the top 10 (all time and today)
+     and a likers page, and checks every invariant (counts equal set
+     sizes, boards and user lists agree);
+  7. closes the store while clients are still writing and reopens it to
      show recovery, then checks that sampled posts read the same and that
-     every write acknowledged during the close survived;
-  7. unread counts, on a store of their own (temporary): one-to-one counts
+     every write acknowledged during the close survived, and that the
+     sampled like counts read the same and the likes invariants hold;
+  8. unread counts, on a store of their own (temporary): one-to-one counts
      of every user, users following 200 accounts each (bulk-loaded follows;
      feed snapshots written by the follow graph's observer), a red dot and
      notices; measures Get, feed unread, resets and dots with --clients,
      the snapshots' bytes per followee, and checks one feed stays exact
      through posts, an unpublish, an unfollow, a re-follow and a restart;
-  8. timelines, on a store of their own: a power-law follow graph of
+  9. timelines, on a store of their own: a power-law follow graph of
      --tl-users users bulk-loaded, 20% of them active, two posts per user
      fanned out, one post of the author everyone follows, home pages from
      --clients goroutines, users returning after the active window (their
@@ -109,6 +116,7 @@ type demo struct {
 	// reportLines are added to the report by the parts of other packages
 	// (demoUnread).
 	reportLines []string
+	likes       *likesDemo // demo_likes.go
 }
 
 func runDemo(e *env, args []string) error {
@@ -212,7 +220,9 @@ func (d *demo) run() error {
 
 func (d *demo) phases() error {
 	unreadPart := func() error { return demoUnread(d) }
-	for _, phase := range []func() error{d.schema, d.load, d.runMixed, d.age, d.runCold, d.restart, unreadPart} {
+	likesPart := func() error { return demoLikes(d) }
+	likesVerify := func() error { return demoLikesVerify(d) }
+	for _, phase := range []func() error{d.schema, d.load, d.runMixed, d.age, d.runCold, likesPart, d.restart, likesVerify, unreadPart} {
 		if err := phase(); err != nil {
 			return err
 		}
@@ -566,6 +576,9 @@ func (d *demo) report() {
 	d.printf("  %-10s %.0f ids read/s, p99 %v\n", "cold reads", float64(d.cold.ids)/d.cold.secs, d.cold.read.Quantile(0.99))
 	d.printf("  %-10s %v (%d rows from the checkpoint, %d log records replayed)\n",
 		"recovery", d.recovery.Duration.Round(time.Microsecond), d.recovery.RowsLoaded, d.recovery.RecordsReplayed)
+	if d.likes != nil {
+		d.likes.report(d)
+	}
 	for _, l := range d.reportLines {
 		d.printf("  %s\n", l)
 	}

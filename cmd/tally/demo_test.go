@@ -17,7 +17,8 @@ func TestDemoTiny(t *testing.T) {
 		"timeline   store ", "fan-out    user 1's post reached", "pages      2 clients", "return     clock +192h",
 		"\ntimeline report\n", "Check ok",
 		"unread     own store: 300 users' one-to-one counts", "unread     feed unread Get (200 followees)",
-		"unread     exact: 6 checks", "  unread     one-to-one Get"} {
+		"unread     exact: 6 checks", "  unread     one-to-one Get",
+		"likes load ", "likes      2 clients", "likes ok   every count equals", "likes      after reopen", "  likes      load"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
@@ -30,7 +31,8 @@ func TestDemoKeepsDir(t *testing.T) {
 	mustTally(t, "--durability", "nosync", "demo", "-d", dir, "--items", "1000", "--users", "10", "--duration", "0s")
 	got := mustTally(t, "-d", dir, "counter", "list")
 	want := "posts range_bits=48 policy=age:72h0m0s:1288834974657:22 columns=reposts:16/32,comments:16/32,likes:16/32\n" +
-		"users range_bits=32 policy=keep-hot columns=posts:16/32,followers:16/32\n"
+		"users range_bits=32 policy=keep-hot columns=posts:16/32,followers:16/32\n" +
+		"likes_video range_bits=48 policy=age:72h0m0s:1288834974657:22 columns=likes:16/32,dislikes:16/32\n"
 	if got != want {
 		t.Fatalf("counter list after demo -d:\n%s\nwant:\n%s", got, want)
 	}

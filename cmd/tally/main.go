@@ -46,6 +46,8 @@ func init() {
 		cmdFollow, cmdUnfollow, cmdFollowsLoad, cmdActive,
 		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees,
 		cmdTimelineConfig,
+		cmdLike, cmdUnlike, cmdDislike, cmdUndislike, cmdLikes, cmdLiked,
+		cmdLikers, cmdUserLikes, cmdTop, cmdLikesLoad,
 	}
 	commands = append(commands, unreadCommands...)
 	commands = append(commands, cmdServe, cmdDemo, cmdHelp)
@@ -301,6 +303,13 @@ func (e *env) open(create bool) (*store.DB, error) {
 		}
 	}
 	return store.Open(e.dir, opts)
+}
+
+// openFamilies is open with the key families of packages above store
+// declared (so they are merged from the moment Pebble opens).
+func (e *env) openFamilies(create bool, fams []store.FamilySpec) (*store.DB, error) {
+	e.families = append(e.families, fams...)
+	return e.open(create)
 }
 
 // openRead opens the store named by -d read-only, for commands that only

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/unread"
 )
@@ -43,6 +44,20 @@ func attachPackages(db *store.DB) ([]attached, error) {
 		out = append(out, attached{name: "unread", close: func() {}, stats: func() [][2]string {
 			var kv [][2]string
 			for _, s := range x.Stats() {
+				kv = append(kv, [2]string{s.Key, s.Value})
+			}
+			return kv
+		}})
+	}
+	if likes.Exists(db) {
+		l, err := likes.New(db, nil)
+		if err != nil {
+			closeAttached(out)
+			return nil, err
+		}
+		out = append(out, attached{name: "likes", close: func() {}, stats: func() [][2]string {
+			var kv [][2]string
+			for _, s := range l.Stats() {
 				kv = append(kv, [2]string{s.Key, s.Value})
 			}
 			return kv

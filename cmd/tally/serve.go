@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/server"
 	"github.com/tallydb/tally/timeline"
 	"github.com/tallydb/tally/unread"
@@ -113,7 +114,7 @@ func runServe(e *env, args []string) error {
 	// serves every command group that needs it, so unread's observer sees
 	// every follow.
 	e.families = graphFamilies()
-	db, err := e.open(*create)
+	db, err := e.openFamilies(*create, likes.Families())
 	if err != nil {
 		return err
 	}
@@ -138,6 +139,13 @@ func runServe(e *env, args []string) error {
 		return closeDB(db, err)
 	}
 	if err := srv.Register(server.UnreadCommands(x)...); err != nil {
+		return closeDB(db, err)
+	}
+	lk, err := likes.New(db, nil)
+	if err != nil {
+		return closeDB(db, err)
+	}
+	if err := srv.Register(server.LikesCommands(lk)...); err != nil {
 		return closeDB(db, err)
 	}
 	ln, err := net.Listen("tcp", *addr)
@@ -180,6 +188,7 @@ func runServe(e *env, args []string) error {
 	if metrics != nil {
 		metrics.Shutdown(sctx)
 	}
+	tl.Close() // its background expiry stops before the store closes
 	if err := db.Checkpoint(); err != nil {
 		return closeDB(db, err)
 	}

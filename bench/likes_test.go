@@ -1,0 +1,42 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tallydb/tally/bench/workload"
+)
+
+// TestRunLikes runs the likes comparison at test size against tally (NoSync)
+// and, when redis-server is installed, Redis without AOF, and checks that
+// both stored the same history and every phase measured something.
+func TestRunLikes(t *testing.T) {
+	w, err := workload.NewLikes(workload.LikesConfig{Seed: 1, Items: 2000, Users: 500, End: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := LikesRunConfig{Workload: w, History: 3000, Clients: 2, Duration: 100 * time.Millisecond, Dir: t.TempDir()}
+	var results []LikesResult
+	for _, s := range LikesSpecs() {
+		if s.Durability != DurNone || s.Skip != "" {
+			continue
+		}
+		r := RunLikes(cfg, s)
+		if r.Err != nil {
+			t.Fatalf("%s: %v", s.Label(), r.Err)
+		}
+		if r.Stored <= 0 || r.Stored > cfg.History || r.Transitions == 0 || r.Pages == 0 ||
+			r.Top100.Count() == 0 || r.Likers.Count() == 0 || r.Disk <= 0 || r.Mem.Own <= 0 {
+			t.Errorf("%s: %+v", s.Label(), r)
+		}
+		results = append(results, r)
+	}
+	if len(results) == 2 && results[0].Stored != results[1].Stored {
+		t.Errorf("tally stored %d likes, Redis %d", results[0].Stored, results[1].Stored)
+	}
+	table := LikesTable(results)
+	if !strings.Contains(table, "| tally | NoSync |") {
+		t.Fatalf("table:\n%s", table)
+	}
+}

@@ -1,0 +1,121 @@
+package likes
+
+import (
+	"cmp"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/tallydb/tally/store"
+)
+
+// clock is a settable clock for like times and day boards.
+type clock struct{ ms atomic.Int64 }
+
+func newClock(t time.Time) *clock {
+	c := &clock{}
+	c.ms.Store(t.UnixMilli())
+	return c
+}
+
+func (c *clock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+var epoch = time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
+
+// env is a store and a Likes on it, closed by the test's cleanup, which
+// also runs Check.
+type env struct {
+	t     *testing.T
+	dir   string
+	fs    vfs.FS
+	clock *clock
+	db    *store.DB
+	l     *Likes
+	opts  Options
+	// syncAlways opens the store with SyncAlways (crash tests).
+	syncAlways bool
+	// jobWorkers is the store's Options.JobWorkers (default -1: jobs run
+	// only when a test runs them).
+	jobWorkers int
+}
+
+func newEnv(t *testing.T, opts *Options) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), fs: vfs.Default, clock: newClock(epoch)}
+	if opts != nil {
+		e.opts = *opts
+	}
+	e.opts.Now = e.clock.Now
+	e.open()
+	t.Cleanup(func() {
+		if e.db != nil {
+			if err := e.l.Check(); err != nil {
+				t.Errorf("cleanup Check: %v", err)
+			}
+			e.db.Close()
+		}
+	})
+	return e
+}
+
+func (e *env) storeOptions() *store.Options {
+	d := store.NoSync
+	if e.syncAlways {
+		d = store.SyncAlways
+	}
+	return &store.Options{Durability: d, FS: e.fs, Families: Families(), Now: e.clock.Now, DisableBackground: true, JobWorkers: cmp.Or(e.jobWorkers, -1)}
+}
+
+func (e *env) open() {
+	e.t.Helper()
+	db, err := store.Open(e.dir, e.storeOptions())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	l, err := New(db, &e.opts)
+	if err != nil {
+		db.Close()
+		e.t.Fatal(err)
+	}
+	e.db, e.l = db, l
+}
+
+func (e *env) reopen() {
+	e.t.Helper()
+	if err := e.db.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.db = nil
+	e.open()
+}
+
+func (e *env) check() {
+	e.t.Helper()
+	if err := e.l.Check(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func must[T any](t testing.TB) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// isRoaring reports whether item's sets are roaring bitmaps.
+func (l *Likes) isRoaring(business string, item uint64) (bool, error) {
+	b, err := l.lookup(business)
+	if err != nil || b == nil {
+		return false, err
+	}
+	var kb, vb []byte
+	rec, err := l.readItem(b.id, item, &kb, &vb)
+	return rec.roaring, err
+}

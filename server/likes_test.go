@@ -1,0 +1,198 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tallydb/tally/likes"
+	"github.com/tallydb/tally/store"
+)
+
+// newLikesServer is a server with the LIKE.* commands over a fresh store.
+func newLikesServer(t *testing.T) (*testServer, *likes.Likes) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "db")
+	db, err := store.Open(dir, &store.Options{Durability: store.NoSync, DisableBackground: true, Families: likes.Families()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := likes.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(LikesCommands(l)...); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{s: s, db: db, addr: ln.Addr().String(), dir: dir, done: make(chan error, 1)}
+	go func() { ts.done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-ts.done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+		if err := l.Check(); err != nil {
+			t.Errorf("likes Check: %v", err)
+		}
+		if err := db.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return ts, l
+}
+
+func TestLikeCommands(t *testing.T) {
+	ts, _ := newLikesServer(t)
+	rc := ts.client(t, nil)
+	do := func(args ...any) any {
+		t.Helper()
+		v, err := rc.Do(ctx, args...).Result()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return v
+	}
+	eq := func(got, want any) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("got %#v, want %#v", got, want)
+		}
+	}
+	eq(do("LIKE.LIKE", "video", 1, 10, 7), []any{int64(1), int64(0), int64(1)})
+	eq(do("LIKE.LIKE", "video", 1, 10), []any{int64(1), int64(0), int64(0)})
+	eq(do("like.like", "video", 1, 11), []any{int64(2), int64(0), int64(1)})
+	eq(do("LIKE.DISLIKE", "video", 1, 11), []any{int64(1), int64(1), int64(1)})
+	eq(do("LIKE.UNDISLIKE", "video", 1, 11), []any{int64(1), int64(0), int64(1)})
+	eq(do("LIKE.UNLIKE", "video", 1, 12), []any{int64(1), int64(0), int64(0)})
+	eq(do("LIKE.LIKE", "video", 2, 10), []any{int64(1), int64(0), int64(1)})
+	eq(do("LIKE.COUNTS", "video", 1, 2, 3), []any{[]any{int64(1), int64(0)}, []any{int64(1), int64(0)}, []any{int64(0), int64(0)}})
+	eq(do("LIKE.STATES", "video", 10, 1, 3), []any{"like", "none"})
+	eq(do("LIKE.RECEIVED", 7), int64(1))
+	eq(do("LIKE.SETOWNER", "video", 1, 8), []any{int64(1), int64(0), int64(1)})
+	eq(do("LIKE.RECEIVED", 8), int64(1))
+	eq(do("LIKE.TOP", "video"), []any{[]any{int64(1), int64(1), int64(1)}, []any{int64(1), int64(2), int64(1)}})
+	eq(do("LIKE.TOP", "video", 1, "DAY", time.Now().UTC().Format(time.DateOnly)), []any{[]any{int64(1), int64(1), int64(1)}})
+	eq(do("LIKE.RANK", "video", 2), []any{int64(1), int64(1)})
+	if _, err := rc.Do(ctx, "LIKE.RANK", "video", 3).Result(); err != redis.Nil {
+		t.Fatalf("rank of an unliked item: %v", err)
+	}
+	eq(do("LIKE.USERLIKES", "video", 10), []any{nil, []any{int64(2), int64(1)}})
+	// Pages through LIKERS.
+	for u := 20; u < 25; u++ {
+		do("LIKE.LIKE", "video", 1, u)
+	}
+	var ids []any
+	var cursor any
+	for pages := 0; ; pages++ {
+		args := []any{"LIKE.LIKERS", "video", 1, "LIMIT", 2}
+		if cursor != nil {
+			args = append(args, "CURSOR", cursor)
+		}
+		v := do(args...).([]any)
+		ids = append(ids, v[1].([]any)...)
+		if cursor = v[0]; cursor == nil || pages > 5 {
+			break
+		}
+	}
+	eq(ids, []any{int64(10), int64(20), int64(21), int64(22), int64(23), int64(24)})
+	eq(do("LIKE.LIKERS", "video", 1, "DISLIKES"), []any{nil, []any{}})
+	// Ids above 2^63-1 come back as bulk strings.
+	eq(do("LIKE.LIKE", "video", "18446744073709551615", 1), []any{int64(1), int64(0), int64(1)})
+	eq(do("LIKE.USERLIKES", "video", 1), []any{nil, []any{"18446744073709551615"}})
+}
+
+func TestLikeCommandsBadInput(t *testing.T) {
+	ts, l := newLikesServer(t)
+	rc := ts.client(t, nil)
+	if _, err := rc.Do(ctx, "LIKE.LIKE", "video", 1, 1, 5).Result(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{"LIKE.LIKE", "video", 1}, "wrong number of arguments"},
+		{[]any{"LIKE.LIKE", "video", 1, 2, 3, 4}, "wrong number of arguments"},
+		{[]any{"LIKE.LIKE", "video", "x", 2}, "item 'x' is not an unsigned decimal"},
+		{[]any{"LIKE.LIKE", "video", 1, "-2"}, "user '-2' is not an unsigned decimal"},
+		{[]any{"LIKE.LIKE", "video", 1, 2, "o"}, "owner 'o' is not"},
+		{[]any{"LIKE.LIKE", "bad biz", 1, 2}, "likes: invalid business name"},
+		{[]any{"LIKE.LIKE", "video", 1, 2, 6}, "likes: item has another owner"},
+		{[]any{"LIKE.UNLIKE", "video", 1}, "wrong number of arguments"},
+		{[]any{"LIKE.COUNTS", "video"}, "wrong number of arguments"},
+		{[]any{"LIKE.COUNTS", "video", "1x"}, "item '1x'"},
+		{[]any{"LIKE.STATES", "video", 1}, "wrong number of arguments"},
+		{[]any{"LIKE.LIKERS", "video", 1, "LIMIT"}, "syntax error"},
+		{[]any{"LIKE.LIKERS", "video", 1, "LIMIT", "a"}, "not an integer"},
+		{[]any{"LIKE.LIKERS", "video", 1, "LIMIT", 0}, "likes: limit out of range"},
+		{[]any{"LIKE.LIKERS", "video", 1, "CURSOR", "zzz"}, "likes: bad cursor"},
+		{[]any{"LIKE.LIKERS", "video", 1, "BOGUS"}, "syntax error"},
+		{[]any{"LIKE.USERLIKES", "video", 1, "DISLIKES"}, "syntax error"},
+		{[]any{"LIKE.TOP", "video", 0}, "likes: limit out of range"},
+		{[]any{"LIKE.TOP", "video", "ten"}, "not an integer"},
+		{[]any{"LIKE.TOP", "video", "DAY", "yesterday"}, "invalid day"},
+		{[]any{"LIKE.TOP", "video", "DAY", "2001-01-01"}, "likes: day board not kept"},
+		{[]any{"LIKE.RANK", "video", 1, "DAY"}, "syntax error"},
+		{[]any{"LIKE.RECEIVED", "x"}, "owner 'x'"},
+	} {
+		_, err := rc.Do(ctx, c.args...).Result()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+	// Nothing changed.
+	if c, _ := l.Counts("video", []uint64{1}, nil); c[0] != (likes.Counts{Likes: 1}) {
+		t.Fatal(c)
+	}
+	if len(l.Businesses()) != 1 {
+		t.Fatal(l.Businesses())
+	}
+}
+
+func TestLikeCommandDocs(t *testing.T) {
+	ts, _ := newLikesServer(t)
+	rc := ts.client(t, nil)
+	v, err := rc.Do(ctx, "COMMAND", "DOCS", "LIKE.LIKERS").Result()
+	if err != nil || !strings.Contains(strings.ToLower(fmtAny(v)), "cursor") {
+		t.Fatalf("COMMAND DOCS LIKE.LIKERS = %v, %v", v, err)
+	}
+}
+
+func fmtAny(v any) string {
+	switch x := v.(type) {
+	case []any:
+		var b strings.Builder
+		for _, e := range x {
+			b.WriteString(fmtAny(e) + " ")
+		}
+		return b.String()
+	case map[any]any:
+		var b strings.Builder
+		for k, e := range x {
+			b.WriteString(fmtAny(k) + " " + fmtAny(e) + " ")
+		}
+		return b.String()
+	case string:
+		return x
+	}
+	return ""
+}
