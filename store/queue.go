@@ -204,6 +204,8 @@ type queue struct {
 	mu       sync.Mutex
 	nextID   JobID
 	jobs     map[JobID]*jobState
+	order    []JobID            // every job's id, ascending; removed ones stay until compacted
+	dead     int                // removed ids still in order
 	byKey    map[string][]JobID // coalescing key -> its jobs, oldest first
 	changed  chan struct{}      // closed and replaced on every change
 	handlers map[string]JobHandler
@@ -229,6 +231,9 @@ func (q *queue) broadcastLocked() {
 // addLocked installs a job. q.mu is held.
 func (q *queue) addLocked(st *jobState) {
 	q.jobs[st.rec.id] = st
+	// Ids grow in enqueue order and Open loads them in key order, so
+	// appending keeps order sorted.
+	q.order = append(q.order, st.rec.id)
 	if st.rec.key != nil {
 		k := string(st.rec.key)
 		q.byKey[k] = append(q.byKey[k], st.rec.id)
@@ -245,6 +250,16 @@ func (q *queue) removeLocked(id JobID) {
 		return
 	}
 	delete(q.jobs, id)
+	if q.dead++; q.dead > len(q.order)/2 {
+		live := q.order[:0]
+		for _, x := range q.order {
+			if q.jobs[x] != nil {
+				live = append(live, x)
+			}
+		}
+		clear(q.order[len(live):])
+		q.order, q.dead = live, 0
+	}
 	if st.rec.key != nil {
 		k := string(st.rec.key)
 		ids := q.byKey[k]
@@ -583,13 +598,25 @@ func (q *queue) leaseLocked(db *DB, st *jobState) *JobRun {
 // nextRunnableLocked returns the oldest job that may run now and whose kind
 // ok accepts. q.mu is held.
 func (q *queue) nextRunnableLocked(now time.Time, ok func(kind string) bool) *jobState {
-	var best *jobState
-	for _, st := range q.jobs {
-		if q.runnableLocked(st, now) && ok(st.rec.kind) && (best == nil || st.rec.id < best.rec.id) {
-			best = st
+	return q.firstLocked(func(st *jobState) bool { return q.runnableLocked(st, now) && ok(st.rec.kind) })
+}
+
+// firstLocked returns the oldest job ok accepts. It walks jobs in id order
+// and stops at the first match: the jobs it passes over are the few that
+// run, back off or wait for an older job of their key, so leasing stays
+// cheap however long the queue (a scan of every job per lease made
+// draining n jobs cost n²). q.mu is held.
+func (q *queue) firstLocked(ok func(*jobState) bool) *jobState {
+	for len(q.order) > 0 && q.jobs[q.order[0]] == nil { // removed: drop
+		q.order = q.order[1:]
+		q.dead--
+	}
+	for _, id := range q.order {
+		if st := q.jobs[id]; st != nil && ok(st) {
+			return st
 		}
 	}
-	return best
+	return nil
 }
 
 // runnableLocked reports whether st may be leased now: not running, not
@@ -665,8 +692,8 @@ func (db *DB) runJob(ctx context.Context, r *JobRun) error {
 // background workers, if any) until the queue is empty, and returns nil.
 // It stops with an error at the first job that fails, or when the only
 // jobs left are of kinds without a handler (ErrNoJobHandler, naming them).
-// progress, if not nil, is called after each chunk-level change with the
-// queue's jobs.
+// progress, if not nil, is called every 100ms with the queue's jobs, from
+// one goroutine.
 func (db *DB) RunJobs(ctx context.Context, progress func([]JobInfo)) error {
 	return db.waitJobs(ctx, func(*jobRecord) bool { return true }, progress)
 }
@@ -696,53 +723,66 @@ func (db *DB) WaitJob(ctx context.Context, id JobID) error {
 // jobs it depends on.
 func (db *DB) waitJobs(ctx context.Context, accepts func(*jobRecord) bool, progress func([]JobInfo)) error {
 	q := &db.queue
+	if progress != nil {
+		// Progress comes from one goroutine, every 100ms, also while a long
+		// job runs chunk by chunk (a call per job would miss those, and
+		// listing the queue per job would cost n² for n jobs).
+		tctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-tctx.Done():
+					return
+				case <-t.C:
+					progress(db.QueuedJobs())
+				}
+			}
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	for {
 		if err := db.writable(); err != nil {
 			return err
 		}
 		q.mu.Lock()
-		var wanted, noHandler []string
-		for _, st := range q.jobs {
-			if !accepts(&st.rec) {
-				continue
-			}
-			wanted = append(wanted, st.rec.kind)
-			if q.handlers[st.rec.kind] == nil {
-				noHandler = append(noHandler, fmt.Sprintf("%q (job %d)", st.rec.kind, st.rec.id))
-			}
-		}
-		if len(wanted) == 0 {
-			q.mu.Unlock()
-			return nil
-		}
-		var st *jobState
-		for _, c := range q.jobs { // the oldest runnable job we wait for
-			if accepts(&c.rec) && q.runnableLocked(c, time.Now()) && q.handlers[c.rec.kind] != nil &&
-				(st == nil || c.rec.id < st.rec.id) {
-				st = c
-			}
-		}
-		if st == nil && len(noHandler) == len(wanted) {
-			q.mu.Unlock()
-			sort.Strings(noHandler)
-			return fmt.Errorf("%w %s", ErrNoJobHandler, strings.Join(noHandler, ", "))
-		}
-		changed := q.changed
-		var run *JobRun
+		now := time.Now()
+		st := q.firstLocked(func(c *jobState) bool { // the oldest runnable job we wait for
+			return accepts(&c.rec) && q.runnableLocked(c, now) && q.handlers[c.rec.kind] != nil
+		})
 		if st != nil {
-			run = q.leaseLocked(db, st)
-		}
-		q.mu.Unlock()
-		if progress != nil {
-			progress(db.QueuedJobs())
-		}
-		if run != nil {
+			run := q.leaseLocked(db, st)
+			q.mu.Unlock()
 			if err := db.runJob(ctx, run); err != nil {
 				return err
 			}
 			continue
 		}
-		select { // another worker runs what is left: wait for a change
+		// Nothing to run here: done, stuck on kinds without a handler, or
+		// waiting for other workers and backoffs.
+		var wanted, noHandler []string
+		for _, c := range q.jobs {
+			if !accepts(&c.rec) {
+				continue
+			}
+			wanted = append(wanted, c.rec.kind)
+			if q.handlers[c.rec.kind] == nil {
+				noHandler = append(noHandler, fmt.Sprintf("%q (job %d)", c.rec.kind, c.rec.id))
+			}
+		}
+		changed := q.changed
+		q.mu.Unlock()
+		switch {
+		case len(wanted) == 0:
+			return nil
+		case len(noHandler) == len(wanted):
+			sort.Strings(noHandler)
+			return fmt.Errorf("%w %s", ErrNoJobHandler, strings.Join(noHandler, ", "))
+		}
+		select {
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
@@ -821,6 +861,19 @@ func (db *DB) checkQueue() error {
 	q := &db.queue
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	live := 0
+	for i, id := range q.order {
+		if i > 0 && q.order[i-1] >= id {
+			return fmt.Errorf("tally: job queue: order not ascending at %d", i)
+		}
+		if q.jobs[id] != nil {
+			live++
+		}
+	}
+	if live != len(q.jobs) || len(q.order)-live != q.dead {
+		return fmt.Errorf("tally: job queue: order holds %d live and %d dead ids for %d jobs (dead count %d)",
+			live, len(q.order)-live, len(q.jobs), q.dead)
+	}
 	n := 0
 	for k, ids := range q.byKey {
 		if len(ids) == 0 {
