@@ -55,6 +55,12 @@ type MergeOperator struct {
 	// be associative (see the file comment) and must not modify or retain
 	// its arguments.
 	Merge func(older, newer []byte) ([]byte, error)
+	// MergeMany, if set, merges several payloads (oldest first) at once and
+	// must give what folding Merge over them gives (for MergeTopList: a
+	// window of the same truth). Pebble hands a read or a compaction every
+	// operand of a key; decoding each once and encoding once beats a
+	// decode-merge-encode per operand. The default folds Merge.
+	MergeMany func(payloads [][]byte) ([]byte, error)
 	// Finish, if set, turns a merge that reached the oldest version of the
 	// key into a plain value (drop tombstones, say). Returning nil leaves
 	// the empty value (the id byte alone), which reads as absent and is the
@@ -287,13 +293,23 @@ type valueMerger struct {
 	t   *mergerTable
 	key []byte
 	m   *MergeOperator // nil once deferred
-	acc []byte         // merged payload so far (m != nil)
-	ops [][]byte       // deferred operands, oldest first (m == nil)
+	acc []byte         // merged payload so far (m != nil, no MergeMany)
+	// newer and older buffer payloads for m.MergeMany: newer oldest first,
+	// older newest first (each MergeOlder appends an older one).
+	newer, older [][]byte
+	ops          [][]byte // deferred operands, oldest first (m == nil)
 }
 
 // start takes the first operand.
 func (v *valueMerger) start(value []byte) {
 	if len(value) > 0 && value[0] != deferredID {
+		if m := v.t.lookup(value[0]); m != nil && m.MergeMany != nil {
+			v.m = m // payloads are decoded once, by MergeMany at Finish
+			if len(value) > 1 {
+				v.newer = append(v.newer, bytes.Clone(value[1:]))
+			}
+			return
+		}
 		if m := v.t.lookup(value[0]); m != nil && m.check(value) == nil {
 			v.m = m
 			v.acc = append(v.acc, value[1:]...)
@@ -301,6 +317,15 @@ func (v *valueMerger) start(value []byte) {
 		}
 	}
 	v.ops = v.appendOps(v.ops, value)
+}
+
+// buffered returns the payloads buffered for MergeMany, oldest first.
+func (v *valueMerger) buffered() [][]byte {
+	out := make([][]byte, 0, len(v.older)+len(v.newer))
+	for i := len(v.older) - 1; i >= 0; i-- {
+		out = append(out, v.older[i])
+	}
+	return append(out, v.newer...)
 }
 
 // appendOps appends value's operands (cloned) to ops; a value that is not
@@ -317,13 +342,25 @@ func (v *valueMerger) appendOps(ops [][]byte, value []byte) [][]byte {
 
 // deferNow turns the merger into a deferred list holding what it merged.
 func (v *valueMerger) deferNow() {
-	if v.m != nil {
+	switch {
+	case v.m != nil && v.m.MergeMany != nil:
+		for _, p := range v.buffered() {
+			v.ops = append(v.ops, v.m.Frame(nil, p))
+		}
+		v.m, v.newer, v.older = nil, nil, nil
+	case v.m != nil:
 		v.ops = [][]byte{v.m.Frame(nil, v.acc)}
 		v.m, v.acc = nil, nil
 	}
 }
 
 func (v *valueMerger) MergeNewer(value []byte) error {
+	if v.m != nil && v.m.MergeMany != nil && len(value) > 0 && value[0] == v.m.ID {
+		if len(value) > 1 { // the empty value is the identity
+			v.newer = append(v.newer, bytes.Clone(value[1:]))
+		}
+		return nil
+	}
 	if v.m != nil && len(value) > 0 && value[0] == v.m.ID {
 		switch {
 		case len(value) == 1: // the empty value: identity
@@ -343,6 +380,12 @@ func (v *valueMerger) MergeNewer(value []byte) error {
 }
 
 func (v *valueMerger) MergeOlder(value []byte) error {
+	if v.m != nil && v.m.MergeMany != nil && len(value) > 0 && value[0] == v.m.ID {
+		if len(value) > 1 { // the empty value is the identity
+			v.older = append(v.older, bytes.Clone(value[1:]))
+		}
+		return nil
+	}
 	if v.m != nil && len(value) > 0 && value[0] == v.m.ID {
 		switch {
 		case len(value) == 1: // the empty value: identity
@@ -383,6 +426,20 @@ func (v *valueMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
 		return appendDeferred(nil, v.ops), nil, nil
 	}
 	p := v.acc
+	if v.m.MergeMany != nil {
+		switch ps := v.buffered(); len(ps) {
+		case 0:
+			p = nil
+		case 1:
+			p = ps[0]
+		default:
+			var err error
+			if p, err = v.m.MergeMany(ps); err != nil {
+				v.deferNow() // a payload it cannot decode: keep them all
+				return appendDeferred(nil, v.ops), nil, nil
+			}
+		}
+	}
 	if includesBase && v.m.Finish != nil && len(p) > 0 {
 		fin, err := v.m.Finish(p)
 		if err != nil {
@@ -409,13 +466,15 @@ var (
 	// entries above a floor (see TopList): what an inbox needs. Removals are
 	// tombstone entries. Build operands with TopListOperand, read values
 	// with DecodeTopList. An empty list with no floor reads as absent.
-	MergeTopList = &MergeOperator{ID: 2, Name: "toplist", Merge: mergeTopList, Finish: finishTopList, Check: checkTopList}
+	MergeTopList = &MergeOperator{ID: 2, Name: "toplist", Merge: mergeTopList, MergeMany: mergeTopListMany,
+		Finish: finishTopList, Check: checkTopList}
 
 	// MergeRoaring unions and subtracts sets of uint32 (roaring bitmaps):
 	// an operand adds one set and removes another (OR / AND-NOT), newer
 	// operands winning. Build operands with RoaringOperand, read values with
 	// DecodeRoaring. An empty set reads as absent.
-	MergeRoaring = &MergeOperator{ID: 3, Name: "roaring32", Merge: mergeRoaring, Finish: finishRoaring, Check: checkRoaring}
+	MergeRoaring = &MergeOperator{ID: 3, Name: "roaring32", Merge: mergeRoaring, MergeMany: mergeRoaringMany,
+		Finish: finishRoaring, Check: checkRoaring}
 )
 
 var builtinMergers = [FirstCustomMergeID]*MergeOperator{1: MergeAdd, 2: MergeTopList, 3: MergeRoaring}
@@ -620,6 +679,58 @@ func mergeTopList(older, newer []byte) ([]byte, error) {
 	return appendTopList(nil, mergeTopLists(o, n)), nil
 }
 
+// mergeTopListMany merges payloads (oldest first) at once: every entry,
+// the newest operand winning per key, keys ≥ every floor, trimmed at the
+// newest operand's cap. One decode per payload and one encode, where a fold
+// would re-encode after every operand.
+func mergeTopListMany(payloads [][]byte) ([]byte, error) {
+	type tagged struct {
+		e   TopEntry
+		src int // operand index: higher is newer
+	}
+	var all []tagged
+	var floor uint64
+	capacity := 0
+	for i, p := range payloads {
+		l, err := decodeTopList(p)
+		if err != nil {
+			return nil, err
+		}
+		floor = max(floor, l.Floor)
+		capacity = l.Cap
+		for _, e := range l.Entries {
+			all = append(all, tagged{e, i})
+		}
+	}
+	// Key descending; for one key, the newest operand first.
+	slices.SortFunc(all, func(a, b tagged) int {
+		switch {
+		case a.e.Key > b.e.Key:
+			return -1
+		case a.e.Key < b.e.Key:
+			return 1
+		}
+		return b.src - a.src
+	})
+	out := &TopList{Cap: capacity, Floor: floor, Entries: make([]TopEntry, 0, min(len(all), 2*capacity+8))}
+	live := 0
+	for i, t := range all {
+		if i > 0 && all[i-1].e.Key == t.e.Key {
+			continue // an older operand's entry for the same key
+		}
+		if t.e.Key < out.Floor || live == out.Cap {
+			break
+		}
+		out.Entries = append(out.Entries, t.e)
+		if !t.e.Removed {
+			if live++; live == out.Cap {
+				out.Floor = t.e.Key
+			}
+		}
+	}
+	return appendTopList(nil, out), nil
+}
+
 func finishTopList(p []byte) ([]byte, error) {
 	l, err := decodeTopList(p)
 	if err != nil {
@@ -779,6 +890,26 @@ func mergeRoaring(older, newer []byte) ([]byte, error) {
 	or.Or(nr)
 	or.AndNot(oa)
 	return appendRoaring(nil, oa, or)
+}
+
+// mergeRoaringMany applies payloads (oldest first) in memory, decoding each
+// once and encoding once.
+func mergeRoaringMany(payloads [][]byte) ([]byte, error) {
+	add, rm, err := decodeRoaring(payloads[0])
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range payloads[1:] {
+		na, nr, err := decodeRoaring(p)
+		if err != nil {
+			return nil, err
+		}
+		add.AndNot(nr)
+		add.Or(na)
+		rm.Or(nr)
+		rm.AndNot(add)
+	}
+	return appendRoaring(nil, add, rm)
 }
 
 func finishRoaring(p []byte) ([]byte, error) {

@@ -353,6 +353,12 @@ func FuzzMergeOperands(f *testing.F) {
 		if err := op.check(b); err != nil || len(b) == 1 {
 			return // invalid, or the empty value (no payload to merge)
 		}
+		if op.MergeMany != nil {
+			many, err := op.MergeMany([][]byte{b[1:], b[1:], b[1:]})
+			if err != nil || op.Check(many) != nil {
+				t.Fatalf("%s: MergeMany of a valid payload: %v", op.Name, err)
+			}
+		}
 		out, err := op.Merge(b[1:], b[1:])
 		if err != nil {
 			t.Fatalf("%s: merge of a valid payload with itself: %v", op.Name, err)
