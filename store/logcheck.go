@@ -23,7 +23,13 @@ package store
 //   - WAL: a valid sync chunk (right log number, CRC, type) whose synced
 //     offset lies past the bad record, or the EOF trailer Pebble writes when
 //     it closes a log cleanly. Either says the bytes at the bad offset were
-//     synced before, so they were whole on disk and are now damaged.
+//     synced before, so they were whole on disk and are now damaged. The
+//     trailer has no checksum, so it counts only where a walk of chunk
+//     headers from the bad chunk (its length, then valid chunks of this log)
+//     ends on it: trailer-shaped bytes found by scanning (stale data of an
+//     older log in a recycled file) prove nothing. A clean end whose trailer
+//     sits after block padding (the last chunk left less than a header in
+//     its block) is a clean end, not damage.
 //   - MANIFEST: a valid chunk that starts a later record. The MANIFEST is
 //     synced after every record, so a later record means the bad one had
 //     been synced.
@@ -103,8 +109,16 @@ func checkRecordLog(f io.ReaderAt, size int64, path string, kind logKind, num ui
 		case errors.Is(err, io.EOF):
 			// A clean end, or a damaged log number that reads as the
 			// next log's number (the EOF trailer's mark): only proof
-			// of durable data after it tells the two apart.
-			damaged, serr := durableAfter(f, size, start, kind, num)
+			// of durable data after it tells the two apart. NB: the
+			// trailer is at start, or at the next block when fewer
+			// bytes than a chunk header were left in this one (block
+			// padding); the scan for proof starts after it, or the
+			// trailer would be taken for proof of itself.
+			at := start
+			if rem := logBlockSize - start%logBlockSize; kind == logWAL && rem < recyclableHdrSize {
+				at += rem
+			}
+			damaged, serr := durableAfter(f, size, at, kind, num)
 			if serr != nil {
 				return fmt.Errorf("tally: read %s: %w", path, serr)
 			}
@@ -147,10 +161,18 @@ func checkRecordLog(f io.ReaderAt, size int64, path string, kind logKind, num ui
 	}
 }
 
-// durableAfter scans the log after offset bad for a chunk that proves the
-// bytes at bad had been synced (see the file comment).
+// durableAfter scans the log after offset bad for proof that the bytes at
+// bad had been synced (see the file comment): a valid chunk that records a
+// synced offset past bad (WAL), a later record (MANIFEST), or, for a WAL,
+// the EOF trailer of a clean close reached from bad by walking chunk
+// headers (trailerAfter).
 func durableAfter(f io.ReaderAt, size, bad int64, kind logKind, num uint32) (bool, error) {
 	buf := make([]byte, logBlockSize)
+	if kind == logWAL {
+		if ok, err := trailerAfter(f, size, bad, num, buf); ok || err != nil {
+			return ok, err
+		}
+	}
 	for block := bad / logBlockSize * logBlockSize; block < size; block += logBlockSize {
 		n, err := f.ReadAt(buf[:min(logBlockSize, size-block)], block)
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -170,8 +192,56 @@ func durableAfter(f io.ReaderAt, size, bad int64, kind logKind, num uint32) (boo
 	return false, nil
 }
 
+// trailerAfter walks chunk headers from the damaged chunk at bad (its length
+// field, then valid chunks of this log only) and reports whether the walk
+// ends at the EOF trailer of a clean close: then the damaged bytes were
+// written before the close, which synced them. NB: the trailer carries no
+// checksum, so one found by scanning bytes proves nothing: a recycled WAL
+// holds stale bytes of older logs, and those can look like a trailer (the
+// crash simulation found one).
+func trailerAfter(f io.ReaderAt, size, bad int64, num uint32, buf []byte) (bool, error) {
+	hdr := buf[:walSyncHeaderSize]
+	pos := bad
+	for step := 0; ; step++ {
+		if rem := logBlockSize - pos%logBlockSize; rem < recyclableHdrSize {
+			pos += rem // block padding
+		}
+		if pos+recyclableHdrSize > size {
+			return false, nil
+		}
+		n, err := f.ReadAt(hdr[:min(int64(walSyncHeaderSize), size-pos)], pos)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false, err
+		}
+		h := hdr[:n]
+		typ, length := h[6], int64(binary.LittleEndian.Uint16(h[4:]))
+		logNum := binary.LittleEndian.Uint32(h[7:])
+		if step > 0 && typ == chunkFullRecyclable && length == 0 && logNum == num+1 && binary.LittleEndian.Uint32(h) == 0 {
+			return true, nil
+		}
+		if typ < chunkFullWALSync || typ > chunkLastWALSync || n < walSyncHeaderSize {
+			return false, nil
+		}
+		end := pos + walSyncHeaderSize + length
+		if end > size || end > pos/logBlockSize*logBlockSize+logBlockSize {
+			return false, nil
+		}
+		if step > 0 { // after the damaged chunk, only valid chunks of this log
+			chunk := make([]byte, end-pos)
+			if _, err := f.ReadAt(chunk, pos); err != nil {
+				return false, err
+			}
+			if logNum != num || maskedCRC(chunk[6:]) != binary.LittleEndian.Uint32(chunk) {
+				return false, nil
+			}
+		}
+		pos = end
+	}
+}
+
 // provesDurable reports whether a chunk that proves durability starts at
-// b[i:] (b is one block).
+// b[i:] (b is one block): a valid chunk starting a MANIFEST record, or a
+// valid WAL sync chunk of this log recording a synced offset past bad.
 func provesDurable(b []byte, i int, bad int64, kind logKind, num uint32) bool {
 	typ := b[i+6]
 	length := int(binary.LittleEndian.Uint16(b[i+4:]))
@@ -183,13 +253,10 @@ func provesDurable(b []byte, i int, bad int64, kind logKind, num uint32) bool {
 		end := i + legacyHeaderSize + length
 		return end <= len(b) && maskedCRC(b[i+6:end]) == crc
 	}
-	if i+recyclableHdrSize > len(b) {
+	if i+walSyncHeaderSize > len(b) {
 		return false
 	}
 	logNum := binary.LittleEndian.Uint32(b[i+7:])
-	if typ == chunkFullRecyclable && crc == 0 && length == 0 && logNum == num+1 {
-		return true // the EOF trailer of a cleanly closed log
-	}
 	if typ < chunkFullWALSync || typ > chunkLastWALSync || logNum != num {
 		return false
 	}

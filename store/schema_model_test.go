@@ -588,6 +588,7 @@ func TestSchemaModel(t *testing.T) {
 	}
 }
 
+// envOr reads a positive integer from the environment, or def.
 func envOr(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
