@@ -355,53 +355,54 @@ func (v *valueMerger) deferNow() {
 }
 
 func (v *valueMerger) MergeNewer(value []byte) error {
-	if v.m != nil && v.m.MergeMany != nil && len(value) > 0 && value[0] == v.m.ID {
-		if len(value) > 1 { // the empty value is the identity
-			v.newer = append(v.newer, bytes.Clone(value[1:]))
-		}
-		return nil
+	if !v.absorb(value, true) {
+		v.deferNow()
+		v.ops = v.appendOps(v.ops, value)
 	}
-	if v.m != nil && len(value) > 0 && value[0] == v.m.ID {
-		switch {
-		case len(value) == 1: // the empty value: identity
-			return nil
-		case len(v.acc) == 0:
-			v.acc = append(v.acc[:0], value[1:]...)
-			return nil
-		}
-		if acc, err := v.m.Merge(v.acc, value[1:]); err == nil {
-			v.acc = acc
-			return nil
-		}
-	}
-	v.deferNow()
-	v.ops = v.appendOps(v.ops, value)
 	return nil
 }
 
 func (v *valueMerger) MergeOlder(value []byte) error {
-	if v.m != nil && v.m.MergeMany != nil && len(value) > 0 && value[0] == v.m.ID {
-		if len(value) > 1 { // the empty value is the identity
-			v.older = append(v.older, bytes.Clone(value[1:]))
-		}
-		return nil
+	if !v.absorb(value, false) {
+		v.deferNow()
+		v.ops = append(v.appendOps(nil, value), v.ops...)
 	}
-	if v.m != nil && len(value) > 0 && value[0] == v.m.ID {
-		switch {
-		case len(value) == 1: // the empty value: identity
-			return nil
-		case len(v.acc) == 0:
-			v.acc = append(v.acc[:0], value[1:]...)
-			return nil
-		}
-		if acc, err := v.m.Merge(value[1:], v.acc); err == nil {
-			v.acc = acc
-			return nil
-		}
-	}
-	v.deferNow()
-	v.ops = append(v.appendOps(nil, value), v.ops...)
 	return nil
+}
+
+// absorb merges value, newer or older than what the merger holds, when it
+// is an operand of the merger's operator that merges cleanly (buffered for
+// MergeMany, or folded with Merge), and reports whether it did; otherwise
+// the caller turns the merger into a deferred list.
+func (v *valueMerger) absorb(value []byte, newer bool) bool {
+	if v.m == nil || len(value) == 0 || value[0] != v.m.ID {
+		return false
+	}
+	payload := value[1:]
+	switch {
+	case len(payload) == 0: // the empty value is the identity
+		return true
+	case v.m.MergeMany != nil:
+		if newer {
+			v.newer = append(v.newer, bytes.Clone(payload))
+		} else {
+			v.older = append(v.older, bytes.Clone(payload))
+		}
+		return true
+	case len(v.acc) == 0:
+		v.acc = append(v.acc[:0], payload...)
+		return true
+	}
+	older, newerP := v.acc, payload
+	if !newer {
+		older, newerP = payload, v.acc
+	}
+	acc, err := v.m.Merge(older, newerP)
+	if err != nil {
+		return false
+	}
+	v.acc = acc
+	return true
 }
 
 // Finish returns the merged value. NB: an operator whose Finish returns nil

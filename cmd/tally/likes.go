@@ -385,59 +385,38 @@ func printPage(e *env, pg likes.Page) {
 func runLikers(e *env, args []string) error {
 	fs, limit, cursor := likesPageFlags(e, cmdLikers)
 	dislikes := fs.Bool("dislikes", false, "")
-	pos, err := parse(fs, args, true)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 2 {
-		return usagef("want BIZ ITEM, got %d arguments", len(pos))
-	}
-	biz, err := parseBusiness(pos[0])
-	if err != nil {
-		return err
-	}
-	item, err := parseUint("item", pos[1])
-	if err != nil {
-		return err
-	}
-	if err := checkLimit(*limit); err != nil {
-		return err
-	}
-	db, l, err := e.openLikes(false)
-	if err != nil {
-		return err
-	}
-	var pg likes.Page
-	switch {
-	case l == nil && *cursor != "":
-		err = fmt.Errorf("%w: the store holds no likes", likes.ErrBadCursor)
-	case l == nil:
-	case *dislikes:
-		pg, err = l.Dislikers(biz, item, *limit, *cursor)
-	default:
-		pg, err = l.Likers(biz, item, *limit, *cursor)
-	}
-	if err != nil {
-		return closeDB(db, err)
-	}
-	printPage(e, pg)
-	return closeDB(db, nil)
+	return runLikesPage(e, fs, args, "ITEM", limit, cursor, func(l *likes.Likes, biz string, item uint64) (likes.Page, error) {
+		if *dislikes {
+			return l.Dislikers(biz, item, *limit, *cursor)
+		}
+		return l.Likers(biz, item, *limit, *cursor)
+	})
 }
 
 func runUserLikes(e *env, args []string) error {
 	fs, limit, cursor := likesPageFlags(e, cmdUserLikes)
+	return runLikesPage(e, fs, args, "USER", limit, cursor, func(l *likes.Likes, biz string, user uint64) (likes.Page, error) {
+		return l.UserLikes(biz, user, *limit, *cursor)
+	})
+}
+
+// runLikesPage parses BIZ ID (ID named by what), checks --limit, and prints
+// the page read reads. A store without likes has empty lists, and refuses
+// any cursor, since it issued none.
+func runLikesPage(e *env, fs *flag.FlagSet, args []string, what string, limit *int, cursor *string,
+	read func(l *likes.Likes, biz string, id uint64) (likes.Page, error)) error {
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 2 {
-		return usagef("want BIZ USER, got %d arguments", len(pos))
+		return usagef("want BIZ %s, got %d arguments", what, len(pos))
 	}
 	biz, err := parseBusiness(pos[0])
 	if err != nil {
 		return err
 	}
-	user, err := parseUint("user", pos[1])
+	id, err := parseUint(strings.ToLower(what), pos[1])
 	if err != nil {
 		return err
 	}
@@ -453,7 +432,7 @@ func runUserLikes(e *env, args []string) error {
 	case l == nil && *cursor != "":
 		err = fmt.Errorf("%w: the store holds no likes", likes.ErrBadCursor)
 	case l != nil:
-		pg, err = l.UserLikes(biz, user, *limit, *cursor)
+		pg, err = read(l, biz, id)
 	}
 	if err != nil {
 		return closeDB(db, err)

@@ -175,9 +175,7 @@ type likesParser struct {
 	maxMs int64 // a time past it is bad: more than a day ahead
 	byBiz map[string][]likes.LoadLike
 	input int
-	line  int
-	nbad  int
-	shown []badLine
+	badLines
 }
 
 func newLikesParser(now time.Time) *likesParser {
@@ -185,41 +183,7 @@ func newLikesParser(now time.Time) *likesParser {
 }
 
 func (p *likesParser) parse(r io.Reader, progress func(int64)) error {
-	br := bufio.NewReaderSize(r, 1<<20)
-	var read int64
-	for {
-		line, err := br.ReadSlice('\n')
-		read += int64(len(line))
-		if errors.Is(err, bufio.ErrBufferFull) {
-			for errors.Is(err, bufio.ErrBufferFull) {
-				var more []byte
-				more, err = br.ReadSlice('\n')
-				read += int64(len(more))
-			}
-			p.line++
-			p.badf("line longer than %d bytes", br.Size())
-		} else if len(line) > 0 {
-			p.line++
-			p.parseLine(line)
-		}
-		if err == io.EOF {
-			progress(read)
-			return nil
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return err
-		}
-		if p.line&0xffff == 0 {
-			progress(read)
-		}
-	}
-}
-
-func (p *likesParser) badf(format string, args ...any) {
-	p.nbad++
-	if len(p.shown) < maxBadShown {
-		p.shown = append(p.shown, badLine{p.line, fmt.Sprintf(format, args...)})
-	}
+	return p.scan(bufio.NewReaderSize(r, 1<<20), progress, p.parseLine)
 }
 
 // parseLine parses one line; it allocates only for a new business name

@@ -281,20 +281,67 @@ func lineStart(f *os.File, off int64) (int64, error) {
 // no allocation per good line: the target is several million lines per
 // second, which encoding/csv and strconv on strings cannot reach.
 type csvParser struct {
-	cols  []store.Column
-	max   []uint64
-	ids   []uint64
-	vals  []uint64
-	line  int       // lines read, blank and comment lines included
-	nbad  int       // bad lines
-	shown []badLine // the first maxBadShown of them
-	row   []uint64  // the values of the line being parsed
+	cols []store.Column
+	max  []uint64
+	ids  []uint64
+	vals []uint64
+	row  []uint64 // the values of the line being parsed
+	badLines
 }
 
 // badLine is a bad line kept for the report.
 type badLine struct {
 	line int
 	msg  string
+}
+
+// badLines numbers an input's lines and counts its bad ones, keeping the
+// first maxBadShown for the report.
+type badLines struct {
+	line  int       // lines read, blank and comment lines included
+	nbad  int       // bad lines
+	shown []badLine // the first maxBadShown of them
+}
+
+func (b *badLines) badf(format string, args ...any) {
+	b.nbad++
+	if len(b.shown) < maxBadShown {
+		b.shown = append(b.shown, badLine{b.line, fmt.Sprintf(format, args...)})
+	}
+}
+
+// scan calls parse with every line of br (its newline included), counting
+// lines; a line longer than br's buffer is skipped and counted bad.
+// progress gets the bytes read every 65,536 lines and at the end.
+func (b *badLines) scan(br *bufio.Reader, progress func(int64), parse func(line []byte)) error {
+	var read int64
+	for {
+		line, err := br.ReadSlice('\n')
+		read += int64(len(line))
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// Skip the rest of an absurdly long line; it is bad.
+			for errors.Is(err, bufio.ErrBufferFull) {
+				var more []byte
+				more, err = br.ReadSlice('\n')
+				read += int64(len(more))
+			}
+			b.line++
+			b.badf("line longer than %d bytes", br.Size())
+		} else if len(line) > 0 {
+			b.line++
+			parse(line)
+		}
+		if err == io.EOF {
+			progress(read)
+			return nil
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
+		if b.line&0xffff == 0 {
+			progress(read)
+		}
+	}
 }
 
 func newCSVParser(cols []store.Column) *csvParser {
@@ -319,41 +366,7 @@ func (p *csvParser) parse(r io.Reader, size int64, progress func(int64)) error {
 			p.vals = make([]uint64, 0, rows*len(p.cols))
 		}
 	}
-	var read int64
-	for {
-		line, err := br.ReadSlice('\n')
-		read += int64(len(line))
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// Skip the rest of an absurdly long line; it is bad.
-			for errors.Is(err, bufio.ErrBufferFull) {
-				var more []byte
-				more, err = br.ReadSlice('\n')
-				read += int64(len(more))
-			}
-			p.line++
-			p.badf("line longer than %d bytes", br.Size())
-		} else if len(line) > 0 {
-			p.line++
-			p.parseLine(line)
-		}
-		if err == io.EOF {
-			progress(read)
-			return nil
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return err
-		}
-		if p.line&0xffff == 0 {
-			progress(read)
-		}
-	}
-}
-
-func (p *csvParser) badf(format string, args ...any) {
-	p.nbad++
-	if len(p.shown) < maxBadShown {
-		p.shown = append(p.shown, badLine{p.line, fmt.Sprintf(format, args...)})
-	}
+	return p.scan(br, progress, p.parseLine)
 }
 
 // isSpace is the whitespace allowed around fields and at line ends.

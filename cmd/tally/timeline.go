@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -437,68 +436,37 @@ func runFollowsLoad(e *env, args []string) error {
 // followsInput is a parsed follows CSV.
 type followsInput struct {
 	edges []timeline.Edge
-	nbad  int
-	shown []badLine
+	badLines
 }
 
 // parseFollows reads "follower,followee" lines.
 func parseFollows(r io.Reader) (*followsInput, error) {
 	res := &followsInput{}
-	br := bufio.NewReaderSize(r, 1<<20)
-	line := 0
-	bad := func(msg string) {
-		res.nbad++
-		if len(res.shown) < maxBadShown {
-			res.shown = append(res.shown, badLine{line, msg})
-		}
-	}
-	for {
-		b, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = br.ReadSlice('\n')
-			}
-			line++
-			bad("line too long")
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if len(b) == 0 && err == io.EOF {
-			break
-		}
-		line++
+	err := res.scan(bufio.NewReaderSize(r, 1<<20), func(int64) {}, func(b []byte) {
 		s := bytes.TrimSpace(b)
-		if len(s) > 0 && s[0] != '#' {
-			a, c, ok := bytes.Cut(s, []byte{','})
-			switch {
-			case !ok || bytes.IndexByte(c, ',') >= 0:
-				bad("want 2 fields: FOLLOWER,FOLLOWEE")
-			default:
-				u, err1 := strconv.ParseUint(string(bytes.TrimSpace(a)), 10, 64)
-				f, err2 := strconv.ParseUint(string(bytes.TrimSpace(c)), 10, 64)
-				switch {
-				case err1 != nil || err2 != nil:
-					bad(fmt.Sprintf("bad id in %s: want decimal ids", quote.Input(string(s))))
-				case u == 0 || f == 0 || u > timeline.MaxID || f > timeline.MaxID:
-					bad(fmt.Sprintf("id out of range in %s: want 1..%d", quote.Input(string(s)), uint64(timeline.MaxID)))
-				case u == f:
-					bad(fmt.Sprintf("user %d cannot follow themselves", u))
-				default:
-					res.edges = append(res.edges, timeline.Edge{Follower: u, Followee: f})
-				}
-			}
+		if len(s) == 0 || s[0] == '#' {
+			return
 		}
-		if err == io.EOF {
-			break
+		a, c, ok := bytes.Cut(s, []byte{','})
+		if !ok || bytes.IndexByte(c, ',') >= 0 {
+			res.badf("want 2 fields: FOLLOWER,FOLLOWEE")
+			return
 		}
-		if err != nil {
-			return nil, err
+		u, err1 := strconv.ParseUint(string(bytes.TrimSpace(a)), 10, 64)
+		f, err2 := strconv.ParseUint(string(bytes.TrimSpace(c)), 10, 64)
+		switch {
+		case err1 != nil || err2 != nil:
+			res.badf("bad id in %s: want decimal ids", quote.Input(string(s)))
+		case u == 0 || f == 0 || u > timeline.MaxID || f > timeline.MaxID:
+			res.badf("id out of range in %s: want 1..%d", quote.Input(string(s)), uint64(timeline.MaxID))
+		case u == f:
+			res.badf("user %d cannot follow themselves", u)
+		default:
+			res.edges = append(res.edges, timeline.Edge{Follower: u, Followee: f})
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -528,6 +496,38 @@ func runActive(e *env, args []string) error {
 	})
 }
 
+// parseAuthorPosts parses AUTHOR POSTID... of post and unpost.
+func parseAuthorPosts(pos []string) (author uint64, posts []uint64, err error) {
+	if len(pos) < 2 {
+		return 0, nil, usagef("want AUTHOR and at least one POSTID, got %d arguments", len(pos))
+	}
+	ids, err := parseIDs("id", pos)
+	if err != nil {
+		return 0, nil, err
+	}
+	author, posts = ids[0], ids[1:]
+	if err := checkIDs("author", author); err != nil {
+		return 0, nil, err
+	}
+	if err := checkIDs("post", posts...); err != nil {
+		return 0, nil, err
+	}
+	return author, posts, nil
+}
+
+// checkOwners refuses posts of another author before anything is done
+// (done names what was not: "published", "unpublished").
+func checkOwners(tl *timeline.Timeline, author uint64, posts []uint64, done string) error {
+	for _, p := range posts {
+		if owner, _, err := tl.Owner(p); err != nil {
+			return err
+		} else if owner != 0 && owner != author {
+			return fmt.Errorf("%w: post %d is author %d's; nothing %s", timeline.ErrPostTaken, p, owner, done)
+		}
+	}
+	return nil
+}
+
 func runPost(e *env, args []string) error {
 	fs := e.flags(cmdPost)
 	async := fs.Bool("async", false, "")
@@ -535,28 +535,13 @@ func runPost(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) < 2 {
-		return usagef("want AUTHOR and at least one POSTID, got %d arguments", len(pos))
-	}
-	ids, err := parseIDs("id", pos)
+	author, posts, err := parseAuthorPosts(pos)
 	if err != nil {
 		return err
 	}
-	author, posts := ids[0], ids[1:]
-	if err := checkIDs("author", author); err != nil {
-		return err
-	}
-	if err := checkIDs("post", posts...); err != nil {
-		return err
-	}
 	return e.withTimeline(false, func(db *store.DB, tl *timeline.Timeline) error {
-		// Refuse another author's post before publishing anything.
-		for _, p := range posts {
-			if owner, _, err := tl.Owner(p); err != nil {
-				return err
-			} else if owner != 0 && owner != author {
-				return fmt.Errorf("%w: post %d is author %d's; nothing published", timeline.ErrPostTaken, p, owner)
-			}
+		if err := checkOwners(tl, author, posts, "published"); err != nil {
+			return err
 		}
 		type pub struct {
 			post uint64
@@ -601,27 +586,13 @@ func runUnpost(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) < 2 {
-		return usagef("want AUTHOR and at least one POSTID, got %d arguments", len(pos))
-	}
-	ids, err := parseIDs("id", pos)
+	author, posts, err := parseAuthorPosts(pos)
 	if err != nil {
 		return err
 	}
-	author, posts := ids[0], ids[1:]
-	if err := checkIDs("author", author); err != nil {
-		return err
-	}
-	if err := checkIDs("post", posts...); err != nil {
-		return err
-	}
 	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
-		for _, p := range posts {
-			if owner, _, err := tl.Owner(p); err != nil {
-				return err
-			} else if owner != 0 && owner != author {
-				return fmt.Errorf("%w: post %d is author %d's; nothing unpublished", timeline.ErrPostTaken, p, owner)
-			}
+		if err := checkOwners(tl, author, posts, "unpublished"); err != nil {
+			return err
 		}
 		for _, p := range posts {
 			ch, _, err := tl.Unpublish(author, p)
