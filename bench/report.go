@@ -140,6 +140,27 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.2fs", d.Seconds())
 }
 
+// AppendSection appends a markdown section to the file at path (created
+// if missing): a "## title DATE (full|quick)" heading, body, and Machine's
+// description. The bench commands' --out flag writes through it.
+func AppendSection(path, title string, quick bool, body string) error {
+	mode := "full"
+	if quick {
+		mode = "quick"
+	}
+	section := fmt.Sprintf("\n## %s %s (%s)\n\n%s\nMachine:\n\n%s",
+		title, time.Now().UTC().Format("2006-01-02 15:04"), mode, body, Machine())
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(section)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // Machine describes the machine a run is on, as markdown list lines: date,
 // command, CPUs and model, memory, load average, Go version and, when
 // installed, the redis-server version.

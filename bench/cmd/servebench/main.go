@@ -89,23 +89,11 @@ func main() {
 	fmt.Println()
 	fmt.Print(table)
 	if *out != "" {
-		mode := "full"
-		if *quick {
-			mode = "quick"
-		}
-		section := fmt.Sprintf("\n## tally serve vs redis-server, %s (%s)\n\n%s\n\n%s\nMachine:\n\n%s",
-			time.Now().UTC().Format("2006-01-02 15:04"), mode, desc, table, bench.Machine())
-		f, ferr := os.OpenFile(*out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if ferr == nil {
-			_, ferr = f.WriteString(section)
-			if cerr := f.Close(); ferr == nil {
-				ferr = cerr
-			}
-		}
-		if ferr != nil {
-			fatal(ferr)
+		if err := bench.AppendSection(*out, "tally serve vs redis-server,", *quick, desc+"\n\n"+table); err != nil {
+			fatal(err)
 		}
 	}
+
 	if err != nil {
 		fatal(err)
 	}

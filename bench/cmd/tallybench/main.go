@@ -93,22 +93,11 @@ func main() {
 	fmt.Println()
 	fmt.Print(table)
 	if *out != "" {
-		mode := "full"
-		if *quick {
-			mode = "quick"
-		}
-		section := fmt.Sprintf("\n## Run %s (%s)\n\n%s\n\n%s\n%s", time.Now().UTC().Format("2006-01-02 15:04"), mode, desc, table, "\nMachine:\n\n"+bench.Machine())
-		f, err := os.OpenFile(*out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err == nil {
-			_, err = f.WriteString(section)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
+		if err := bench.AppendSection(*out, "Run", *quick, desc+"\n\n"+table); err != nil {
 			fatal(err)
 		}
 	}
+
 	for _, r := range results {
 		if r.Err != nil {
 			os.Exit(1)

@@ -74,23 +74,12 @@ func main() {
 	fmt.Print(table)
 	fmt.Printf("\ntotal run %v\n", time.Since(start).Round(time.Second))
 	if *out != "" {
-		mode := "full"
-		if *quick {
-			mode = "quick"
-		}
-		section := fmt.Sprintf("\n## Timelines, run %s (%s)\n\n%s\nMachine:\n\n%s", time.Now().UTC().Format("2006-01-02 15:04"), mode, table, bench.Machine())
-		f, err := os.OpenFile(*out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err == nil {
-			_, err = f.WriteString(section)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
+		if err := bench.AppendSection(*out, "Timelines, run", *quick, table); err != nil {
 			fmt.Fprintln(os.Stderr, "timelinebench:", err)
 			os.Exit(2)
 		}
 	}
+
 	for _, r := range rs {
 		if r.Err != "" && r.Target == "tally" {
 			os.Exit(1)
