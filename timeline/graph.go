@@ -487,22 +487,23 @@ func (t *Timeline) Followees(user uint64, fn func(followee uint64) bool) error {
 	return nil
 }
 
-// PostCounts returns the post counts of authors (one read of the users
-// counter's "posts" column per author, batched), appended to dst[:0].
+// PostCounts returns the post counts of authors (one batched read of the
+// users counter), in dst[:0]. It reads every column of the authors' rows
+// into dst and keeps the "posts" one, so it does not allocate when dst has
+// room for NumColumns values per author (a reused buffer soon does).
 func (t *Timeline) PostCounts(authors []uint64, dst []uint64) ([]uint64, error) {
-	dst = dst[:0]
 	if len(authors) == 0 {
-		return dst, nil
+		return dst[:0], nil
 	}
-	rows, err := t.users.MultiGet(authors, nil)
+	rows, err := t.users.MultiGet(authors, dst)
 	if err != nil {
-		return dst, err
+		return rows[:0], err
 	}
 	n := t.users.NumColumns()
 	for i := range authors {
-		dst = append(dst, rows[i*n+colPosts])
+		rows[i] = rows[i*n+colPosts] // i*n+colPosts >= i: read before written
 	}
-	return dst, nil
+	return rows[:len(authors)], nil
 }
 
 // UserInfo is what a profile page shows of a user.
@@ -549,17 +550,24 @@ func checkLimit(limit int) (int, error) {
 	return limit, nil
 }
 
+// pageStart validates the arguments of a page read of the list kind owned
+// by id (named what in errors): the limit (0 means DefaultLimit) and the
+// position the cursor holds (started is false for the first page).
+func pageStart(what string, id uint64, kind byte, cursor string, limit int) (n int, pos uint64, started bool, err error) {
+	if err := checkID(what, id); err != nil {
+		return 0, 0, false, err
+	}
+	if n, err = checkLimit(limit); err != nil {
+		return 0, 0, false, err
+	}
+	pos, started, err = decodeCursor(cursor, kind, id)
+	return n, pos, started, err
+}
+
 // FolloweesPage returns a page of the accounts user follows, in id order,
 // starting after cursor ("" for the first page).
 func (t *Timeline) FolloweesPage(user uint64, cursor string, limit int) (IDPage, error) {
-	if err := checkID("user", user); err != nil {
-		return IDPage{}, err
-	}
-	limit, err := checkLimit(limit)
-	if err != nil {
-		return IDPage{}, err
-	}
-	after, started, err := decodeCursor(cursor, cursorFollowees, user)
+	limit, after, started, err := pageStart("user", user, cursorFollowees, cursor, limit)
 	if err != nil {
 		return IDPage{}, err
 	}
@@ -592,14 +600,7 @@ func (t *Timeline) FolloweesPage(user uint64, cursor string, limit int) (IDPage,
 // the first page). A follower added or removed behind the cursor does not
 // shift later pages.
 func (t *Timeline) FollowersPage(author uint64, cursor string, limit int) (IDPage, error) {
-	if err := checkID("author", author); err != nil {
-		return IDPage{}, err
-	}
-	limit, err := checkLimit(limit)
-	if err != nil {
-		return IDPage{}, err
-	}
-	after, started, err := decodeCursor(cursor, cursorFollowers, author)
+	limit, after, started, err := pageStart("author", author, cursorFollowers, cursor, limit)
 	if err != nil {
 		return IDPage{}, err
 	}
@@ -618,7 +619,7 @@ func (t *Timeline) FollowersPage(author uint64, cursor string, limit int) (IDPag
 	}
 	var more bool
 	var last uint32
-	var idBuf []byte
+	var idBuf [8]byte
 	err = t.followerChunks(aOrd, from, func(bm *roaring.Bitmap) (bool, error) {
 		it := bm.Iterator()
 		if from <= maxOrd {
@@ -633,7 +634,7 @@ func (t *Timeline) FollowersPage(author uint64, cursor string, limit int) (IDPag
 				more = true
 				return false, nil
 			}
-			id, ok, err := t.idOf(o, idBuf)
+			id, ok, err := t.idOf(o, idBuf[:0])
 			if err != nil {
 				return false, err
 			}

@@ -61,14 +61,7 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // answering. An unknown user gets an empty page with NoMore, and nothing is
 // written. Errors: ErrBadID, ErrBadCursor, ErrBadLimit.
 func (t *Timeline) Home(user uint64, cursor string, limit int) (Page, error) {
-	if err := checkID("user", user); err != nil {
-		return Page{}, err
-	}
-	limit, err := checkLimit(limit)
-	if err != nil {
-		return Page{}, err
-	}
-	before, started, err := decodeCursor(cursor, cursorHome, user)
+	limit, before, started, err := pageStart("user", user, cursorHome, cursor, limit)
 	if err != nil {
 		return Page{}, err
 	}

@@ -661,6 +661,17 @@ func TestObservers(t *testing.T) {
 	if n, _ := tl.PostCounts([]uint64{2, 9}, nil); !slices.Equal(n, []uint64{2, 0}) {
 		t.Fatalf("post counts %v", n)
 	}
+	// A reused buffer: the same answer, no allocation.
+	buf, _ := tl.PostCounts([]uint64{9, 2, 9}, nil)
+	if !slices.Equal(buf, []uint64{0, 2, 0}) {
+		t.Fatalf("post counts %v", buf)
+	}
+	if a := testing.AllocsPerRun(100, func() { buf, _ = tl.PostCounts([]uint64{2, 9, 2}, buf) }); a != 0 {
+		t.Fatalf("PostCounts with a reused buffer: %v allocations", a)
+	}
+	if !slices.Equal(buf, []uint64{2, 0, 2}) {
+		t.Fatalf("post counts %v", buf)
+	}
 }
 
 // A fan-out cut by a crash resumes at its first unfinished chunk and
