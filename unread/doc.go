@@ -77,10 +77,9 @@
 // Options.SnapshotCacheBytes, least recently used out first; it holds the
 // snapshot's columns as stored, ~3-5 bytes a followee, decoded on each read
 // in about a microsecond) or reads it from Pebble, then reads every
-// followee's post count with one MultiGet of
-// the follow graph's users counter (column "posts" of counter
-// UsersCounter, into a pooled buffer: see postReader for why not
-// timeline's PostCounts). The cache cannot go stale:
+// followee's post count with the graph's PostCounts (one MultiGet of the
+// users counter, into the reader's reused buffer). The cache cannot go
+// stale:
 // every snapshot operation also increments the user's "gen" in counter
 // FeedCounter in the same batch, a cached snapshot is used only while its
 // gen is current, and a miss rereads Pebble (never reads as zero); see

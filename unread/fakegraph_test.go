@@ -169,3 +169,18 @@ func (g *fakeGraph) posts(author uint64) uint64 {
 	}
 	return n
 }
+
+// PostCounts reads column "posts" (the third) of the authors' rows, as
+// timeline.PostCounts reads its own: into dst's capacity, compacted.
+func (g *fakeGraph) PostCounts(authors, dst []uint64) ([]uint64, error) {
+	const col = 2
+	rows, err := g.users.MultiGet(authors, dst)
+	if err != nil {
+		return rows[:0], err
+	}
+	n := g.users.NumColumns()
+	for i := range authors {
+		rows[i] = rows[i*n+col]
+	}
+	return rows[:len(authors)], nil
+}

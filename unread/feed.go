@@ -158,7 +158,7 @@ func (x *Unread) Feed(user uint64) (uint64, error) {
 // base.
 func (x *Unread) sum(e *cacheEntry, sc *feedScratch) (uint64, error) {
 	sc.ids, sc.bases = e.followees(sc.ids, sc.bases)
-	posts, err := x.posts.postCounts(sc.ids, sc.posts[:0])
+	posts, err := x.graph.PostCounts(sc.ids, sc.posts)
 	sc.posts = posts
 	if err != nil {
 		return 0, err
@@ -246,7 +246,7 @@ func (x *Unread) reset(user uint64, initOnly bool) (resetStatus, error) {
 				return nil
 			}
 		}
-		bases, err := x.posts.postCounts(ids, nil)
+		bases, err := x.graph.PostCounts(ids, nil)
 		if err != nil {
 			return err
 		}

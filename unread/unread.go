@@ -88,7 +88,6 @@ const DefaultSnapshotCacheBytes = 64 << 20
 type Unread struct {
 	db    *store.DB
 	graph FollowGraph
-	posts *postReader // nil without a graph
 
 	kinds *store.Counter
 	feed  *store.Counter
@@ -209,9 +208,6 @@ func New(db *store.DB, opts *Options) (*Unread, error) {
 		return nil, err
 	}
 	if x.graph != nil {
-		if x.posts, err = newPostReader(db); err != nil {
-			return nil, err
-		}
 		x.graph.AddObserver(observer{x})
 	}
 	return x, nil
