@@ -50,8 +50,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tallydb/tally/bench/workload"
@@ -345,59 +343,15 @@ func (d driveResult) wp(q float64) float64 {
 	return float64(d.write.Quantile(q).Nanoseconds()) / 1e3
 }
 
-// drivePhase runs clients closed-loop for dur.
+// drivePhase runs clients closed-loop for dur (hist.RunClosedLoop), each
+// with its own random source.
 func drivePhase(ctx context.Context, clients int, dur time.Duration, newClient func(c int) (func(*rand.Rand) (bool, error), func())) (driveResult, error) {
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		all      driveResult
-		stop     atomic.Bool
-		firstErr error
-	)
-	start := time.Now()
-	for c := range clients {
+	d, err := hist.RunClosedLoop(ctx, clients, dur, nil, func(c int) (func() (bool, error), func()) {
 		op, done := newClient(c)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer done()
-			rng := rand.New(rand.NewPCG(uint64(c), 77))
-			var r driveResult
-			var err error
-			for !stop.Load() && err == nil {
-				t0 := time.Now()
-				var w bool
-				w, err = op(rng)
-				if w {
-					r.write.Record(time.Since(t0))
-					r.writes++
-				} else {
-					r.read.Record(time.Since(t0))
-				}
-				r.ops++
-			}
-			mu.Lock()
-			all.ops += r.ops
-			all.writes += r.writes
-			all.read.Merge(&r.read)
-			all.write.Merge(&r.write)
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		}()
-	}
-	select {
-	case <-time.After(dur):
-	case <-ctx.Done():
-	}
-	stop.Store(true)
-	wg.Wait()
-	all.secs = time.Since(start).Seconds()
-	if firstErr == nil {
-		firstErr = ctx.Err()
-	}
-	return all, firstErr
+		rng := rand.New(rand.NewPCG(uint64(c), 77))
+		return func() (bool, error) { return op(rng) }, done
+	})
+	return driveResult{ops: d.Ops, writes: d.Writes, read: d.Read, write: d.Write, secs: d.Secs}, err
 }
 
 // unreadFootprint is what one system's data costs (-1: not measured), in

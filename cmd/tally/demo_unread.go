@@ -6,11 +6,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tallydb/tally/bench/workload"
+	"github.com/tallydb/tally/internal/hist"
 	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
 	"github.com/tallydb/tally/unread"
@@ -207,55 +206,18 @@ func (r *drive) rate() float64 {
 	return float64(r.pages) / r.secs
 }
 
-// run drives clients goroutines calling op for dur; op reports whether it
-// was a write (recorded apart).
+// run drives clients goroutines calling op for dur (hist.RunClosedLoop);
+// op reports whether it was a write (recorded apart). An interrupt ends
+// the phase early without an error: the demo checks its context itself.
 func (u *unreadDemo) run(clients int, dur time.Duration, op func(rng *rand.Rand) (bool, error)) (drive, error) {
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		all      drive
-		stop     atomic.Bool
-		firstErr error
-	)
-	start := time.Now()
-	for c := range clients {
-		wg.Add(1)
-		u.d.e.goSafe(func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(u.d.seed, uint64(c)+100))
-			var r drive
-			var err error
-			for err == nil && !stop.Load() {
-				t0 := time.Now()
-				var w bool
-				w, err = op(rng)
-				if w {
-					r.write.Record(time.Since(t0))
-					r.writes++
-				} else {
-					r.read.Record(time.Since(t0))
-				}
-				r.pages++
-			}
-			mu.Lock()
-			all.pages += r.pages
-			all.writes += r.writes
-			all.read.Merge(&r.read)
-			all.write.Merge(&r.write)
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		})
+	r, err := hist.RunClosedLoop(u.d.ctx, clients, dur, u.d.e.goSafe, func(c int) (func() (bool, error), func()) {
+		rng := rand.New(rand.NewPCG(u.d.seed, uint64(c)+100))
+		return func() (bool, error) { return op(rng) }, nil
+	})
+	if err != nil && err == u.d.ctx.Err() {
+		err = nil
 	}
-	select {
-	case <-time.After(dur):
-	case <-u.d.ctx.Done():
-	}
-	stop.Store(true)
-	wg.Wait()
-	all.secs = max(time.Since(start).Seconds(), 1e-9)
-	return all, firstErr
+	return drive{pages: r.Ops, writes: r.Writes, read: r.Read, write: r.Write, secs: r.Secs}, err
 }
 
 // measure runs the read and reset phases.
