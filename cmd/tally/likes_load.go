@@ -83,23 +83,12 @@ func runLikesLoad(e *env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want FILE (or - for stdin), got %d arguments", len(pos))
 	}
-	path := pos[0]
-	var in io.Reader
-	var size int64
-	shown := path
-	if path == "-" {
-		in, shown = stdin, "stdin"
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = fi.Size()
-		}
-		in = f
+	src, err := openInput(pos[0])
+	if err != nil {
+		return err
 	}
+	defer src.Close()
+	in, size, shown := src.r, src.size, src.name
 	if _, err := e.options(); err != nil {
 		return err
 	}
@@ -114,14 +103,8 @@ func runLikesLoad(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", shown, err)
 	}
-	for _, b := range p.shown {
-		fmt.Fprintf(e.stderr, "tally: %s:%d: %s\n", shown, b.line, b.msg)
-	}
-	if p.nbad > len(p.shown) {
-		fmt.Fprintf(e.stderr, "tally: %s: %d more bad lines not shown\n", shown, p.nbad-len(p.shown))
-	}
-	if p.nbad > 0 && !*skipBad {
-		return fmt.Errorf("likes load: %d bad lines in %s; nothing loaded (--skip-bad loads the good lines)", p.nbad, shown)
+	if err := p.report(e, shown, "likes load", *skipBad); err != nil {
+		return err
 	}
 	var total likes.LoadStats
 	if p.input > 0 {

@@ -80,6 +80,36 @@ func init() { cmdLoad.run = runLoad }
 // stdin is what FILE "-" reads; tests replace it.
 var stdin io.Reader = os.Stdin
 
+// input is a load command's FILE argument, opened: a file or, for "-",
+// stdin.
+type input struct {
+	r    io.Reader
+	name string   // what messages call it: the path, or "stdin"
+	size int64    // a regular file's size in bytes, else 0
+	f    *os.File // nil for stdin
+}
+
+func openInput(path string) (*input, error) {
+	if path == "-" {
+		return &input{r: stdin, name: "stdin"}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	in := &input{r: f, name: path, f: f}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		in.size = fi.Size()
+	}
+	return in, nil
+}
+
+func (in *input) Close() {
+	if in.f != nil {
+		in.f.Close()
+	}
+}
+
 // maxBadShown is how many bad lines load prints before it only counts.
 const maxBadShown = 20
 
@@ -93,23 +123,13 @@ func runLoad(e *env, args []string) error {
 	if len(pos) != 2 {
 		return usagef("want counter NAME and FILE (or - for stdin), got %d arguments", len(pos))
 	}
-	name, path := pos[0], pos[1]
-	var in io.Reader
-	var size int64
-	shown := path
-	if path == "-" {
-		in, shown = stdin, "stdin"
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = fi.Size()
-		}
-		in = f
+	name := pos[0]
+	src, err := openInput(pos[1])
+	if err != nil {
+		return err
 	}
+	defer src.Close()
+	in, size, shown := src.r, src.size, src.name
 	db, err := e.open(false)
 	if err != nil {
 		return err
@@ -132,14 +152,8 @@ func runLoad(e *env, args []string) error {
 	if err != nil {
 		return closeDB(db, fmt.Errorf("read %s: %w", shown, err))
 	}
-	for _, b := range res.shown {
-		fmt.Fprintf(e.stderr, "tally: %s:%d: %s\n", shown, b.line, b.msg)
-	}
-	if res.nbad > len(res.shown) {
-		fmt.Fprintf(e.stderr, "tally: %s: %d more bad lines not shown\n", shown, res.nbad-len(res.shown))
-	}
-	if res.nbad > 0 && !*skipBad {
-		return closeDB(db, fmt.Errorf("load %s: %d bad lines in %s; nothing loaded (--skip-bad loads the good lines)", name, res.nbad, shown))
+	if err := res.report(e, shown, "load "+name, *skipBad); err != nil {
+		return closeDB(db, err)
 	}
 	var st store.LoadStats
 	input := len(res.ids)
@@ -301,6 +315,22 @@ type badLines struct {
 	line  int       // lines read, blank and comment lines included
 	nbad  int       // bad lines
 	shown []badLine // the first maxBadShown of them
+}
+
+// report prints the bad lines kept (and how many more there were) to
+// stderr, naming the input; with bad lines and without --skip-bad it
+// returns the error that refuses the load (cmd names the command).
+func (b *badLines) report(e *env, input, cmd string, skipBad bool) error {
+	for _, l := range b.shown {
+		fmt.Fprintf(e.stderr, "tally: %s:%d: %s\n", input, l.line, l.msg)
+	}
+	if b.nbad > len(b.shown) {
+		fmt.Fprintf(e.stderr, "tally: %s: %d more bad lines not shown\n", input, b.nbad-len(b.shown))
+	}
+	if b.nbad > 0 && !skipBad {
+		return fmt.Errorf("%s: %d bad lines in %s; nothing loaded (--skip-bad loads the good lines)", cmd, b.nbad, input)
+	}
+	return nil
 }
 
 func (b *badLines) badf(format string, args ...any) {

@@ -383,18 +383,12 @@ func runFollowsLoad(e *env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want FILE (or - for stdin), got %d arguments", len(pos))
 	}
-	path, shown := pos[0], pos[0]
-	var in io.Reader
-	if path == "-" {
-		in, shown = stdin, "stdin"
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in = f
+	src, err := openInput(pos[0])
+	if err != nil {
+		return err
 	}
+	defer src.Close()
+	in, shown := src.r, src.name
 	if _, err := e.options(); err != nil {
 		return err
 	}
@@ -403,14 +397,8 @@ func runFollowsLoad(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", shown, err)
 	}
-	for _, b := range res.shown {
-		fmt.Fprintf(e.stderr, "tally: %s:%d: %s\n", shown, b.line, b.msg)
-	}
-	if res.nbad > len(res.shown) {
-		fmt.Fprintf(e.stderr, "tally: %s: %d more bad lines not shown\n", shown, res.nbad-len(res.shown))
-	}
-	if res.nbad > 0 && !*skipBad {
-		return fmt.Errorf("follows load: %d bad lines in %s; nothing loaded (--skip-bad loads the good lines)", res.nbad, shown)
+	if err := res.report(e, shown, "follows load", *skipBad); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
