@@ -464,14 +464,8 @@ func runActive(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return usagef("want at least one UID")
-	}
-	ids, err := parseIDs("user id", pos)
+	ids, err := parseUsers(pos)
 	if err != nil {
-		return err
-	}
-	if err := checkIDs("user", ids...); err != nil {
 		return err
 	}
 	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
@@ -482,6 +476,18 @@ func runActive(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "active %d rebuilt %d\n", len(ids), n)
 		return nil
 	})
+}
+
+// parseUsers parses UID... (at least one) of active and user.
+func parseUsers(pos []string) ([]uint64, error) {
+	if len(pos) == 0 {
+		return nil, usagef("want at least one UID")
+	}
+	ids, err := parseIDs("user id", pos)
+	if err != nil {
+		return nil, err
+	}
+	return ids, checkIDs("user", ids...)
 }
 
 // parseAuthorPosts parses AUTHOR POSTID... of post and unpost.
@@ -679,14 +685,8 @@ func runUser(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return usagef("want at least one UID")
-	}
-	ids, err := parseIDs("user id", pos)
+	ids, err := parseUsers(pos)
 	if err != nil {
-		return err
-	}
-	if err := checkIDs("user", ids...); err != nil {
 		return err
 	}
 	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
