@@ -237,10 +237,24 @@ func runCounterList(e *env, args []string) error {
 // TALLY.COUNTER LIST, from package server, so the two cannot drift.
 func counterLine(ci store.CounterInfo) string { return server.CounterLine(ci) }
 
-func runColumnAdd(e *env, args []string) error {
-	fs := e.flags(cmdColumnAdd)
+// columnFlags defines --hint and --max (a column's width hint and maximum
+// in bits) on fs, for column add and unread kind add; the function it
+// returns reads them, after parsing, as store.ColumnOptions.
+func columnFlags(fs *flag.FlagSet) func() (store.ColumnOptions, error) {
 	hint := fs.Uint("hint", 16, "")
 	max := fs.Uint("max", 32, "")
+	return func() (opts store.ColumnOptions, err error) {
+		if opts.HintBits, err = uint8Flag("hint", *hint, false, "8, 16 or 32"); err != nil {
+			return opts, err
+		}
+		opts.MaxBits, err = uint8Flag("max", *max, false, "32 or 64")
+		return opts, err
+	}
+}
+
+func runColumnAdd(e *env, args []string) error {
+	fs := e.flags(cmdColumnAdd)
+	colOpts := columnFlags(fs)
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -248,11 +262,8 @@ func runColumnAdd(e *env, args []string) error {
 	if len(pos) != 2 {
 		return usagef("want counter NAME and COLUMN, got %d arguments", len(pos))
 	}
-	var opts store.ColumnOptions
-	if opts.HintBits, err = uint8Flag("hint", *hint, false, "8, 16 or 32"); err != nil {
-		return err
-	}
-	if opts.MaxBits, err = uint8Flag("max", *max, false, "32 or 64"); err != nil {
+	opts, err := colOpts()
+	if err != nil {
 		return err
 	}
 	if err := store.ValidateName(pos[1]); err != nil {

@@ -266,22 +266,9 @@ func (e *env) withGraph(fn func(g *graphStore) error) error {
 	return g.close(fn(g))
 }
 
-// parseUIDs parses user ids.
-func parseUIDs(args []string) ([]uint64, error) {
-	ids := make([]uint64, len(args))
-	for i, s := range args {
-		var err error
-		if ids[i], err = parseUint("UID", s); err != nil {
-			return nil, err
-		}
-	}
-	return ids, nil
-}
-
 func runUnreadKindAdd(e *env, args []string) error {
 	fs := e.flags(cmdUnreadKindAdd)
-	hint := fs.Uint("hint", 16, "")
-	max := fs.Uint("max", 32, "")
+	colOpts := columnFlags(fs)
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -289,11 +276,8 @@ func runUnreadKindAdd(e *env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want exactly one KIND, got %d arguments", len(pos))
 	}
-	var opts store.ColumnOptions
-	if opts.HintBits, err = uint8Flag("hint", *hint, false, "8, 16 or 32"); err != nil {
-		return err
-	}
-	if opts.MaxBits, err = uint8Flag("max", *max, false, "32 or 64"); err != nil {
+	opts, err := colOpts()
+	if err != nil {
 		return err
 	}
 	// Check everything before a store may be created.
@@ -372,7 +356,7 @@ func runUnreadGet(e *env, args []string) error {
 	if len(pos) < 1 {
 		return usagef("want UID...")
 	}
-	uids, err := parseUIDs(pos)
+	uids, err := parseIDs("UID", pos)
 	if err != nil {
 		return err
 	}
@@ -406,7 +390,7 @@ func runUnreadFeed(e *env, args []string) error {
 	if len(pos) < 1 {
 		return usagef("want UID...")
 	}
-	uids, err := parseUIDs(pos)
+	uids, err := parseIDs("UID", pos)
 	if err != nil {
 		return err
 	}
