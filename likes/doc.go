@@ -148,7 +148,10 @@
 // every per-like write, and the counts are loaded at the end with
 // store.DB.Load. A load intent makes it crash-safe: New recounts the sets of
 // a business whose load was interrupted, and running the load again
-// finishes it. While a load runs transitions wait, and the counts of its
+// finishes it. A New on a read-only store cannot recount: it opens all the
+// same, names the business in InterruptedLoads and Stats
+// ("interrupted_loads"), and Check skips comparing that business's counts
+// with its sets until a writable New finishes the load. While a load runs transitions wait, and the counts of its
 // items lag their sets (readers may see it).
 //
 // # Cursors

@@ -186,6 +186,11 @@ type Likes struct {
 	ords   ordAlloc
 	// pruneDay is the last day a prune job was enqueued for.
 	pruneDay atomic.Uint32
+	// interrupted holds the ids of the businesses whose bulk load a crash
+	// interrupted, found by a New on a read-only store, which cannot
+	// finish them (a writable New does). Their item counts lag their sets
+	// until then. Set by New only.
+	interrupted map[uint32]bool
 
 	stats struct {
 		groups, ops, maxGroup, waits atomic.Int64
@@ -210,7 +215,9 @@ type business struct {
 // persisted options, the cursor secret and the likes_received counter,
 // registers the board prune job, and finishes (recounts) any bulk load a
 // crash interrupted. On a store that already holds likes and with
-// unchanged options it writes nothing. Everything hangs off the returned
+// unchanged options it writes nothing. On a read-only store an interrupted
+// load cannot be finished: New opens all the same and reports it
+// (InterruptedLoads, Stats, Check). Everything hangs off the returned
 // value.
 func New(db *store.DB, opts *Options) (*Likes, error) {
 	o, err := opts.withDefaults()
@@ -244,7 +251,11 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 	if err := db.RegisterJobHandler(pruneJobKind, l.runPrune); err != nil {
 		return nil, err
 	}
-	if err := l.finishInterruptedLoads(); err != nil {
+	if db.ReadOnly() {
+		if l.interrupted, err = l.interruptedLoadIDs(); err != nil {
+			return nil, err
+		}
+	} else if err := l.finishInterruptedLoads(); err != nil {
 		return nil, err
 	}
 	if changed {
@@ -589,6 +600,7 @@ func (l *Likes) Stats() []Stat {
 		{"max_group", i(l.stats.maxGroup.Load())},
 		{"waited", i(l.stats.waits.Load())},
 		{"conversions", i(l.stats.conversions.Load())},
+		{"interrupted_loads", i(int64(len(l.interrupted)))},
 	}
 }
 

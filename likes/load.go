@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/tallydb/tally/store"
@@ -312,25 +313,53 @@ func (l *Likes) deleteMeta(key []byte) error {
 	return b.Commit()
 }
 
-// finishInterruptedLoads recounts the businesses whose load a crash
-// interrupted (see the file comment).
-func (l *Likes) finishInterruptedLoads() error {
+// interruptedLoadIDs returns the ids of the businesses with a load intent:
+// those whose bulk load a crash interrupted (see the file comment).
+func (l *Likes) interruptedLoadIDs() (map[uint32]bool, error) {
 	p := appendMetaKey(nil, metaLoadPre)
 	it, err := l.fam.meta.NewIter(&store.IterOptions{Prefix: p})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var ids []uint32
+	ids := map[uint32]bool{}
 	for it.Next() {
 		if _, err := decodeLoadIntent(it.Value()); err != nil {
 			it.Close()
-			return fmt.Errorf("%w: likes load intent: %v", store.ErrCorrupt, err)
+			return nil, fmt.Errorf("%w: likes load intent: %v", store.ErrCorrupt, err)
 		}
-		ids = append(ids, u32at(it.Key(), len(p)))
+		ids[u32at(it.Key(), len(p))] = true
 	}
 	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// InterruptedLoads returns, sorted, the businesses whose bulk load a crash
+// interrupted and that this Likes could not finish because its store is
+// read-only. Their item counts may lag their sets (Counts and boards of
+// counts are then low) until a writable New finishes the load (any
+// command that opens the store for writing, or running the load again).
+// A Likes on a writable store always returns none: New finished them.
+func (l *Likes) InterruptedLoads() []string {
+	var names []string
+	for _, b := range *l.biz.byName.Load() {
+		if l.interrupted[b.id] {
+			names = append(names, b.name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// finishInterruptedLoads recounts the businesses whose load a crash
+// interrupted (see the file comment).
+func (l *Likes) finishInterruptedLoads() error {
+	found, err := l.interruptedLoadIDs()
+	if err != nil {
 		return err
 	}
+	ids := slices.Sorted(maps.Keys(found))
 	for _, id := range ids {
 		var b *business
 		for _, x := range *l.biz.byName.Load() {

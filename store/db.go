@@ -110,6 +110,11 @@ func (db *DB) noteLogWrite(n int) {
 // Dir returns the directory the DB was opened on.
 func (db *DB) Dir() string { return db.dir }
 
+// ReadOnly reports whether the DB was opened with Options.ReadOnly: every
+// write returns ErrReadOnly, and packages that would repair something on
+// open (finish an interrupted load, say) report it instead.
+func (db *DB) ReadOnly() bool { return db.opts.ReadOnly }
+
 // Close checkpoints the hot tables, stops background work and closes the
 // store. Close is safe to call more than once; later calls return nil.
 func (db *DB) Close() error {

@@ -94,7 +94,9 @@ are two decimals.
                        roaring_threshold, businesses, ordinals (users in
                        roaring sets), stripes, and since this invocation
                        transitions, groups, max_group, waited,
-                       conversions, chunk_rewrites (see go doc ./likes)
+                       conversions (see go doc ./likes),
+                       interrupted_loads (bulk loads a crash interrupted,
+                       finished by the next writable open; see verify)
 
 Example:
   $ tally -d /var/lib/tally stats | grep -E '^(rows|bytes_per_row) '

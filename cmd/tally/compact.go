@@ -60,7 +60,12 @@ the presence set), the current checkpoint's chunks and the log; with likes,
 every likes key and value, then the likes invariants (counts equal set
 sizes, boards, user lists and received totals agree). On success prints
 "ok" and "key value" lines, exit 0:
-  counters, ranges_hot, ranges_cold, rows, and likes_businesses with likes
+  counters, ranges_hot, ranges_cold, rows, and with likes
+  likes_businesses, likes_interrupted_loads N and a line
+  "likes_interrupted_load BUSINESS" for each business whose "likes load" a
+  crash interrupted: its item counts lag its likes (not damage: verify
+  skips comparing them, and says on stderr that "tally -d DIR jobs wait",
+  or any command that opens the store for writing, finishes the load)
 On damage prints each problem on stderr as "tally: verify: PROBLEM" (at
 most 100) and exits 1. A store too damaged to open fails at open, also
 with exit 1.
@@ -217,6 +222,17 @@ func runVerify(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "rows %d\n", t.hotRows+t.coldRows+t.deltaRows)
 	if lk != nil {
 		fmt.Fprintf(e.stdout, "likes_businesses %d\n", len(lk.Businesses()))
+		// A crash during "likes load" leaves the counts of its business
+		// behind its likes; verify (read-only) cannot finish the load, so
+		// it names it and the command that does.
+		names := lk.InterruptedLoads()
+		fmt.Fprintf(e.stdout, "likes_interrupted_loads %d\n", len(names))
+		for _, name := range names {
+			fmt.Fprintf(e.stdout, "likes_interrupted_load %s\n", name)
+			fmt.Fprintf(e.stderr, "tally: verify: the likes load of business %s was interrupted: its counts lag its likes "+
+				"until \"tally -d %s jobs wait\" (or any command that opens the store for writing, or the same load again) finishes it\n",
+				quote.Input(name), db.Dir())
+		}
 	}
 	return closeDB(db, nil)
 }
