@@ -122,9 +122,9 @@ func UnreadCommands(x *unread.Unread) []Command {
 			Handler: u.dotClear,
 		},
 		{
-			Name: "DOT.HAS", Arity: 3, Flags: FlagFast, Group: "unread",
-			Summary: "Returns 1 if the channel was marked since the user last cleared it, else 0. A user who never read " +
-				"the channel has no dot; that first read records the mark.",
+			Name: "DOT.HAS", Arity: 3, Flags: FlagReadOnly | FlagFast, Group: "unread",
+			Summary: "Returns 1 if the channel was marked since the user last cleared it, else 0. A user who never " +
+				"cleared the channel has the dot once it was marked; a channel nobody declared has none. Writes nothing.",
 			Since: "0.1.0", Complexity: "O(1)",
 			Args:    []Arg{user, channel},
 			Handler: u.dotHas,
@@ -145,9 +145,10 @@ func UnreadCommands(x *unread.Unread) []Command {
 			Handler: u.noticeRead,
 		},
 		{
-			Name: "NOTICE.UNREAD", Arity: 3, Flags: FlagFast, Group: "unread",
+			Name: "NOTICE.UNREAD", Arity: 3, Flags: FlagReadOnly | FlagFast, Group: "unread",
 			Summary: "Returns the number of a channel's notices newer than the last one the user read. A user who " +
-				"never read the channel has 0; that first read records the newest notice.",
+				"never read the channel is new and has 0 until NOTICE.READ; so does every user of a channel nobody " +
+				"declared. Writes nothing.",
 			Since: "0.1.0", Complexity: "O(log N) where N is the number of notices of the channel",
 			Args:    []Arg{user, channel},
 			Handler: u.noticeUnread,

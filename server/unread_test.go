@@ -75,8 +75,11 @@ func TestUnreadCommands(t *testing.T) {
 		{[]any{"UNREAD.INCR", "42", "mention", "2"}, int64(2)},
 		{[]any{"UNREAD.RESET", "42"}, "OK"},
 		{[]any{"UNREAD.GET", "42"}, []any{int64(0), int64(0)}},
+		{[]any{"DOT.HAS", "42", "activity"}, int64(0)}, // undeclared: no dot
+		{[]any{"NOTICE.UNREAD", "42", "nochan"}, int64(0)},
 		{[]any{"DOT.MARK", "activity"}, int64(1)},
-		{[]any{"DOT.HAS", "42", "activity"}, int64(0)}, // first read: recorded
+		{[]any{"DOT.HAS", "42", "activity"}, int64(1)}, // never cleared: the first mark shows
+		{[]any{"DOT.CLEAR", "42", "activity"}, "OK"},
 		{[]any{"DOT.MARK", "activity"}, int64(2)},
 		{[]any{"DOT.HAS", "42", "activity"}, int64(1)},
 		{[]any{"DOT.CLEAR", "42", "activity"}, "OK"},
@@ -85,6 +88,9 @@ func TestUnreadCommands(t *testing.T) {
 		{[]any{"NOTICE.POST", "system", "10"}, int64(0)},
 		{[]any{"NOTICE.UNREAD", "42", "system"}, int64(0)},
 		{[]any{"NOTICE.POST", "system", "20"}, int64(1)},
+		{[]any{"NOTICE.UNREAD", "42", "system"}, int64(0)}, // never read: new
+		{[]any{"NOTICE.READ", "42", "system"}, "OK"},
+		{[]any{"NOTICE.POST", "system", "30"}, int64(1)},
 		{[]any{"NOTICE.UNREAD", "42", "system"}, int64(1)},
 		{[]any{"NOTICE.READ", "42", "system"}, "OK"},
 		{[]any{"NOTICE.UNREAD", "42", "system"}, int64(0)},
@@ -163,13 +169,13 @@ func TestUnreadBadInput(t *testing.T) {
 		{[]any{"UNREAD.FEEDRESET"}, "wrong number of arguments"},
 		{[]any{"DOT.MARK", "a b"}, "invalid channel name"},
 		{[]any{"DOT.CLEAR", "1", "nochan"}, "unread: unknown channel"},
-		{[]any{"DOT.HAS", "1", "nochan"}, "unread: unknown channel"},
+		{[]any{"DOT.HAS", "1", "a.b"}, "invalid channel name"},
 		{[]any{"DOT.HAS", "q", "activity"}, "value is not an integer"},
 		{[]any{"NOTICE.POST", "system", "0"}, "invalid notice id"},
 		{[]any{"NOTICE.POST", "system", "-1"}, "value is not an integer"},
 		{[]any{"NOTICE.POST", "bad.name", "1"}, "invalid channel name"},
 		{[]any{"NOTICE.READ", "1", "nochan"}, "unread: unknown channel"},
-		{[]any{"NOTICE.UNREAD", "1", "nochan"}, "unread: unknown channel"},
+		{[]any{"NOTICE.UNREAD", "1", "a.b"}, "invalid channel name"},
 	} {
 		_, err := rc.Do(ctx, tc.args...).Result()
 		if err == nil || err == redis.Nil || !strings.Contains(err.Error(), tc.err) {

@@ -10,16 +10,19 @@ package unread
 // key, whatever the number of users; Has compares two numbers and Unread
 // counts the ids above the user's by binary search.
 //
-// A user with no tag for a channel reads as "nothing unread" (no dot, 0
-// notices), and that first read records the channel's current tag (or
-// newest notice), so what comes after it shows: the published design's
-// answer. Tags are not dropped for idleness: they are small and on disk
-// (not memory), and dropping one would lose what its user has read.
-// ForgetTags drops a user's tags on request (they then read as nothing
-// unread again).
+// The published design's rules for a user with no tag: a user who never
+// cleared a channel has a tag older than every mark, so a broadcast reaches
+// them, the first mark included (Has is true once the channel was marked);
+// a user who never read a channel's notices is new and has 0 unread (they
+// count from their first Read). Reads never write: Has and Unread only
+// compare numbers. A channel nobody declared reads as no dot and 0 unread,
+// like a missing Redis key; Clear and Read of one are refused
+// (ErrUnknownChannel), and Mark and Post declare it. Tags are not dropped
+// for idleness: they are small and on disk (not memory), and dropping one
+// would lose what its user has read. ForgetTags drops a user's tags on
+// request (their dots show again, their notices read 0).
 //
-// Writes of one (user, channel) tag are serialized (tagLocks), so a first
-// read's record can never overwrite a newer Clear or Read. Mark and Post of
+// Writes of one (user, channel) tag are serialized (tagLocks). Mark and Post of
 // one channel are serialized by the channel's mutex and published to memory
 // after their commit, so a reader never sees a tag or notice that is not
 // durable.
@@ -383,19 +386,27 @@ func (x *Unread) readTag(user uint64, ch *channel, kind byte) (uint64, bool, err
 }
 
 // writeTag sets user's tag of kind for ch to the value now() returns; the
-// caller holds the tag's lock. With onlyIfAbsent, an existing tag is kept.
-func (x *Unread) writeTag(user uint64, ch *channel, kind byte, onlyIfAbsent bool, now func() uint64) error {
-	if onlyIfAbsent {
-		if _, ok, err := x.readTag(user, ch, kind); err != nil || ok {
-			return err
-		}
-	}
+// caller holds the tag's lock.
+func (x *Unread) writeTag(user uint64, ch *channel, kind byte, now func() uint64) error {
 	b := x.db.NewBatch()
 	defer b.Close()
 	if err := x.tagFam.Put(b, tagKey(nil, user, ch.id, kind), appendTag(nil, now())); err != nil {
 		return err
 	}
 	return b.Commit()
+}
+
+// readChannel returns the named channel for a read, or nil if nobody
+// declared it (which reads as nothing unread); a name that could never be
+// a channel is ErrInvalidChannel.
+func (x *Unread) readChannel(name string) (*channel, error) {
+	if ch := (*x.chans.byName.Load())[name]; ch != nil {
+		return ch, nil
+	}
+	if err := store.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("%w %s: %v", ErrInvalidChannel, quote.Input(name), err)
+	}
+	return nil, nil
 }
 
 // Clear removes the channel's dot for user.
@@ -407,27 +418,21 @@ func (x *Unread) Clear(user uint64, channel string) error {
 	mu := x.tagLock(user, ch.id)
 	mu.Lock()
 	defer mu.Unlock()
-	return x.writeTag(user, ch, tagDot, false, ch.tag.Load)
+	return x.writeTag(user, ch, tagDot, ch.tag.Load)
 }
 
 // Has reports whether user has the channel's dot: the channel was marked
-// since the user last cleared it. A user who never cleared nor read the
-// channel has no dot; this first read records the channel's tag, so the
-// next Mark shows.
+// since the user last cleared it. A user who never cleared the channel has
+// a tag older than every mark: the dot once the channel was marked at all.
+// A channel nobody declared has no dot. Has never writes.
 func (x *Unread) Has(user uint64, channel string) (bool, error) {
-	ch, err := x.lookupChannel(channel)
-	if err != nil {
+	ch, err := x.readChannel(channel)
+	if err != nil || ch == nil {
 		return false, err
 	}
-	t, ok, err := x.readTag(user, ch, tagDot)
+	t, _, err := x.readTag(user, ch, tagDot) // no tag: 0, older than any mark
 	if err != nil {
 		return false, err
-	}
-	if !ok {
-		mu := x.tagLock(user, ch.id)
-		mu.Lock()
-		defer mu.Unlock()
-		return false, x.writeTag(user, ch, tagDot, true, ch.tag.Load)
 	}
 	return t < ch.tag.Load(), nil
 }
@@ -472,33 +477,29 @@ func (x *Unread) Read(user uint64, channel string) error {
 	mu := x.tagLock(user, ch.id)
 	mu.Lock()
 	defer mu.Unlock()
-	return x.writeTag(user, ch, tagNotice, false, ch.newest)
+	return x.writeTag(user, ch, tagNotice, ch.newest)
 }
 
 // Unread returns the number of the channel's notices newer than user's
-// last read one. A user who never read the channel has 0; this first read
-// records the newest notice as read, so the next Post counts.
+// last read one. A user who never read the channel is new and has 0 (they
+// count from their first Read); so has every user of a channel nobody
+// declared. Unread never writes.
 func (x *Unread) Unread(user uint64, channel string) (uint64, error) {
-	ch, err := x.lookupChannel(channel)
-	if err != nil {
+	ch, err := x.readChannel(channel)
+	if err != nil || ch == nil {
 		return 0, err
 	}
 	t, ok, err := x.readTag(user, ch, tagNotice)
-	if err != nil {
+	if err != nil || !ok {
 		return 0, err
-	}
-	if !ok {
-		mu := x.tagLock(user, ch.id)
-		mu.Lock()
-		defer mu.Unlock()
-		return 0, x.writeTag(user, ch, tagNotice, true, ch.newest)
 	}
 	return ch.above(t), nil
 }
 
 // ForgetTags drops every dot tag and last-read notice of user (an account
 // deleted, or an idle user a host chooses to forget): the user then reads
-// as nothing unread on every channel, as one who never read.
+// as one who never cleared or read: every marked channel's dot shows, and
+// notices read 0 until the next Read.
 func (x *Unread) ForgetTags(user uint64) error {
 	start := binary.BigEndian.AppendUint64([]byte{prefixTag}, user)
 	var end []byte

@@ -22,10 +22,11 @@ func (e *env) notices(user uint64, ch string) uint64 {
 
 func TestDots(t *testing.T) {
 	e := newEnv(t, nil, nil)
-	// Reader calls on a channel nobody declared: named errors.
+	// A channel nobody declared reads as no dot (a missing key), and
+	// declares nothing; clearing it is a named error.
 	for _, name := range []string{"activity", "x"} {
-		if _, err := e.x.Has(1, name); !errors.Is(err, ErrUnknownChannel) {
-			t.Fatalf("Has on unknown %q: %v", name, err)
+		if has, err := e.x.Has(1, name); err != nil || has {
+			t.Fatalf("Has on undeclared %q: %v %v", name, has, err)
 		}
 		if err := e.x.Clear(1, name); !errors.Is(err, ErrUnknownChannel) {
 			t.Fatalf("Clear on unknown %q: %v", name, err)
@@ -47,21 +48,10 @@ func TestDots(t *testing.T) {
 	if tag != 1 {
 		t.Fatalf("first mark's tag %d", tag)
 	}
-	// A user who never cleared: no dot, and the first read records the
-	// tag, so the next mark shows.
-	if e.has(1, "activity") {
-		t.Fatal("a user who never read has a dot")
-	}
-	if e.has(1, "activity") {
-		t.Fatal("dot without a new mark")
-	}
-	_, err = e.x.Mark("activity")
-	must(t, err)
-	if !e.has(1, "activity") {
-		t.Fatal("no dot after a mark")
-	}
-	if e.has(2, "activity") {
-		t.Fatal("user 2 never read: no dot")
+	// A user who never cleared has a tag older than every mark: the first
+	// mark shows, and reading it changes nothing (reads never write).
+	if !e.has(1, "activity") || !e.has(1, "activity") {
+		t.Fatal("a user who never cleared has no dot after the first mark")
 	}
 	must(t, e.x.Clear(1, "activity"))
 	if e.has(1, "activity") {
@@ -70,38 +60,42 @@ func TestDots(t *testing.T) {
 	_, err = e.x.Mark("activity")
 	must(t, err)
 	if !e.has(1, "activity") || !e.has(2, "activity") {
-		t.Fatal("a mark after the first read shows for every user who read")
+		t.Fatal("a mark shows for every user who has not cleared since")
 	}
+	must(t, e.x.Clear(1, "activity"))
 	// Channels are independent.
 	_, err = e.x.Mark("promo")
 	must(t, err)
-	must(t, e.x.Clear(1, "activity"))
-	if e.has(1, "activity") || e.has(1, "promo") {
-		t.Fatal("promo: first read has no dot; activity cleared")
+	if e.has(1, "activity") || !e.has(1, "promo") {
+		t.Fatal("activity cleared; promo never cleared")
 	}
 	e.reopen()
 	if e.has(1, "activity") || !e.has(2, "activity") {
 		t.Fatal("dots after reopen")
 	}
-	if got := e.x.Channels(); len(got) != 2 || got[0].Name != "activity" || got[0].Tag != 3 || got[1].Tag != 1 {
+	if got := e.x.Channels(); len(got) != 2 || got[0].Name != "activity" || got[0].Tag != 2 || got[1].Tag != 1 {
 		t.Fatalf("channels %+v", got)
 	}
-	// ForgetTags: the user reads as one who never read.
-	must(t, e.x.ForgetTags(2))
-	if e.has(2, "activity") {
-		t.Fatal("a forgotten user has a dot")
+	if n := len(e.x.Channels()); n != 2 {
+		t.Fatalf("reads declared channels: %d", n)
 	}
+	// ForgetTags: the user reads as one who never cleared: the dot shows.
+	must(t, e.x.ForgetTags(1))
+	if !e.has(1, "activity") {
+		t.Fatal("a forgotten user has no dot")
+	}
+	must(t, e.x.Clear(2, "activity"))
 	must(t, e.x.ForgetTags(^uint64(0)))
 	e.crash(0, nil)
-	if e.has(1, "activity") || e.has(2, "activity") {
+	if !e.has(1, "activity") || e.has(2, "activity") {
 		t.Fatal("dots after crash")
 	}
 }
 
 func TestNotices(t *testing.T) {
 	e := newEnv(t, nil, nil)
-	if _, err := e.x.Unread(1, "system"); !errors.Is(err, ErrUnknownChannel) {
-		t.Fatalf("Unread on unknown channel: %v", err)
+	if n, err := e.x.Unread(1, "system"); err != nil || n != 0 {
+		t.Fatalf("Unread on undeclared channel: %d %v", n, err)
 	}
 	if err := e.x.Read(1, "system"); !errors.Is(err, ErrUnknownChannel) {
 		t.Fatalf("Read on unknown channel: %v", err)
@@ -124,18 +118,20 @@ func TestNotices(t *testing.T) {
 	if ok, err := e.x.Post("system", 20); err != nil || ok {
 		t.Fatalf("re-post of 20: %v %v", ok, err)
 	}
-	// Never read: 0, and the first read records the newest notice.
+	// Never read: new, 0, and reading the count records nothing: the user
+	// counts from their first Read.
 	if n := e.notices(1, "system"); n != 0 {
 		t.Fatalf("never read: %d", n)
 	}
 	_, err := e.x.Post("system", 30)
 	must(t, err)
-	if n := e.notices(1, "system"); n != 1 {
-		t.Fatalf("after one post: %d", n)
+	if n := e.notices(1, "system"); n != 0 {
+		t.Fatalf("never read, after one post: %d", n)
 	}
+	must(t, e.x.Read(1, "system"))
 	_, err = e.x.Post("system", 15) // older than the user's last read
 	must(t, err)
-	if n := e.notices(1, "system"); n != 1 {
+	if n := e.notices(1, "system"); n != 0 {
 		t.Fatalf("an older notice counted: %d", n)
 	}
 	must(t, e.x.Read(2, "system")) // read before any view: nothing unread
@@ -143,8 +139,8 @@ func TestNotices(t *testing.T) {
 		_, err = e.x.Post("system", id)
 		must(t, err)
 	}
-	if a, b := e.notices(1, "system"), e.notices(2, "system"); a != 4 || b != 3 {
-		t.Fatalf("unread %d, %d; want 4, 3", a, b)
+	if a, b := e.notices(1, "system"), e.notices(2, "system"); a != 3 || b != 3 {
+		t.Fatalf("unread %d, %d; want 3, 3", a, b)
 	}
 	must(t, e.x.Read(1, "system"))
 	if n := e.notices(1, "system"); n != 0 {
@@ -205,7 +201,7 @@ func TestChannelLimits(t *testing.T) {
 	e.x.chans.mu.Lock()
 	e.x.chans.byID = real
 	e.x.chans.mu.Unlock()
-	if _, err := e.x.Has(1, "another"); !errors.Is(err, ErrUnknownChannel) {
+	if err := e.x.Clear(1, "another"); !errors.Is(err, ErrUnknownChannel) {
 		t.Fatalf("a refused channel exists: %v", err)
 	}
 }

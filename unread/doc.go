@@ -35,15 +35,18 @@
 // Mark is one write whatever the number of users; Has compares the user's
 // tag with the channel's; Unread counts the notice ids above the user's last
 // read one by binary search (exact, O(log n)). Channels are declared by
-// their first Mark or Post; the readers' calls on an unknown channel return
-// ErrUnknownChannel.
+// their first Mark or Post; Clear and Read of an undeclared channel return
+// ErrUnknownChannel, while Has and Unread read it as nothing unread (no
+// dot, 0), like a missing Redis key.
 //
-// A user who never cleared or read a channel has no dot and 0 notices (the
-// published design's answer), and that first read records the channel's
-// current tag or newest notice, so everything after it shows. Idle users'
-// tags are not dropped: they are a few bytes on disk, not memory, and
-// dropping one would make its user read as "nothing unread" and lose what
-// they had not read. ForgetTags drops a user's tags on request.
+// The published design's rules for users with no tag: a user who never
+// cleared a channel has a tag older than every mark, so a broadcast
+// reaches them, the first mark included; a user who never read a
+// channel's notices is new and has 0 unread until their first Read. Has
+// and Unread never write. Idle users' tags are not dropped: they are a few
+// bytes on disk, not memory, and dropping one would lose what its user
+// had read. ForgetTags drops a user's tags on request (their dots show
+// again; their notices read 0).
 //
 // # Feed unread
 //

@@ -144,8 +144,9 @@ var cmdDotHas = &command{
 	help: `Usage: tally -d DIR dot has UID CHANNEL
 
 Prints "yes" if CHANNEL was marked since user UID last cleared it, else
-"no". A user who never cleared nor read the channel has no dot; that first
-read records the channel's mark, so the next mark shows.
+"no". A user who never cleared the channel has the dot once it was marked
+(the first mark included); a channel nobody declared has no dot. Records
+nothing: asking never changes the answer.
 
 Example:
   $ tally -d /var/lib/tally dot has 42 activity
@@ -184,8 +185,9 @@ var cmdNoticeUnread = &command{
 	help: `Usage: tally -d DIR notice unread UID CHANNEL
 
 Prints the number of CHANNEL's notices newer than the last one user UID
-read. A user who never read the channel has 0; that first read records the
-newest notice as read, so the next post counts.
+read. A user who never read the channel is new and has 0 until "notice
+read"; so does every user of a channel nobody declared. Records nothing:
+asking never changes the answer.
 
 Example:
   $ tally -d /var/lib/tally notice unread 42 system

@@ -111,10 +111,15 @@ func TestUnreadCommands(t *testing.T) {
 		{[]string{"unread", "get", "2"}, "2 mention=0 comment=0\n"},
 		{[]string{"unread", "kind", "add", "like", "--max", "64"}, ""},
 		{[]string{"unread", "get", "1"}, "1 mention=1 comment=0 like=0\n"},
-		// Dots: the first read records the mark.
+		// Dots: an undeclared channel has none; a user who never cleared
+		// sees the mark newStore made.
+		{[]string{"dot", "has", "5", "nochan"}, "no\n"},
+		{[]string{"dot", "has", "5", "activity"}, "yes\n"},
+		{[]string{"dot", "clear", "5", "activity"}, ""},
 		{[]string{"dot", "has", "5", "activity"}, "no\n"},
 		{[]string{"dot", "mark", "activity"}, ""},
 		{[]string{"dot", "has", "5", "activity"}, "yes\n"},
+		{[]string{"dot", "has", "5", "activity"}, "yes\n"}, // reads record nothing
 		{[]string{"dot", "clear", "5", "activity"}, ""},
 		{[]string{"dot", "has", "5", "activity"}, "no\n"},
 		// Notices.
@@ -122,6 +127,10 @@ func TestUnreadCommands(t *testing.T) {
 		{[]string{"notice", "post", "system", "30"}, ""},
 		{[]string{"notice", "post", "system", "30"}, ""}, // a re-post is a no-op
 		{[]string{"notice", "post", "system", "40"}, ""},
+		{[]string{"notice", "unread", "5", "system"}, "0\n"}, // never read: new, 0
+		{[]string{"notice", "read", "5", "system"}, ""},
+		{[]string{"notice", "post", "system", "50"}, ""},
+		{[]string{"notice", "post", "system", "60"}, ""},
 		{[]string{"notice", "unread", "5", "system"}, "2\n"},
 		{[]string{"notice", "read", "5", "system"}, ""},
 		{[]string{"notice", "unread", "5", "system"}, "0\n"},
@@ -149,7 +158,7 @@ func TestUnreadCommands(t *testing.T) {
 		t.Errorf("feed after a post and an unfollow: %q", got)
 	}
 	out := mustTally(t, d, "stats")
-	for _, s := range []string{"unread.kinds 3\n", "unread.channels 2\n", "unread.notices 4\n", "unread.feed complete\n"} {
+	for _, s := range []string{"unread.kinds 3\n", "unread.channels 2\n", "unread.notices 6\n", "unread.feed complete\n"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("stats lack %q:\n%s", s, out)
 		}
@@ -191,13 +200,13 @@ func TestUnreadBadInput(t *testing.T) {
 		{[]string{"dot", "mark"}, exitUsage, "exactly one CHANNEL"},
 		{[]string{"dot", "clear", "1", "nochan"}, exitError, "unread: unknown channel"},
 		{[]string{"dot", "clear", "x", "activity"}, exitUsage, `bad UID "x"`},
-		{[]string{"dot", "has", "1", "nochan"}, exitError, "unread: unknown channel"},
 		{[]string{"dot", "has", "1"}, exitUsage, "want UID CHANNEL"},
 		{[]string{"notice", "post", "system", "0"}, exitError, "invalid notice id"},
 		{[]string{"notice", "post", "system", "-3"}, exitUsage, `bad ID "-3"`},
 		{[]string{"notice", "post", "a.b", "3"}, exitError, "invalid channel name"},
 		{[]string{"notice", "read", "1", "nochan"}, exitError, "unread: unknown channel"},
-		{[]string{"notice", "unread", "1", "nochan"}, exitError, "unread: unknown channel"},
+		{[]string{"dot", "has", "1", "a.b"}, exitError, "invalid channel name"},
+		{[]string{"notice", "unread", "1", "a.b"}, exitError, "invalid channel name"},
 		{[]string{"notice", "unread", "1", "system", "extra"}, exitUsage, "want UID CHANNEL"},
 	} {
 		_, errOut, code := tally(t, append([]string{d}, tc.args...)...)
