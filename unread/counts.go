@@ -3,6 +3,7 @@ package unread
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
@@ -30,12 +31,32 @@ func (x *Unread) Kinds() []string { return x.kinds.Columns() }
 // KindInfo returns the kinds with their widths.
 func (x *Unread) KindInfo() []store.Column { return x.kinds.Info().Columns }
 
-// kindErr turns the store's unknown-column error into ErrUnknownKind.
-func kindErr(kind string, err error) error {
+// kindErr turns the store's unknown-column error into an error in the
+// user's words: the kind, and the kinds there are.
+func (x *Unread) kindErr(kind string, err error) error {
 	if errors.Is(err, store.ErrColumnNotFound) {
-		return fmt.Errorf("%w %s: %w", ErrUnknownKind, quote.Input(kind), err)
+		return &unknownKindError{kind: kind, known: x.kinds.Columns()}
 	}
 	return err
+}
+
+// unknownKindError is ErrUnknownKind (and store.ErrColumnNotFound, which
+// it stands for) with the kind asked for and the kinds there are.
+type unknownKindError struct {
+	kind  string
+	known []string
+}
+
+func (e *unknownKindError) Error() string {
+	known := "none yet"
+	if len(e.known) > 0 {
+		known = strings.Join(e.known, ", ")
+	}
+	return fmt.Sprintf("%v %s (kinds: %s)", ErrUnknownKind, quote.Input(e.kind), known)
+}
+
+func (e *unknownKindError) Is(target error) bool {
+	return target == ErrUnknownKind || target == store.ErrColumnNotFound
 }
 
 // Incr adds n (which may be negative) to user's count of kind and returns
@@ -44,7 +65,7 @@ func kindErr(kind string, err error) error {
 func (x *Unread) Incr(user uint64, kind string, n int64) (uint64, error) {
 	v, err := x.kinds.Incr(user, kind, n)
 	if err != nil {
-		return 0, kindErr(kind, err)
+		return 0, x.kindErr(kind, err)
 	}
 	return v, nil
 }
@@ -57,7 +78,7 @@ func (x *Unread) Reset(user uint64, kinds ...string) error {
 		known := x.kinds.Columns()
 		for _, k := range kinds {
 			if !contains(known, k) {
-				return kindErr(k, fmt.Errorf("%w: %s.%s", store.ErrColumnNotFound, KindsCounter, quote.Input(k)))
+				return &unknownKindError{kind: k, known: known}
 			}
 		}
 	}
@@ -70,11 +91,11 @@ func (x *Unread) Reset(user uint64, kinds ...string) error {
 	}
 	for _, k := range kinds {
 		if err := b.SetColumn(KindsCounter, user, k, 0); err != nil {
-			return kindErr(k, err)
+			return x.kindErr(k, err)
 		}
 	}
 	if err := b.Commit(); err != nil {
-		return kindErr("", err)
+		return x.kindErr("", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package unread
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tallydb/tally/store"
@@ -105,11 +106,20 @@ func TestCounts(t *testing.T) {
 	}
 	e.wantCounts(1, 0, 300) // refused increments changed nothing
 	e.wantCounts(2, 0, 0)
+	// The error speaks the user's words: the kind and the kinds there are,
+	// not the internal counter.
+	_, err := e.x.Incr(1, "mentions", 1)
+	if want := `unread: unknown kind "mentions" (kinds: mention, comment)`; err == nil || err.Error() != want {
+		t.Errorf("unknown kind: %v, want %q", err, want)
+	}
+	if err := e.x.Reset(1, "mentions"); err == nil || strings.Contains(err.Error(), KindsCounter) {
+		t.Errorf("Reset of an unknown kind: %v", err)
+	}
 
 	// A kind added live reads 0 for existing rows.
 	must(t, e.x.AddKind("like", store.ColumnOptions{}))
 	e.wantCounts(1, 0, 300, 0)
-	_, err := e.x.Incr(1, "like", 2)
+	_, err = e.x.Incr(1, "like", 2)
 	must(t, err)
 	_, err = e.x.Incr(1, "mention", 3)
 	must(t, err)
