@@ -280,6 +280,13 @@ func Exists(db *store.DB) bool {
 	return false
 }
 
+// PackageName returns "likes" (store.Package).
+func (l *Likes) PackageName() string { return "likes" }
+
+// Close does nothing: the board prune runs as a queued job of the store
+// (store.Package).
+func (l *Likes) Close() error { return nil }
+
 // DB returns the store l works on.
 func (l *Likes) DB() *store.DB { return l.db }
 
@@ -573,10 +580,9 @@ func (l *Likes) BoardDays() int { return l.cfg.boardDays }
 // RoaringThreshold returns the set size at which sets become roaring.
 func (l *Likes) RoaringThreshold() int { return l.cfg.roaringThreshold }
 
-// Stat is one line of Stats.
-type Stat struct {
-	Key, Value string
-}
+// Stat is one key/value pair of Stats (store's, shared by every package
+// above it).
+type Stat = store.Stat
 
 // Stats returns figures for tools (tally stats prints them as likes.KEY
 // VALUE): the persisted options, the businesses, the ordinals allocated,
@@ -590,17 +596,17 @@ func (l *Likes) Stats() []Stat {
 	next := l.ords.next
 	l.ords.mu.Unlock()
 	return []Stat{
-		{"board_days", i(int64(l.cfg.boardDays))},
-		{"roaring_threshold", i(int64(l.cfg.roaringThreshold))},
-		{"businesses", i(int64(len(*l.biz.byName.Load())))},
-		{"ordinals", i(int64(next))},
-		{"stripes", i(int64(len(l.stripes)))},
-		{"transitions", i(l.stats.ops.Load())},
-		{"groups", i(l.stats.groups.Load())},
-		{"max_group", i(l.stats.maxGroup.Load())},
-		{"waited", i(l.stats.waits.Load())},
-		{"conversions", i(l.stats.conversions.Load())},
-		{"interrupted_loads", i(int64(len(l.interrupted)))},
+		{Key: "board_days", Value: i(int64(l.cfg.boardDays))},
+		{Key: "roaring_threshold", Value: i(int64(l.cfg.roaringThreshold))},
+		{Key: "businesses", Value: i(int64(len(*l.biz.byName.Load())))},
+		{Key: "ordinals", Value: i(int64(next))},
+		{Key: "stripes", Value: i(int64(len(l.stripes)))},
+		{Key: "transitions", Value: i(l.stats.ops.Load())},
+		{Key: "groups", Value: i(l.stats.groups.Load())},
+		{Key: "max_group", Value: i(l.stats.maxGroup.Load())},
+		{Key: "waited", Value: i(l.stats.waits.Load())},
+		{Key: "conversions", Value: i(l.stats.conversions.Load())},
+		{Key: "interrupted_loads", Value: i(int64(len(l.interrupted)))},
 	}
 }
 

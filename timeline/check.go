@@ -41,6 +41,9 @@ func (t *Timeline) Check() error {
 }
 
 func (t *Timeline) check() error {
+	if err := t.checkRequired(); err != nil {
+		return err
+	}
 	v, ok, err := t.fam.config.Get(configKey, nil)
 	if err != nil {
 		return err

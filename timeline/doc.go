@@ -35,6 +35,7 @@
 //	prefix  family        key (after prefix)                 value
 //	------  ------------  ---------------------------------  -------------------------------------------
 //	0x20    tl_config     "c"                                Config (appendConfig)
+//	                      "o"                                required observer names (appendObservers)
 //	0x21    tl_ords       ordinal u32                        user id, u64 big-endian
 //	0x22    tl_followees  user ordinal u32                   sorted followee ids (appendFollowees)
 //	0x23    tl_followers  author ordinal u32 | chunk u16     MergeRoaring: follower ordinals of the chunk

@@ -40,7 +40,7 @@ type families struct {
 // not yet declared.
 func Families() []store.FamilySpec {
 	return []store.FamilySpec{
-		{Name: "tl_config", Prefix: pfxConfig, MinKeyLen: 1, MaxKeyLen: 1, MaxValueLen: 64, CheckValue: checkConfigValue},
+		{Name: "tl_config", Prefix: pfxConfig, MinKeyLen: 1, MaxKeyLen: 1, MaxValueLen: 256, CheckValue: checkConfigFamilyValue},
 		{Name: "tl_ords", Prefix: pfxOrds, MinKeyLen: 4, MaxKeyLen: 4, MaxValueLen: 8, CheckValue: checkOrdValue},
 		{Name: "tl_followees", Prefix: pfxFollowees, MinKeyLen: 4, MaxKeyLen: 4, MaxValueLen: 16 + MaxFollowees*10, CheckValue: checkFolloweesValue},
 		{Name: "tl_followers", Prefix: pfxFollowers, MinKeyLen: 6, MaxKeyLen: 6, MaxValueLen: 64 << 10, Merge: store.MergeRoaring},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -224,6 +225,8 @@ type Timeline struct {
 
 	obsMu     sync.RWMutex
 	observers []FollowObserver
+	named     []string // names of the observers added by AddNamedObserver
+	required  []string // observer names the store requires (observers.go)
 
 	graphMu  sync.RWMutex
 	userMu   [lockStripes]sync.Mutex
@@ -290,9 +293,15 @@ func (t *Timeline) AddObserver(o FollowObserver) {
 	t.obsMu.Unlock()
 }
 
+// observersNow returns the observers to call for a follow-graph change;
+// while a required observer is missing, the first of them refuses every
+// change (observers.go).
 func (t *Timeline) observersNow() []FollowObserver {
 	t.obsMu.RLock()
 	defer t.obsMu.RUnlock()
+	if missing := t.missingObserversLocked(); missing != nil {
+		return append([]FollowObserver{refusingObserver{missing}}, t.observers...)
+	}
 	return t.observers
 }
 
@@ -330,6 +339,9 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 	if err := t.loadConfig(o.Config); err != nil {
 		return nil, err
 	}
+	if err := t.loadRequired(); err != nil {
+		return nil, err
+	}
 	if err := t.loadState(); err != nil {
 		return nil, err
 	}
@@ -348,6 +360,22 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 	}
 	return t, nil
 }
+
+// Exists reports whether db holds a follow graph: the UsersCounter with
+// the timeline's columns. Tools that only read use it so that reading a
+// store without timelines creates nothing.
+func Exists(db *store.DB) bool {
+	c, err := db.Counter(UsersCounter)
+	if err != nil {
+		return false
+	}
+	cols := c.Columns()
+	want := []string{ColFollowers, ColFollowees, ColPosts, ColOrd, ColRead}
+	return len(cols) >= len(want) && slices.Equal(cols[:len(want)], want)
+}
+
+// PackageName returns "timeline" (store.Package).
+func (t *Timeline) PackageName() string { return "timeline" }
 
 // Close stops the expiry ticker. Jobs already queued stay queued (they are
 // durable) and run when a Timeline is next opened on the store. Close does
@@ -425,18 +453,16 @@ func (t *Timeline) live() error {
 	return nil
 }
 
-// Stat is one key/value pair of Stats.
-type Stat struct {
-	Key   string
-	Value string
-}
+// Stat is one key/value pair of Stats (store's, shared by every package
+// above it).
+type Stat = store.Stat
 
 // Stats returns the configuration and the timeline's state as key/value
 // pairs, for tally stats (printed as "timeline.KEY VALUE").
 func (t *Timeline) Stats() []Stat {
 	c := t.Config()
 	var out []Stat
-	add := func(k string, v any) { out = append(out, Stat{k, fmt.Sprint(v)}) }
+	add := func(k string, v any) { out = append(out, Stat{Key: k, Value: fmt.Sprint(v)}) }
 	add("inbox_cap", c.InboxCap)
 	add("active_window", c.ActiveWindow)
 	add("pull_threshold", c.PullThreshold)

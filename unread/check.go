@@ -134,6 +134,11 @@ func (x *Unread) checkFeed(fail func(string, ...any)) error {
 		if gen != s.n {
 			fail("user %d: gen %d, snapshot has applied %d operations", user, gen, s.n)
 		}
+		if x.graph != nil && s.init {
+			if err := x.checkAgainstGraph(user, s, fail); err != nil {
+				return err
+			}
+		}
 		stored[user] = s
 	}
 	if err := errors.Join(it.Err(), it.Close()); err != nil {
@@ -161,6 +166,31 @@ func (x *Unread) checkFeed(fail func(string, ...any)) error {
 		return nil
 	})
 }
+
+// checkAgainstGraph checks that an initialized snapshot's live followees
+// are exactly the user's followees in the follow graph: a follow-graph
+// change the observer missed shows here.
+func (x *Unread) checkAgainstGraph(user uint64, s *snapshot, fail func(string, ...any)) error {
+	var live, graph []uint64
+	for _, e := range s.entries {
+		if !e.dead {
+			live = append(live, e.id)
+		}
+	}
+	if err := x.graph.Followees(user, func(f uint64) bool {
+		graph = append(graph, f)
+		return true
+	}); err != nil {
+		return err
+	}
+	if !slices.Equal(live, graph) {
+		fail("feed snapshot of user %d follows %v, the follow graph %v", user, head(live), head(graph))
+	}
+	return nil
+}
+
+// head returns at most the first 8 ids, for messages.
+func head(ids []uint64) []uint64 { return ids[:min(len(ids), 8)] }
 
 // checkStore is what tests run after every step: unread's Check and the
 // store's.

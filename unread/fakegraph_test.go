@@ -64,7 +64,10 @@ func (g *fakeGraph) lock(author uint64) *sync.Mutex {
 	return &g.locks[(author*0x9E3779B97F4A7C15)>>58]
 }
 
-func (g *fakeGraph) AddObserver(o FollowObserver) { g.obs = append(g.obs, o) }
+func (g *fakeGraph) AddNamedObserver(_ string, o FollowObserver) error {
+	g.obs = append(g.obs, o)
+	return nil
+}
 
 // Follow makes user follow f; false if already.
 func (g *fakeGraph) Follow(user, f uint64) (bool, error) {

@@ -20,8 +20,10 @@ type FollowGraph interface {
 	// hot path: with a dst reused across calls it must not allocate (it
 	// may use dst's whole capacity as scratch).
 	PostCounts(authors, dst []uint64) ([]uint64, error)
-	// AddObserver registers o, before any write.
-	AddObserver(o FollowObserver)
+	// AddNamedObserver registers o under name, before any write, and
+	// records the name so that a graph opened later without it refuses
+	// changes (timeline.ErrObserverMissing).
+	AddNamedObserver(name string, o FollowObserver) error
 }
 
 var _ FollowGraph = (*timeline.Timeline)(nil)

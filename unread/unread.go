@@ -208,10 +208,26 @@ func New(db *store.DB, opts *Options) (*Unread, error) {
 		return nil, err
 	}
 	if x.graph != nil {
-		x.graph.AddObserver(observer{x})
+		if err := x.graph.AddNamedObserver("unread", observer{x}); err != nil {
+			return nil, fmt.Errorf("unread: attach to the follow graph: %w", err)
+		}
 	}
 	return x, nil
 }
+
+// Exists reports whether db holds unread data (its counters). Tools that
+// only read use it so that reading a store without unread creates
+// nothing.
+func Exists(db *store.DB) bool {
+	_, err := db.Counter(KindsCounter)
+	return err == nil
+}
+
+// PackageName returns "unread" (store.Package).
+func (x *Unread) PackageName() string { return "unread" }
+
+// Close does nothing: unread has no background work (store.Package).
+func (x *Unread) Close() error { return nil }
 
 func ensureCounter(db *store.DB, name string, rangeBits uint8) (*store.Counter, error) {
 	c, err := db.Counter(name)
@@ -333,17 +349,15 @@ func graphEmpty(db *store.DB) (bool, error) {
 	return true, nil
 }
 
-// Stat is one key/value pair of Stats.
-type Stat struct {
-	Key   string
-	Value string
-}
+// Stat is one key/value pair of Stats (store's, shared by every package
+// above it).
+type Stat = store.Stat
 
 // Stats returns key/value pairs describing unread, for "tally stats"
 // (printed as unread.KEY VALUE).
 func (x *Unread) Stats() []Stat {
 	var out []Stat
-	add := func(k string, v any) { out = append(out, Stat{k, fmt.Sprint(v)}) }
+	add := func(k string, v any) { out = append(out, Stat{Key: k, Value: fmt.Sprint(v)}) }
 	add("kinds", len(x.kinds.Columns()))
 	chans := x.channelList()
 	notices := 0

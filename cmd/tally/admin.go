@@ -129,17 +129,25 @@ func init() {
 // noArgs opens the store for a command that takes no arguments, read-only
 // for the commands that only read.
 func noArgs(e *env, c *command, args []string, readOnly bool) (*store.DB, error) {
-	pos, err := parse(e.flags(c), args, true)
-	if err != nil {
+	if err := parseNoArgs(e, c, args); err != nil {
 		return nil, err
-	}
-	if len(pos) != 0 {
-		return nil, usagef("takes no arguments, got %s", quote.Input(strings.Join(pos, " ")))
 	}
 	if readOnly {
 		return e.openRead()
 	}
 	return e.open(false)
+}
+
+// parseNoArgs checks that a command got no arguments (its flags only).
+func parseNoArgs(e *env, c *command, args []string) error {
+	pos, err := parse(e.flags(c), args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("takes no arguments, got %s", quote.Input(strings.Join(pos, " ")))
+	}
+	return nil
 }
 
 func runReplay(e *env, args []string) error {
@@ -161,25 +169,19 @@ func writeRecovery(w io.Writer, r store.RecoveryStats) {
 }
 
 func runStats(e *env, args []string) error {
-	db, err := noArgs(e, cmdStats, args, true)
-	if err != nil {
+	if err := parseNoArgs(e, cmdStats, args); err != nil {
 		return err
 	}
 	// NB: stats opens read-only (it works on a full disk and changes
 	// nothing), so it cannot flush: table_bytes counts the sstables, not
 	// writes still only in the WAL.
-	pkgs, err := attachPackages(db)
+	db, err := e.openDB(openReadOnly)
 	if err != nil {
-		return closeDB(db, err)
+		return err
 	}
-	writeStats(e.stdout, db.Stats())
-	for _, p := range pkgs {
-		for _, kv := range p.stats() {
-			fmt.Fprintf(e.stdout, "%s.%s %s\n", p.name, kv[0], kv[1])
-		}
-	}
-	closeAttached(pkgs)
-	return closeDB(db, nil)
+	writeStats(e.stdout, db.Store().Stats())
+	writePackageStats(e.stdout, db)
+	return closeTally(db, nil)
 }
 
 func bytesPerRow(mem int64, rows int) float64 {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tallydb/tally/internal/quote"
-	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/store"
 )
 
@@ -56,11 +55,16 @@ var cmdVerify = &command{
 
 Walks everything the store has on disk: schema records, every cold range
 (descriptor, each block's checksum, agreement of blocks with the index and
-the presence set), the current checkpoint's chunks and the log; with likes,
-every likes key and value, then the likes invariants (counts equal set
-sizes, boards, user lists and received totals agree). On success prints
+the presence set), the current checkpoint's chunks and the log, and every
+key and value of the packages the store holds (timeline, unread, likes);
+then each package's invariants: the follow graph in both directions and
+its counts, outboxes against posts, inboxes; unread's snapshots against
+the follow graph; likes' counts against sets, boards, user lists and
+received totals. On success prints
 "ok" and "key value" lines, exit 0:
-  counters, ranges_hot, ranges_cold, rows, and with likes
+  counters, ranges_hot, ranges_cold, rows, packages (the packages whose
+  data the store holds, checked: timeline, unread, likes, or none), and
+  with likes
   likes_businesses, likes_interrupted_loads N and a line
   "likes_interrupted_load BUSINESS" for each business whose "likes load" a
   crash interrupted: its item counts lag its likes (not damage: verify
@@ -187,40 +191,41 @@ func compactWithProgress(ctx context.Context, e *env, db *store.DB, w io.Writer)
 }
 
 func runVerify(e *env, args []string) error {
-	db, err := noArgs(e, cmdVerify, args, true)
+	if err := parseNoArgs(e, cmdVerify, args); err != nil {
+		return err
+	}
+	// Read-only: every package whose data exists is open, so its families
+	// are declared (Verify decodes their values) and its invariants are
+	// checked after the store's.
+	db, err := e.openDB(openReadOnly)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	// With likes, their families are declared first, so Verify decodes
-	// their values too, and their invariants are checked after it.
-	var lk *likes.Likes
-	if likes.Exists(db) {
-		if lk, err = likes.New(db, nil); err != nil {
-			return closeDB(db, err)
-		}
-	}
 	if err := db.Verify(ctx); err != nil {
 		if !errors.Is(err, store.ErrCorrupt) {
-			return closeDB(db, err)
+			return closeTally(db, err)
 		}
 		n := reportProblems(e.stderr, err)
-		return closeDB(db, fmt.Errorf("verify: %d problems found", n))
+		return closeTally(db, fmt.Errorf("verify: %d problems found", n))
 	}
-	if lk != nil {
-		if err := lk.Check(); err != nil {
-			return closeDB(db, fmt.Errorf("verify: %w", err))
-		}
-	}
-	s := db.Stats()
+	s := db.Store().Stats()
 	t := sumStats(s)
 	fmt.Fprintln(e.stdout, "ok")
 	fmt.Fprintf(e.stdout, "counters %d\n", len(s.Counters))
 	fmt.Fprintf(e.stdout, "ranges_hot %d\n", t.hotRanges)
 	fmt.Fprintf(e.stdout, "ranges_cold %d\n", t.coldRanges)
 	fmt.Fprintf(e.stdout, "rows %d\n", t.hotRows+t.coldRows+t.deltaRows)
-	if lk != nil {
+	var names []string
+	for _, p := range db.Packages() {
+		names = append(names, p.PackageName())
+	}
+	if len(names) == 0 {
+		names = []string{"none"}
+	}
+	fmt.Fprintf(e.stdout, "packages %s\n", strings.Join(names, ","))
+	if lk := db.Likes(); lk != nil {
 		fmt.Fprintf(e.stdout, "likes_businesses %d\n", len(lk.Businesses()))
 		// A crash during "likes load" leaves the counts of its business
 		// behind its likes; verify (read-only) cannot finish the load, so
@@ -231,10 +236,10 @@ func runVerify(e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "likes_interrupted_load %s\n", name)
 			fmt.Fprintf(e.stderr, "tally: verify: the likes load of business %s was interrupted: its counts lag its likes "+
 				"until \"tally -d %s jobs wait\" (or any command that opens the store for writing, or the same load again) finishes it\n",
-				quote.Input(name), db.Dir())
+				quote.Input(name), db.Store().Dir())
 		}
 	}
-	return closeDB(db, nil)
+	return closeTally(db, nil)
 }
 
 // reportProblems prints each error joined in err on its own line and
@@ -246,8 +251,13 @@ func reportProblems(w io.Writer, err error) int {
 	} else {
 		errs = []error{err}
 	}
+	n := 0
 	for _, p := range errs {
-		fmt.Fprintf(w, "tally: verify: %s\n", strings.TrimPrefix(p.Error(), "tally: "))
+		// A package's Check joins its problems: one line each.
+		for _, line := range strings.Split(p.Error(), "\n") {
+			fmt.Fprintf(w, "tally: verify: %s\n", strings.TrimPrefix(line, "tally: "))
+			n++
+		}
 	}
-	return len(errs)
+	return n
 }

@@ -59,7 +59,7 @@ func TestCompactAndVerify(t *testing.T) {
 	}
 
 	out := mustTally(t, d, "verify")
-	if want := `^ok\ncounters 1\nranges_hot 1\nranges_cold 3\nrows [56]\n$`; !regexp.MustCompile(want).MatchString(out) {
+	if want := `^ok\ncounters 1\nranges_hot 1\nranges_cold 3\nrows [56]\npackages none\n$`; !regexp.MustCompile(want).MatchString(out) {
 		t.Errorf("verify:\n%s\nwant:\n%s", out, want)
 	}
 	if out := mustTally(t, d, "get", "c", "7", "5"); out != "7 a=2\n5 a=5\n" {

@@ -80,16 +80,17 @@ func runJobs(e *env, args []string) error {
 }
 
 func runJobsWait(e *env, args []string) error {
-	db, err := noArgs(e, cmdJobsWait, args, false)
+	if err := parseNoArgs(e, cmdJobsWait, args); err != nil {
+		return err
+	}
+	// Every package whose data exists is open, so its job handlers
+	// (fan-outs, backfills, prunes) are registered; nothing is created.
+	tdb, err := e.openDB(openExisting)
 	if err != nil {
 		return err
 	}
-	return closeDB(db, func() error {
-		pkgs, err := attachPackages(db)
-		if err != nil {
-			return err
-		}
-		defer closeAttached(pkgs) // before closeDB: runs when this func returns
+	db := tdb.Store()
+	return closeTally(tdb, func() error {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
 		start := db.QueuedJobs()

@@ -1,74 +1,65 @@
 package main
 
 import (
-	"github.com/tallydb/tally/likes"
-	"github.com/tallydb/tally/store"
-	"github.com/tallydb/tally/unread"
+	"fmt"
+	"io"
+
+	tallydb "github.com/tallydb/tally"
+	"github.com/tallydb/tally/timeline"
 )
 
-// attached is a package above store opened on a DB by attachPackages.
-type attached struct {
-	name  string             // "timeline", "unread", "likes": the prefix of its stats lines
-	stats func() [][2]string // its options and figures, as key/value pairs
-	close func()
+// openMode says how openDB opens the database.
+type openMode int
+
+const (
+	// openWrite opens every package, creating what is missing (commands
+	// that write package data).
+	openWrite openMode = iota
+	// openCreate is openWrite that may also create the store.
+	openCreate
+	// openExisting is writable but opens only the packages whose data
+	// exists (jobs wait: run what is queued, create nothing).
+	openExisting
+	// openReadOnly writes nothing and opens only the packages whose data
+	// exists (stats, verify).
+	openReadOnly
+)
+
+// openDB opens the database named by -d through tally.Open: the store
+// with every package wired (families declared, unread observing the
+// follow graph), so no command wires packages itself.
+func (e *env) openDB(mode openMode) (*tallydb.DB, error) {
+	opts, err := e.options()
+	if err != nil {
+		return nil, err
+	}
+	if mode != openCreate {
+		if err := mustBeStoreDir(e.dir); err != nil {
+			return nil, err
+		}
+	}
+	opts.ReadOnly = mode == openReadOnly
+	return tallydb.Open(e.dir, &tallydb.Options{
+		Store: opts,
+		// The CLI runs no background expiry: each command is short.
+		Timeline:     &timeline.Options{ExpireInterval: -1},
+		ExistingOnly: mode == openExisting,
+	})
 }
 
-// attachPackages opens the packages above store (timeline, unread, likes)
-// that the store holds, so their job handlers are registered: "jobs wait"
-// can then run their fan-outs and backfills, and "stats" shows their
-// persisted options. A package the store does not hold is not opened, so a
-// read-only Open (stats) never has to create one.
-func attachPackages(db *store.DB) ([]attached, error) {
-	var out []attached
-	if hasTimeline(db) {
-		tl, err := openTimeline(db)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, attached{name: "timeline", close: func() { tl.Close() }, stats: func() [][2]string {
-			var kv [][2]string
-			for _, s := range tl.Stats() {
-				kv = append(kv, [2]string{s.Key, s.Value})
-			}
-			return kv
-		}})
+// closeTally closes db; err (the command's error) wins over Close's.
+func closeTally(db *tallydb.DB, err error) error {
+	if cerr := db.Close(); err == nil {
+		err = cerr
 	}
-	// Unread's stats need no graph: they read its own counters and
-	// families.
-	if _, err := db.Counter(unread.KindsCounter); err == nil {
-		x, err := unread.New(db, nil)
-		if err != nil {
-			closeAttached(out)
-			return nil, err
-		}
-		out = append(out, attached{name: "unread", close: func() {}, stats: func() [][2]string {
-			var kv [][2]string
-			for _, s := range x.Stats() {
-				kv = append(kv, [2]string{s.Key, s.Value})
-			}
-			return kv
-		}})
-	}
-	if likes.Exists(db) {
-		l, err := likes.New(db, nil)
-		if err != nil {
-			closeAttached(out)
-			return nil, err
-		}
-		out = append(out, attached{name: "likes", close: func() {}, stats: func() [][2]string {
-			var kv [][2]string
-			for _, s := range l.Stats() {
-				kv = append(kv, [2]string{s.Key, s.Value})
-			}
-			return kv
-		}})
-	}
-	return out, nil
+	return err
 }
 
-// closeAttached closes what attachPackages opened.
-func closeAttached(pkgs []attached) {
-	for _, p := range pkgs {
-		p.close()
+// writePackageStats prints every open package's figures as NAME.KEY VALUE.
+func writePackageStats(w io.Writer, db *tallydb.DB) {
+	for _, p := range db.PackageStats() {
+		for _, s := range p.Stats {
+			fmt.Fprintf(w, "%s.%s %s\n", p.Name, s.Key, s.Value)
+		}
 	}
 }

@@ -1,0 +1,248 @@
+package tally
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tallydb/tally/store"
+	"github.com/tallydb/tally/timeline"
+	"github.com/tallydb/tally/unread"
+)
+
+// open opens a database in dir with background work off (tests run jobs
+// themselves), closed and checked at cleanup.
+func open(t *testing.T, dir string, readOnly bool) *DB {
+	t.Helper()
+	db, err := Open(dir, &Options{
+		Store:    &store.Options{Durability: store.NoSync, DisableBackground: true, ReadOnly: readOnly},
+		Timeline: &timeline.Options{ExpireInterval: -1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// ok fails the test on a call's error: ok(t)(tl.Follow(1, 2)).
+func ok(t *testing.T) func(any, error) any {
+	return func(v any, err error) any {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+func feed(t *testing.T, db *DB, user uint64) uint64 {
+	t.Helper()
+	return ok(t)(db.Unread().Feed(user)).(uint64)
+}
+
+// TestOpenWiresEveryPackage: follows and posts through the one handle keep
+// unread's feed exact across a reopen, and Check covers every package.
+func TestOpenWiresEveryPackage(t *testing.T) {
+	dir := t.TempDir()
+	db := open(t, dir, false)
+	if got := len(db.Packages()); got != 3 {
+		t.Fatalf("%d packages open, want 3", got)
+	}
+	tl := db.Timeline()
+	ok(t)(tl.Follow(1, 20))
+	ok(t)(tl.Publish(20, 2001))
+	ok(t)(tl.Publish(20, 2002))
+	if n := feed(t, db, 1); n != 2 {
+		t.Fatalf("feed %d, want 2", n)
+	}
+	ok(t)(tl.Unfollow(1, 20))
+	ok(t)(tl.Follow(1, 21))
+	ok(t)(tl.Publish(21, 2003))
+	if n := feed(t, db, 1); n != 1 {
+		t.Fatalf("feed after unfollow 20, follow 21 and a post of 21: %d, want 1", n)
+	}
+	ok(t)(db.Likes().Like("video", 2003, 1, 21))
+	if err := db.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, dir, false)
+	if n := feed(t, db, 1); n != 1 {
+		t.Fatalf("feed after reopen: %d, want 1", n)
+	}
+	names := map[string]bool{}
+	for _, ps := range db.PackageStats() {
+		names[ps.Name] = len(ps.Stats) > 0
+	}
+	if !names["timeline"] || !names["unread"] || !names["likes"] {
+		t.Fatalf("package stats %v", names)
+	}
+	if err := db.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTimelineAloneCannotDesyncUnread is the repro: a program that
+// opens only timeline on a store holding unread data and changes the
+// follow graph. Before, the changes went through and unread's feed kept
+// counting the unfollowed account (and none of the new one) while verify
+// said ok. Now the changes are refused and nothing is written.
+func TestTimelineAloneCannotDesyncUnread(t *testing.T) {
+	dir := t.TempDir()
+	db := open(t, dir, false)
+	ok(t)(db.Timeline().Follow(1, 20))
+	ok(t)(db.Timeline().Publish(20, 1999))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	sdb, err := store.Open(dir, &store.Options{Families: Families(), DisableBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := timeline.New(sdb, &timeline.Options{ExpireInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tl.RequiredObservers(); len(got) != 1 || got[0] != "unread" {
+		t.Fatalf("required observers %v", got)
+	}
+	if _, err := tl.Unfollow(1, 20); !errors.Is(err, timeline.ErrObserverMissing) {
+		t.Fatalf("Unfollow without unread: %v, want ErrObserverMissing", err)
+	}
+	if _, err := tl.Follow(1, 21); !errors.Is(err, timeline.ErrObserverMissing) {
+		t.Fatalf("Follow without unread: %v, want ErrObserverMissing", err)
+	}
+	if _, err := tl.LoadFollows(context.Background(), []timeline.Edge{{Follower: 5, Followee: 6}}, nil); !errors.Is(err, timeline.ErrObserverMissing) {
+		t.Fatalf("Load without unread: %v, want ErrObserverMissing", err)
+	}
+	// Publishing needs no observer (unread reads post counts).
+	ok(t)(tl.Publish(21, 2001))
+	if ok, err := tl.IsFollowing(1, 20); err != nil || !ok {
+		t.Fatalf("a refused unfollow changed the graph: %v %v", ok, err)
+	}
+	// Adding unread on the same Timeline lifts the refusal.
+	x, err := unread.New(sdb, &unread.Options{Graph: tl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok(t)(tl.Unfollow(1, 20))
+	ok(t)(tl.Follow(1, 21))
+	ok(t)(tl.Publish(21, 2002))
+	if n := ok(t)(x.Feed(1)).(uint64); n != 1 {
+		t.Fatalf("feed %d, want 1 (2002 only)", n)
+	}
+	tl.Close()
+	if err := sdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, dir, true)
+	if err := db.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadOnlyOpen: a read-only Open of a counters-only store opens no
+// package and writes nothing; of a full store, every package.
+func TestReadOnlyOpen(t *testing.T) {
+	dir := t.TempDir()
+	sdb, err := store.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sdb.CreateCounter("posts", store.CounterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := listing(t, dir)
+	db := open(t, dir, true)
+	if db.Timeline() != nil || db.Unread() != nil || db.Likes() != nil || len(db.Packages()) != 0 {
+		t.Fatalf("a read-only open of a counters-only store opened packages: %v", db.Packages())
+	}
+	if err := db.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := listing(t, dir); after != before {
+		t.Fatalf("a read-only open wrote:\nbefore %s\nafter  %s", before, after)
+	}
+
+	db = open(t, dir, false)
+	ok(t)(db.Timeline().Follow(1, 2))
+	ok(t)(db.Likes().Like("video", 7, 1, 0))
+	db.Close()
+	db = open(t, dir, true)
+	if db.Timeline() == nil || db.Unread() == nil || db.Likes() == nil {
+		t.Fatal("a read-only open of a full store misses a package")
+	}
+	if ok, err := db.Timeline().IsFollowing(1, 2); err != nil || !ok {
+		t.Fatalf("read-only follow graph: %v %v", ok, err)
+	}
+}
+
+// listing names every file in dir with its modification time.
+func listing(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, "LOCK") { // taking a lock touches its file
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b.WriteString(strings.TrimPrefix(p, dir) + " " + fi.ModTime().String() + "\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestVerifyFindsPackageDamage damages each package's data the way a
+// client writing package counters directly did (through plain counter
+// writes), and expects Verify to name the package.
+func TestVerifyFindsPackageDamage(t *testing.T) {
+	for _, tc := range []struct {
+		pkg     string
+		counter string
+		column  string
+		id      uint64
+	}{
+		{"timeline", timeline.UsersCounter, timeline.ColFollowers, 20},
+		{"unread", unread.FeedCounter, "gen", 1},
+		{"likes", "likes_video", "likes", 2003},
+	} {
+		t.Run(tc.pkg, func(t *testing.T) {
+			dir := t.TempDir()
+			db := open(t, dir, false)
+			ok(t)(db.Timeline().Follow(1, 20))
+			ok(t)(db.Timeline().Publish(20, 2003))
+			ok(t)(db.Likes().Like("video", 2003, 1, 20))
+			if err := db.Verify(context.Background()); err != nil {
+				t.Fatalf("before the damage: %v", err)
+			}
+			c := ok(t)(db.Store().Counter(tc.counter)).(*store.Counter)
+			ok(t)(c.Incr(tc.id, tc.column, 1000))
+			err := db.Verify(context.Background())
+			if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), tc.pkg+":") {
+				t.Fatalf("Verify after damaging %s.%s: %v, want ErrCorrupt naming %s", tc.counter, tc.column, err, tc.pkg)
+			}
+			if err := db.Check(); err == nil {
+				t.Fatal("Check after the damage: nil")
+			}
+		})
+	}
+}
