@@ -61,6 +61,22 @@ func Families() []store.FamilySpec {
 	return out
 }
 
+// CounterOwner returns the package whose namespace a counter name is in
+// ("timeline", "unread", "likes"), or "" for a name the host may use for
+// its own counters. Tools refuse to create or write a counter in a
+// package's namespace (store.ReservedError).
+func CounterOwner(name string) string {
+	switch {
+	case timeline.OwnsCounter(name):
+		return "timeline"
+	case unread.OwnsCounter(name):
+		return "unread"
+	case likes.OwnsCounter(name):
+		return "likes"
+	}
+	return ""
+}
+
 // Open opens (creating it if needed, unless read-only) the database in dir
 // with every package: the store with the packages' families declared, then
 // timeline, unread on timeline's follow graph, and likes. On error nothing
@@ -173,9 +189,10 @@ func (db *DB) Check() error {
 	return errors.Join(errs...)
 }
 
-// packageProblem wraps a package's Check failure as damage naming it.
+// packageProblem wraps a package's Check failure as damage naming it
+// (unless it is not about the data: a closed store).
 func packageProblem(p store.Package, err error) error {
-	if errors.Is(err, store.ErrCorrupt) {
+	if errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrClosed) {
 		return fmt.Errorf("%s: %w", p.PackageName(), err)
 	}
 	return fmt.Errorf("%w: %s: %w", store.ErrCorrupt, p.PackageName(), err)

@@ -3,11 +3,13 @@ package tally
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
 	"github.com/tallydb/tally/unread"
@@ -245,4 +247,85 @@ func TestVerifyFindsPackageDamage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpgradeFormat2Store opens a store written by the build before
+// counter owners (testdata/format2-store.tar.gz, made with the tally
+// command of commit 4bfc694: counter posts with likes 7=3; follow 1 20 21;
+// post 20 2001; unread kind mention with 1=2; like video 2001 1 --owner
+// 20; checkpoint). A read-only open changes nothing; the first writable
+// open claims each package's counters for it and marks the store format
+// 3; the data reads back the same, and the counters are private from then
+// on.
+func TestUpgradeFormat2Store(t *testing.T) {
+	dir := t.TempDir()
+	testutil.Untar(t, "testdata/format2-store.tar.gz", dir)
+	owners := func(db *DB) map[string]string {
+		m := map[string]string{}
+		for _, ci := range db.Store().Counters() {
+			m[ci.Name] = ci.Owner
+		}
+		return m
+	}
+	marker := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, "TALLY"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	db := open(t, dir, true)
+	if got := owners(db); got["users"] != "" || got["likes_video"] != "" {
+		t.Fatalf("a read-only open claimed counters: %v", got)
+	}
+	if err := db.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if m := marker(); m != "tally store format 2\n" {
+		t.Fatalf("a read-only open rewrote the marker: %q", m)
+	}
+
+	db = open(t, dir, false)
+	want := map[string]string{"posts": "", "users": "timeline", "unread_kinds": "unread", "unread_feed": "unread",
+		"likes_video": "likes", "likes_received": "likes"}
+	if got := owners(db); !maps.Equal(got, want) {
+		t.Fatalf("owners after the upgrade %v, want %v", got, want)
+	}
+	check := func(db *DB) {
+		t.Helper()
+		if n := feed(t, db, 1); n != 1 {
+			t.Errorf("feed of 1: %d, want 1", n)
+		}
+		if ok, err := db.Timeline().IsFollowing(1, 21); err != nil || !ok {
+			t.Errorf("1 follows 21: %v %v", ok, err)
+		}
+		c, err := db.Likes().Counts("video", []uint64{2001}, nil)
+		if err != nil || c[0].Likes != 1 {
+			t.Errorf("likes of 2001: %v %v", c, err)
+		}
+		if v, err := db.Unread().Get(1, nil); err != nil || v[0] != 2 {
+			t.Errorf("unread of 1: %v %v", v, err)
+		}
+		posts := ok(t)(db.Store().UserCounter("posts")).(*store.Counter)
+		if v, err := posts.Get(7, nil); err != nil || v[0] != 3 {
+			t.Errorf("posts 7: %v %v", v, err)
+		}
+		if _, err := db.Store().UserCounter("users"); !errors.Is(err, store.ErrReserved) {
+			t.Errorf("UserCounter(users) after the upgrade: %v, want ErrReserved", err)
+		}
+	}
+	check(db)
+	if err := db.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if m := marker(); m != "tally store format 3\n" {
+		t.Fatalf("marker after a writable open: %q", m)
+	}
+	db = open(t, dir, true)
+	if got := owners(db); !maps.Equal(got, want) {
+		t.Fatalf("owners after reopen %v, want %v", got, want)
+	}
+	check(db)
 }

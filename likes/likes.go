@@ -73,7 +73,7 @@ type BusinessOptions struct {
 }
 
 func (o BusinessOptions) counterOptions() store.CounterOptions {
-	c := store.CounterOptions{RangeBits: o.RangeBits, Age: o.Age}
+	c := store.CounterOptions{RangeBits: o.RangeBits, Age: o.Age, Owner: "likes"}
 	if c.RangeBits == 0 {
 		c.RangeBits = 48
 	}
@@ -239,6 +239,9 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 		if err := checkReceived(c); err != nil {
 			return nil, err
 		}
+		if err := db.Adopt(c, "likes"); err != nil {
+			return nil, err
+		}
 		l.received.Store(c)
 	}
 	if err := l.loadBusinesses(); err != nil {
@@ -279,6 +282,11 @@ func Exists(db *store.DB) bool {
 	}
 	return false
 }
+
+// OwnsCounter reports whether a counter of this name is in likes'
+// namespace (every name starting "likes_": the businesses' counters and
+// ReceivedCounter): hosts must not create or write it as their own.
+func OwnsCounter(name string) bool { return strings.HasPrefix(name, "likes_") }
 
 // PackageName returns "likes" (store.Package).
 func (l *Likes) PackageName() string { return "likes" }
@@ -394,7 +402,7 @@ func (l *Likes) ensureReceived() error {
 	}
 	c, err := l.db.Counter(ReceivedCounter)
 	if errors.Is(err, store.ErrCounterNotFound) {
-		err = l.db.CreateCounter(ReceivedCounter, store.CounterOptions{RangeBits: l.opts.ReceivedRangeBits})
+		err = l.db.CreateCounter(ReceivedCounter, store.CounterOptions{RangeBits: l.opts.ReceivedRangeBits, Owner: "likes"})
 		if err == nil || errors.Is(err, store.ErrExists) {
 			c, err = l.db.Counter(ReceivedCounter)
 		}
@@ -408,6 +416,9 @@ func (l *Likes) ensureReceived() error {
 		}
 	}
 	if err := checkReceived(c); err != nil {
+		return err
+	}
+	if err := l.db.Adopt(c, "likes"); err != nil {
 		return err
 	}
 	l.received.Store(c)
@@ -464,6 +475,9 @@ func (l *Likes) openBusiness(name string, id uint32) (*business, error) {
 	}
 	if cols := c.Columns(); len(cols) != 2 || cols[0] != LikesColumn || cols[1] != DislikesColumn {
 		return nil, fmt.Errorf("%w: counter %s has columns %v, want [%s %s]", ErrBusinessConflict, cn, cols, LikesColumn, DislikesColumn)
+	}
+	if err := l.db.Adopt(c, "likes"); err != nil {
+		return nil, fmt.Errorf("likes: business %s: %w", name, err)
 	}
 	return &business{id: id, name: name, counter: cn, c: c}, nil
 }
@@ -543,6 +557,9 @@ func (l *Likes) ensureBusiness(name string, opts BusinessOptions) (*business, er
 	}
 	c, err := l.db.Counter(cn)
 	if err != nil {
+		return nil, err
+	}
+	if err := l.db.Adopt(c, "likes"); err != nil {
 		return nil, err
 	}
 	for i, col := range []string{LikesColumn, DislikesColumn} {

@@ -233,7 +233,9 @@ func dbsizeHandler(c *Conn, args [][]byte) {
 	st := c.s.db.Stats()
 	n := 0
 	for _, cs := range st.Counters {
-		n += cs.Rows()
+		if cs.Owner == "" { // packages' counters are not the user's keys
+			n += cs.Rows()
+		}
 	}
 	c.WriteInt(int64(n))
 }

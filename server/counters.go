@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tallydb/tally"
 	"github.com/tallydb/tally/internal/limits"
 	"github.com/tallydb/tally/store"
 )
@@ -63,27 +64,36 @@ type counterCache struct {
 	mu sync.Mutex
 }
 
-// counter returns the entry of the named counter, or nil when there is
-// none.
-func (s *Server) counter(name []byte) *counterEntry {
+// counter returns the entry of the named counter, or nil and the error
+// reply: no such counter, or a counter that a package owns (reserved: its
+// data is reached through the package's commands).
+func (s *Server) counter(name []byte) (*counterEntry, string) {
 	if m := s.counters.m.Load(); m != nil {
 		if e := (*m)[string(name)]; e != nil {
-			return e
+			return e, ""
 		}
 	}
+	noSuch := fmt.Sprintf("ERR no such counter '%.64s' (create it with TALLY.COUNTER ADD)", sanitize(name))
 	if len(name) == 0 || len(name) > limits.MaxNameLen {
-		return nil
+		return nil, noSuch
 	}
-	h, err := s.db.Counter(string(name))
+	h, err := s.db.UserCounter(string(name))
+	if errors.Is(err, store.ErrReserved) {
+		return nil, replyFor(err)
+	}
+	if owner := tally.CounterOwner(string(name)); err != nil && owner != "" {
+		// Not created yet, but a package's name all the same.
+		return nil, replyFor(store.ReservedError(string(name), owner))
+	}
 	if err != nil {
-		return nil
+		return nil, noSuch
 	}
 	s.counters.mu.Lock()
 	defer s.counters.mu.Unlock()
 	old := s.counters.m.Load()
 	if old != nil {
 		if e := (*old)[h.Name()]; e != nil {
-			return e
+			return e, ""
 		}
 	}
 	m := make(map[string]*counterEntry, 1+lenMap(old))
@@ -95,7 +105,7 @@ func (s *Server) counter(name []byte) *counterEntry {
 	e := &counterEntry{c: h, name: h.Name(), cid: h.Info().ID}
 	m[e.name] = e
 	s.counters.m.Store(&m)
-	return e
+	return e, ""
 }
 
 func lenMap(m *map[string]*counterEntry) int {
@@ -121,9 +131,9 @@ func (s *Server) parseKey(key []byte) (*counterEntry, uint64, string) {
 	if !ok {
 		return nil, 0, fmt.Sprintf("ERR invalid key '%.128s': tally keys are COUNTER:ID with a decimal id", sanitize(key))
 	}
-	e := s.counter(key[:i])
+	e, msg := s.counter(key[:i])
 	if e == nil {
-		return nil, 0, fmt.Sprintf("ERR no such counter '%.64s' (create it with TALLY.COUNTER ADD)", sanitize(key[:i]))
+		return nil, 0, msg
 	}
 	return e, id, ""
 }
@@ -653,9 +663,9 @@ func mgetHandler(c *Conn, args [][]byte) {
 // integers (a value above 2^63-1, possible only in a 64-bit column, as a
 // bulk string).
 func tallyMgetHandler(c *Conn, args [][]byte) {
-	e := c.s.counter(args[1])
+	e, msg := c.s.counter(args[1])
 	if e == nil {
-		c.writeError(fmt.Sprintf("ERR no such counter '%.64s' (create it with TALLY.COUNTER ADD)", sanitize(args[1])))
+		c.writeError(msg)
 		return
 	}
 	c.ids = c.ids[:0]

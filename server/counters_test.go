@@ -195,11 +195,11 @@ func TestSchemaCommands(t *testing.T) {
 	rc := ts.client(t, nil)
 	for _, cmd := range [][]any{
 		{"TALLY.COUNTER", "ADD", "views", "RANGEBITS", 40, "AGE", "4320h", "EPOCHMS", 0, "TIMESHIFT", 20},
-		{"tally.counter", "add", "users"},
+		{"tally.counter", "add", "accounts"},
 		{"TALLY.COUNTER", "ADD", "feeds", "HOTRANGES", 3},
 		{"TALLY.COUNTER", "ADD", "hot", "KEEPHOT", "RANGEBITS", 16},
 		{"TALLY.COLUMN", "ADD", "views", "n", "HINT", 8, "MAX", 64},
-		{"TALLY.COLUMN", "ADD", "users", "followers"},
+		{"TALLY.COLUMN", "ADD", "accounts", "followers"},
 	} {
 		if v, err := rc.Do(ctx, cmd...).Result(); err != nil || v != "OK" {
 			t.Fatalf("%v = %v, %v", cmd, v, err)
@@ -214,7 +214,7 @@ func TestSchemaCommands(t *testing.T) {
 		"key range_bits=32 policy=keep-hot columns=value:16/32",
 		"big range_bits=32 policy=keep-hot columns=n:16/64",
 		"views range_bits=40 policy=age:4320h0m0s:0:20 columns=n:8/64",
-		"users range_bits=32 policy=keep-hot columns=followers:16/32",
+		"accounts range_bits=32 policy=keep-hot columns=followers:16/32",
 		"feeds range_bits=32 policy=hot-ranges:3 columns=",
 		"hot range_bits=16 policy=keep-hot columns=",
 	}
@@ -222,24 +222,24 @@ func TestSchemaCommands(t *testing.T) {
 		t.Fatalf("TALLY.COUNTER LIST =\n%s\nwant\n%s", strings.Join(v, "\n"), strings.Join(want, "\n"))
 	}
 	// A counter created through the server is usable at once.
-	if n, err := rc.HIncrBy(ctx, "users:42", "followers", 3).Result(); err != nil || n != 3 {
+	if n, err := rc.HIncrBy(ctx, "accounts:42", "followers", 3).Result(); err != nil || n != 3 {
 		t.Fatalf("HINCRBY on a new counter = %d, %v", n, err)
 	}
 	// So is a column added to a counter the server has already used.
-	if err := rc.Do(ctx, "TALLY.COLUMN", "ADD", "users", "posts").Err(); err != nil {
+	if err := rc.Do(ctx, "TALLY.COLUMN", "ADD", "accounts", "posts").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := rc.HGetAll(ctx, "users:42").Result(); err != nil ||
+	if v, err := rc.HGetAll(ctx, "accounts:42").Result(); err != nil ||
 		!reflect.DeepEqual(v, map[string]string{"followers": "3", "posts": "0"}) {
 		t.Fatalf("HGETALL after a new column = %v, %v", v, err)
 	}
-	if n, err := rc.HIncrBy(ctx, "users:42", "posts", 1).Result(); err != nil || n != 1 {
+	if n, err := rc.HIncrBy(ctx, "accounts:42", "posts", 1).Result(); err != nil || n != 1 {
 		t.Fatalf("HINCRBY of the new column = %d, %v", n, err)
 	}
-	if err := rc.HSet(ctx, "users:42", "posts", 9).Err(); err != nil {
+	if err := rc.HSet(ctx, "accounts:42", "posts", 9).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := ts.row(t, "users", 42); !reflect.DeepEqual(got, []uint64{3, 9}) {
+	if got := ts.row(t, "accounts", 42); !reflect.DeepEqual(got, []uint64{3, 9}) {
 		t.Fatalf("row = %v", got)
 	}
 
@@ -248,7 +248,7 @@ func TestSchemaCommands(t *testing.T) {
 		cmd  []any
 		want string
 	}{
-		{[]any{"TALLY.COUNTER", "ADD", "users"}, "already exists"},
+		{[]any{"TALLY.COUNTER", "ADD", "accounts"}, "already exists"},
 		{[]any{"TALLY.COUNTER", "ADD", "bad:name"}, "invalid name"},
 		{[]any{"TALLY.COUNTER", "ADD", "x", "RANGEBITS", 99}, "invalid"},
 		{[]any{"TALLY.COUNTER", "ADD", "x", "RANGEBITS", 0}, "bad RANGEBITS"},
@@ -259,11 +259,11 @@ func TestSchemaCommands(t *testing.T) {
 		{[]any{"TALLY.COUNTER", "ADD", "x", "FAST"}, "syntax error"},
 		{[]any{"TALLY.COUNTER", "DROP", "x"}, "unknown subcommand 'DROP'. Try TALLY.COUNTER HELP."},
 		{[]any{"TALLY.COLUMN", "ADD", "nosuch", "c"}, "counter not found"},
-		{[]any{"TALLY.COLUMN", "ADD", "users", "followers"}, "already exists"},
-		{[]any{"TALLY.COLUMN", "ADD", "users", "c", "HINT", 12}, "invalid"},
-		{[]any{"TALLY.COLUMN", "ADD", "users", "c", "MAX", "x"}, "bad MAX"},
-		{[]any{"TALLY.COLUMN", "ADD", "users", "c", "WIDTH", 8}, "syntax error"},
-		{[]any{"TALLY.COLUMN", "ADD", "users"}, "wrong number of arguments for 'tally.column|add' command"},
+		{[]any{"TALLY.COLUMN", "ADD", "accounts", "followers"}, "already exists"},
+		{[]any{"TALLY.COLUMN", "ADD", "accounts", "c", "HINT", 12}, "invalid"},
+		{[]any{"TALLY.COLUMN", "ADD", "accounts", "c", "MAX", "x"}, "bad MAX"},
+		{[]any{"TALLY.COLUMN", "ADD", "accounts", "c", "WIDTH", 8}, "syntax error"},
+		{[]any{"TALLY.COLUMN", "ADD", "accounts"}, "wrong number of arguments for 'tally.column|add' command"},
 	} {
 		err := rc.Do(ctx, tc.cmd...).Err()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -127,9 +127,12 @@ func (s *Server) info(want map[string]bool) string {
 		line("background_errors", len(st.Errors))
 	}
 	if section("Keyspace") {
+		// The user's counters only: packages' counters are not keys.
 		rows := 0
 		for _, cs := range stats().Counters {
-			rows += cs.Rows()
+			if cs.Owner == "" {
+				rows += cs.Rows()
+			}
 		}
 		if rows > 0 {
 			line("db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", rows))
@@ -139,9 +142,22 @@ func (s *Server) info(want map[string]bool) string {
 		// Counts never go below 0: DECR, DECRBY and a negative HINCRBY
 		// past 0 leave 0 (Redis would go negative).
 		line("count_floor", 0)
-		line("counters", len(stats().Counters))
+		var user, owned []store.CounterStats
 		for _, cs := range stats().Counters {
-			line("counter_"+cs.Name, fmt.Sprintf("columns=%s,rows=%d,hot_rows=%d,cold_rows=%d,delta_rows=%d,ranges_hot=%d,ranges_cold=%d,mem_bytes=%d,cold_payload_bytes=%d",
+			if cs.Owner == "" {
+				user = append(user, cs)
+			} else {
+				owned = append(owned, cs)
+			}
+		}
+		line("counters", len(user))
+		// A package's counters under its own name: OWNER_counter_NAME.
+		for _, cs := range append(user, owned...) {
+			prefix := "counter_"
+			if cs.Owner != "" {
+				prefix = cs.Owner + "_counter_"
+			}
+			line(prefix+cs.Name, fmt.Sprintf("columns=%s,rows=%d,hot_rows=%d,cold_rows=%d,delta_rows=%d,ranges_hot=%d,ranges_cold=%d,mem_bytes=%d,cold_payload_bytes=%d",
 				strings.Join(cs.Columns, "|"), cs.Rows(), cs.HotRows, cs.ColdRows, cs.DeltaRows, cs.HotRanges, cs.ColdRanges, cs.MemBytes, cs.ColdPayloadBytes))
 		}
 	}

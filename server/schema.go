@@ -1,11 +1,13 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tallydb/tally"
 	"github.com/tallydb/tally/store"
 )
 
@@ -102,6 +104,10 @@ func counterAddHandler(c *Conn, args [][]byte) {
 	if policy == "AGE" {
 		opts.Age = age
 	}
+	if owner := tally.CounterOwner(name); owner != "" {
+		c.WriteErr(store.ReservedError(name, owner))
+		return
+	}
 	if err := c.s.db.CreateCounter(name, opts); err != nil {
 		c.WriteErr(err)
 		return
@@ -109,14 +115,28 @@ func counterAddHandler(c *Conn, args [][]byte) {
 	c.WriteOK()
 }
 
-// counterListHandler replies one line per counter, as "tally counter list"
-// prints: NAME range_bits=N policy=P columns=COL:HINT/MAX,...
+// counterListHandler replies one line per counter of the user's (not the
+// packages'), as "tally counter list" prints: NAME range_bits=N policy=P
+// columns=COL:HINT/MAX,...
 func counterListHandler(c *Conn, args [][]byte) {
-	infos := c.s.db.Counters()
+	infos := UserCounters(c.s.db)
 	c.WriteArray(len(infos))
 	for _, ci := range infos {
 		c.WriteBulkString(CounterLine(ci))
 	}
+}
+
+// UserCounters returns the schemas of the host's counters (those no
+// package owns), sorted by id: what TALLY.COUNTER LIST and "tally counter
+// list" show.
+func UserCounters(db *store.DB) []store.CounterInfo {
+	var out []store.CounterInfo
+	for _, ci := range db.Counters() {
+		if ci.Owner == "" {
+			out = append(out, ci)
+		}
+	}
+	return out
 }
 
 // CounterLine formats a counter's schema as one line, the format of
@@ -170,6 +190,10 @@ func columnAddHandler(c *Conn, args [][]byte) {
 			opts.MaxBits = uint8(n)
 		}
 		rest = rest[2:]
+	}
+	if _, err := c.s.db.UserCounter(string(args[2])); errors.Is(err, store.ErrReserved) {
+		c.WriteErr(err)
+		return
 	}
 	if err := c.s.db.AddColumn(string(args[2]), string(args[3]), opts); err != nil {
 		c.WriteErr(err)

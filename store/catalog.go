@@ -43,6 +43,7 @@ type counterState struct {
 	rangeBits uint
 	keyMask   uint64
 	age       AgePolicy
+	owner     atomic.Pointer[string] // CounterInfo.Owner; set once more by ClaimCounter
 
 	cols   atomic.Pointer[colSet]
 	ranges atomic.Pointer[rangeSet]
@@ -56,6 +57,8 @@ func newCounterState(ci *CounterInfo) *counterState {
 		keyMask:   1<<ci.RangeBits - 1,
 		age:       ci.Age,
 	}
+	owner := ci.Owner
+	cs.owner.Store(&owner)
 	cs.cols.Store(newColSet(ci.Columns))
 	cs.ranges.Store(&rangeSet{m: map[uint64]*rangeState{}})
 	return cs
@@ -69,6 +72,7 @@ func (cs *counterState) info() CounterInfo {
 		RangeBits: uint8(cs.rangeBits),
 		Age:       cs.age,
 		Columns:   append([]Column(nil), cols.cols...),
+		Owner:     *cs.owner.Load(),
 	}
 }
 

@@ -1,15 +1,13 @@
 package store
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/tallydb/tally/internal/testutil"
 )
 
 // TestOpenFormat1Store opens a store written by the build before intents
@@ -72,30 +70,4 @@ func TestOpenFormat1Store(t *testing.T) {
 }
 
 // untar extracts a gzipped tar of regular files and directories into dir.
-func untar(t *testing.T, path, dir string) {
-	t.Helper()
-	f, err := os.Open(path)
-	must(t, err)
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	must(t, err)
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return
-		}
-		must(t, err)
-		dst := filepath.Join(dir, filepath.Clean(h.Name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			must(t, os.MkdirAll(dst, 0o755))
-		case tar.TypeReg:
-			out, err := os.Create(dst)
-			must(t, err)
-			_, err = io.Copy(out, tr)
-			must(t, err)
-			must(t, out.Close())
-		}
-	}
-}
+func untar(t *testing.T, path, dir string) { testutil.Untar(t, path, dir) }

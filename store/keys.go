@@ -24,12 +24,13 @@ const (
 
 // formatVersion is the store-wide format version kept under meta "format"
 // and in the TALLY marker file. Format 2 added key families and merges
-// (its Pebble instance has tally's Merger); a format 1 store is upgraded on
-// its first successful Open by this build, after which older builds refuse
-// it (ErrIncompatible) instead of compacting merge operands they cannot
-// read.
+// (its Pebble instance has tally's Merger); format 3 added counter owners
+// (schema record version 2, see owner.go). An older store is upgraded on
+// its first successful writable Open by this build, after which older
+// builds refuse it (ErrIncompatible) instead of compacting merge operands
+// or reading schema records they cannot read.
 const (
-	formatVersion    = 2
+	formatVersion    = 3
 	minFormatVersion = 1 // oldest format this build opens (and upgrades)
 )
 

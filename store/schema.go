@@ -74,6 +74,12 @@ type CounterOptions struct {
 	RangeBits uint8
 	// Age is the counter's aging policy. The default is KeepHot.
 	Age AgePolicy
+	// Owner is the package that owns the counter (timeline, unread,
+	// likes), or "" for the host's own counters. A package's counters
+	// are private to it: the tools (the tally command line, tally serve)
+	// refuse them (DB.UserCounter returns ErrReserved) and list only the
+	// host's. A name when set (ValidateName). The default is "".
+	Owner string
 }
 
 // ColumnOptions describe a column at creation.
@@ -108,6 +114,7 @@ type CounterInfo struct {
 	RangeBits uint8
 	Age       AgePolicy
 	Columns   []Column
+	Owner     string // the owning package, "" for the host's (CounterOptions.Owner)
 }
 
 func (o *CounterOptions) withDefaults() CounterOptions {
@@ -149,6 +156,11 @@ func (o CounterOptions) validate() error {
 	}
 	if o.RangeBits < limits.MinRangeBits || o.RangeBits > limits.MaxRangeBits {
 		bad("range bits %d (want %d..%d)", o.RangeBits, limits.MinRangeBits, limits.MaxRangeBits)
+	}
+	if o.Owner != "" {
+		if err := validName("owner", o.Owner); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %v", ErrInvalidOption, err))
+		}
 	}
 	a := o.Age
 	switch a.Kind {
@@ -261,8 +273,12 @@ func checkSchema(ci *CounterInfo) error {
 	return nil
 }
 
-// schemaVersion is the version byte of an encoded counter schema.
-const schemaVersion = 1
+// Versions of an encoded counter schema: 2 adds the owner (store format
+// 3); a counter without one is still written as version 1.
+const (
+	schemaVersion      = 1
+	schemaVersionOwner = 2
+)
 
 // appendSchema encodes a counter's schema, kept under meta "counter/" + id.
 //
@@ -279,10 +295,15 @@ const schemaVersion = 1
 //	id shift     1         AgeByTime
 //	ncols        uvarint
 //	per column:  uvarint+n name; 1 hint bits; 1 max bits
+//	owner        uvarint+n version 2 only: the owning package (not empty)
 //	checksum     4         CRC-32C of everything before, big-endian
 func appendSchema(dst []byte, ci *CounterInfo) []byte {
 	start := len(dst)
-	dst = append(dst, schemaVersion)
+	if ci.Owner != "" {
+		dst = append(dst, schemaVersionOwner)
+	} else {
+		dst = append(dst, schemaVersion)
+	}
 	dst = binary.BigEndian.AppendUint32(dst, ci.ID)
 	dst = appendString(dst, ci.Name)
 	dst = append(dst, ci.RangeBits, byte(ci.Age.Kind))
@@ -295,6 +316,9 @@ func appendSchema(dst []byte, ci *CounterInfo) []byte {
 		dst = appendString(dst, c.Name)
 		dst = append(dst, c.HintBits, c.MaxBits)
 	}
+	if ci.Owner != "" {
+		dst = appendString(dst, ci.Owner)
+	}
 	return appendChecksum(dst, start)
 }
 
@@ -306,8 +330,9 @@ func decodeSchema(b []byte) (*CounterInfo, error) {
 		return nil, err
 	}
 	d := decoder{b: body, what: "schema"}
-	if v := d.byte(); v != schemaVersion && d.err == nil {
-		return nil, fmt.Errorf("%w: schema version %d", ErrCorrupt, v)
+	version := d.byte()
+	if version != schemaVersion && version != schemaVersionOwner && d.err == nil {
+		return nil, fmt.Errorf("%w: schema version %d", ErrCorrupt, version)
 	}
 	ci := &CounterInfo{}
 	ci.ID = d.u32()
@@ -332,6 +357,9 @@ func decodeSchema(b []byte) (*CounterInfo, error) {
 		c.MaxBits = d.byte()
 		ci.Columns = append(ci.Columns, c)
 	}
+	if version == schemaVersionOwner {
+		ci.Owner = d.string()
+	}
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
@@ -344,7 +372,10 @@ func decodeSchema(b []byte) (*CounterInfo, error) {
 	if err := validName("counter name", ci.Name); err != nil {
 		return bad(err)
 	}
-	if err := (CounterOptions{RangeBits: ci.RangeBits, Age: ci.Age}).validate(); err != nil {
+	if version == schemaVersionOwner && ci.Owner == "" {
+		return bad(errors.New("version 2 without an owner"))
+	}
+	if err := (CounterOptions{RangeBits: ci.RangeBits, Age: ci.Age, Owner: ci.Owner}).validate(); err != nil {
 		return bad(err)
 	}
 	seen := make(map[string]bool, len(ci.Columns))

@@ -91,6 +91,7 @@ func (b BlockCacheStats) HitRate() float64 {
 // CounterStats describes one counter.
 type CounterStats struct {
 	Name       string
+	Owner      string // the owning package, "" for the host's counters
 	Columns    []string
 	HotRanges  int
 	ColdRanges int // cold and sealing ranges
@@ -215,7 +216,7 @@ func (db *DB) Stats() Stats {
 	s.Sources = db.NumSources()
 	for _, ci := range db.Counters() {
 		cs := db.cat.Load().byID[ci.ID]
-		st := CounterStats{Name: ci.Name}
+		st := CounterStats{Name: ci.Name, Owner: ci.Owner}
 		for _, c := range ci.Columns {
 			st.Columns = append(st.Columns, c.Name)
 		}

@@ -374,6 +374,10 @@ func Exists(db *store.DB) bool {
 	return len(cols) >= len(want) && slices.Equal(cols[:len(want)], want)
 }
 
+// OwnsCounter reports whether a counter of this name is the timeline's
+// (UsersCounter): hosts must not create or write it as their own.
+func OwnsCounter(name string) bool { return name == UsersCounter }
+
 // PackageName returns "timeline" (store.Package).
 func (t *Timeline) PackageName() string { return "timeline" }
 
@@ -394,7 +398,7 @@ func (t *Timeline) DB() *store.DB { return t.db }
 
 func (t *Timeline) ensureCounter() error {
 	if _, err := t.db.Counter(UsersCounter); errors.Is(err, store.ErrCounterNotFound) {
-		err := t.db.CreateCounter(UsersCounter, store.CounterOptions{RangeBits: usersRangeBits, Age: store.AgePolicy{Kind: store.KeepHot}})
+		err := t.db.CreateCounter(UsersCounter, store.CounterOptions{RangeBits: usersRangeBits, Age: store.AgePolicy{Kind: store.KeepHot}, Owner: "timeline"})
 		if err != nil && !errors.Is(err, store.ErrExists) {
 			return err
 		}
@@ -403,6 +407,9 @@ func (t *Timeline) ensureCounter() error {
 	}
 	c, err := t.db.Counter(UsersCounter)
 	if err != nil {
+		return err
+	}
+	if err := t.db.Adopt(c, "timeline"); err != nil {
 		return err
 	}
 	have := c.Columns()

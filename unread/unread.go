@@ -223,6 +223,11 @@ func Exists(db *store.DB) bool {
 	return err == nil
 }
 
+// OwnsCounter reports whether a counter of this name is unread's
+// (KindsCounter, FeedCounter): hosts must not create or write it as their
+// own.
+func OwnsCounter(name string) bool { return name == KindsCounter || name == FeedCounter }
+
 // PackageName returns "unread" (store.Package).
 func (x *Unread) PackageName() string { return "unread" }
 
@@ -232,11 +237,14 @@ func (x *Unread) Close() error { return nil }
 func ensureCounter(db *store.DB, name string, rangeBits uint8) (*store.Counter, error) {
 	c, err := db.Counter(name)
 	if errors.Is(err, store.ErrCounterNotFound) {
-		err = db.CreateCounter(name, store.CounterOptions{RangeBits: rangeBits, Age: store.AgePolicy{Kind: store.KeepHot}})
+		err = db.CreateCounter(name, store.CounterOptions{RangeBits: rangeBits, Age: store.AgePolicy{Kind: store.KeepHot}, Owner: "unread"})
 		if err != nil && !errors.Is(err, store.ErrExists) {
 			return nil, fmt.Errorf("unread: counter %s: %w", name, err)
 		}
 		c, err = db.Counter(name)
+	}
+	if err == nil {
+		err = db.Adopt(c, "unread")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("unread: counter %s: %w", name, err)

@@ -215,7 +215,13 @@ func writeStats(w io.Writer, s store.Stats) {
 	}
 	hotMem, coldPayload := tierBytes(s)
 	fmt.Fprintf(w, "durability %v\n", s.Durability)
-	fmt.Fprintf(w, "counters %d\n", len(s.Counters))
+	users := 0 // the host's counters; packages' appear as PACKAGE.counter.NAME
+	for _, c := range s.Counters {
+		if c.Owner == "" {
+			users++
+		}
+	}
+	fmt.Fprintf(w, "counters %d\n", users)
 	fmt.Fprintf(w, "ranges_hot %d\n", t.hotRanges)
 	fmt.Fprintf(w, "ranges_cold %d\n", t.coldRanges)
 	fmt.Fprintf(w, "rows %d\n", rows)
@@ -262,6 +268,9 @@ func writeStats(w io.Writer, s store.Stats) {
 	fmt.Fprintf(w, "background_errors %d\n", len(s.Errors))
 	for _, c := range s.Counters {
 		p := "counter." + c.Name + "."
+		if c.Owner != "" { // a package's counter, under the package's name
+			p = c.Owner + "." + p
+		}
 		fmt.Fprintf(w, "%scolumns %s\n", p, strings.Join(c.Columns, ","))
 		fmt.Fprintf(w, "%sranges_hot %d\n", p, c.HotRanges)
 		fmt.Fprintf(w, "%sranges_cold %d\n", p, c.ColdRanges)

@@ -249,7 +249,7 @@ func runGet(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := db.Counter(pos[0])
+	c, err := userCounter(db, pos[0])
 	if err != nil {
 		return closeDB(db, err)
 	}

@@ -28,7 +28,7 @@ var cmdDemo = &command{
 
 Runs a microblog's counters end to end and prints a report:
   1. creates "posts" (reposts, comments, likes; snowflake ids, aged after
-     72h) and "users" (posts, followers; keep-hot);
+     72h) and "accounts" (posts, followers; keep-hot);
   2. bulk-loads a generated data set (a week of posts, ~55% never counted,
      power-law counts) with a progress bar: posts older than 72h go straight
      into cold blocks, recent ones into memory;
@@ -247,11 +247,11 @@ func (d *demo) schema() error {
 			return err
 		}
 	}
-	if err := d.db.CreateCounter("users", store.CounterOptions{Age: store.AgePolicy{Kind: store.KeepHot}}); err != nil {
+	if err := d.db.CreateCounter("accounts", store.CounterOptions{Age: store.AgePolicy{Kind: store.KeepHot}}); err != nil {
 		return err
 	}
 	for _, c := range []string{"posts", "followers"} {
-		if err := d.db.AddColumn("users", c, store.ColumnOptions{HintBits: 16, MaxBits: 32}); err != nil {
+		if err := d.db.AddColumn("accounts", c, store.ColumnOptions{HintBits: 16, MaxBits: 32}); err != nil {
 			return err
 		}
 	}
@@ -264,7 +264,7 @@ func (d *demo) load() error {
 		return err
 	}
 	// User ids are small and dense, not time-ordered: user i is id i+1.
-	return d.loadOne("users", d.people, func(i, _ uint64) uint64 { return i + 1 })
+	return d.loadOne("accounts", d.people, func(i, _ uint64) uint64 { return i + 1 })
 }
 
 func (d *demo) loadOne(name string, w *workload.Workload, id func(i, wid uint64) uint64) error {
@@ -438,7 +438,7 @@ func (d *demo) restart() error {
 	if err != nil {
 		return err
 	}
-	users, err := d.db.Counter("users")
+	users, err := d.db.Counter("accounts")
 	if err != nil {
 		return err
 	}
@@ -521,7 +521,7 @@ func (d *demo) restart() error {
 	if !slices.Equal(before, after) {
 		return errors.New("demo: posts read after reopen differ from before")
 	}
-	if users, err = d.db.Counter("users"); err != nil {
+	if users, err = d.db.Counter("accounts"); err != nil {
 		return err
 	}
 	now, err := users.MultiGet(uids, nil)

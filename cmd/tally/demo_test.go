@@ -11,7 +11,7 @@ import (
 func TestDemoTiny(t *testing.T) {
 	t.Setenv("TALLY_DIR", "")
 	out := mustTally(t, "demo", "--items", "3000", "--duration", "50ms", "--clients", "2")
-	for _, want := range []string{"(removed afterwards)", "durability interval", "load posts 3000 items", "load users 300 items",
+	for _, want := range []string{"(removed afterwards)", "durability interval", "load posts 3000 items", "load accounts 300 items",
 		"mixed      2 clients", "age        clock +48h", "cold reads 2 clients", "close      in", "reopen     in",
 		"verified   2000 sampled posts", "verify     ok", "\nreport\n", "  bytes/row  ", "  recovery   ", "wall time  ",
 		"timeline   store ", "fan-out    user 1's post reached", "pages      2 clients", "return     clock +192h",
@@ -31,8 +31,7 @@ func TestDemoKeepsDir(t *testing.T) {
 	mustTally(t, "--durability", "nosync", "demo", "-d", dir, "--items", "1000", "--users", "10", "--duration", "0s")
 	got := mustTally(t, "-d", dir, "counter", "list")
 	want := "posts range_bits=48 policy=age:72h0m0s:1288834974657:22 columns=reposts:16/32,comments:16/32,likes:16/32\n" +
-		"users range_bits=32 policy=keep-hot columns=posts:16/32,followers:16/32\n" +
-		"likes_video range_bits=48 policy=age:72h0m0s:1288834974657:22 columns=likes:16/32,dislikes:16/32\n"
+		"accounts range_bits=32 policy=keep-hot columns=posts:16/32,followers:16/32\n"
 	if got != want {
 		t.Fatalf("counter list after demo -d:\n%s\nwant:\n%s", got, want)
 	}

@@ -134,7 +134,7 @@ func runLoad(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := db.Counter(name)
+	c, err := userCounter(db, name)
 	if err != nil {
 		return closeDB(db, err)
 	}

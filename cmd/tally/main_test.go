@@ -92,13 +92,13 @@ func TestHappyPath(t *testing.T) {
 		args []string
 		want string // exact stdout, or a regexp of it when it starts with "^"
 	}{
-		{[]string{d, "counter", "add", "users", "--keep-hot"}, ""},
+		{[]string{d, "counter", "add", "accounts", "--keep-hot"}, ""},
 		{[]string{d, "counter", "add", "feeds", "--hot-ranges", "4", "--range-bits=20"}, ""},
 		{[]string{d, "counter", "add", "aged", "--age", "720h", "--id-epoch-ms", "1000", "--id-time-shift", "20"}, ""},
 		{[]string{d, "counter", "add", "snow", "--age", "1h"}, ""},
-		{[]string{d, "column", "add", "users", "followers", "--hint=32", "--max=64"}, ""},
+		{[]string{d, "column", "add", "accounts", "followers", "--hint=32", "--max=64"}, ""},
 		{[]string{d, "counter", "list"}, `posts range_bits=40 policy=keep-hot columns=reposts:16/32,likes:8/64
-users range_bits=32 policy=keep-hot columns=followers:32/64
+accounts range_bits=32 policy=keep-hot columns=followers:32/64
 feeds range_bits=20 policy=hot-ranges:4 columns=
 aged range_bits=32 policy=age:720h0m0s:1000:20 columns=
 snow range_bits=32 policy=age:1h0m0s:1288834974657:22 columns=
@@ -118,7 +118,7 @@ snow range_bits=32 policy=age:1h0m0s:1288834974657:22 columns=
 `},
 		{[]string{d, "delete", "posts", "7", "11", "999"}, ""},
 		{[]string{d, "get", "posts", "7", "11"}, "7 reposts=0 likes=0\n11 reposts=0 likes=0\n"},
-		{[]string{d, "get", "users", "18446744073709551615"}, "18446744073709551615 followers=0\n"},
+		{[]string{d, "get", "accounts", "18446744073709551615"}, "18446744073709551615 followers=0\n"},
 		// Global flags are also accepted after the command's name.
 		{[]string{"get", "-d", dir, "--durability", "nosync", "posts", "5"}, "5 reposts=3 likes=300\n"},
 		{[]string{"--durability=interval", d, "incr", "posts", "5", "reposts"}, "4\n"},
@@ -178,8 +178,8 @@ counter\.posts\.bytes_per_row \d+\.\d\d
 counter\.posts\.hot_bytes_per_row \d+\.\d\d
 counter\.posts\.cold_payload_bytes 0
 counter\.posts\.cold_payload_bytes_per_row 0\.00
-counter\.users\.columns followers
-counter\.users\.ranges_hot 0
+counter\.accounts\.columns followers
+counter\.accounts\.ranges_hot 0
 (.*\n)*$`},
 	}
 	for _, s := range steps {

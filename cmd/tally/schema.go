@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/internal/limits"
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/server"
@@ -144,6 +145,9 @@ func runCounterAdd(e *env, args []string) error {
 	if err := store.ValidateName(name); err != nil {
 		return err
 	}
+	if owner := tallydb.CounterOwner(name); owner != "" {
+		return store.ReservedError(name, owner)
+	}
 	if err := opts.Validate(); err != nil {
 		return err
 	}
@@ -227,7 +231,7 @@ func runCounterList(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	for _, ci := range db.Counters() {
+	for _, ci := range server.UserCounters(db) {
 		fmt.Fprintln(e.stdout, counterLine(ci))
 	}
 	return closeDB(db, nil)
@@ -275,6 +279,9 @@ func runColumnAdd(e *env, args []string) error {
 	db, err := e.open(false)
 	if err != nil {
 		return err
+	}
+	if _, err := userCounter(db, pos[0]); err != nil {
+		return closeDB(db, err)
 	}
 	return closeDB(db, db.AddColumn(pos[0], pos[1], opts))
 }

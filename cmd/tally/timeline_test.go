@@ -181,16 +181,50 @@ func TestTimelineHelp(t *testing.T) {
 	}
 }
 
-// stats on a store whose "users" counter is not the timeline's (the demo's
-// counters part makes one) prints no timeline lines and does not fail.
-func TestStatsWithoutTimeline(t *testing.T) {
+// A counter named like a package's (the timeline's "users") cannot be
+// made by hand: it would be taken for the package's data. The refusal
+// creates nothing, and stats on the store shows no timeline.
+func TestReservedCounterNames(t *testing.T) {
 	t.Setenv("TALLY_DIR", "")
 	dir := filepath.Join(t.TempDir(), "db")
 	d := "-d=" + dir
-	mustTally(t, d, "counter", "add", "users")
-	mustTally(t, d, "column", "add", "users", "posts")
+	mustTally(t, d, "counter", "add", "posts")
+	for _, name := range []string{"users", "unread_kinds", "unread_feed", "likes_video", "likes_received"} {
+		_, errOut, code := tally(t, d, "counter", "add", name)
+		if code != exitError || !strings.Contains(errOut, "reserved") {
+			t.Errorf("counter add %s: exit %d, stderr %q; want exit 1, reserved", name, code, errOut)
+		}
+		_, errOut, code = tally(t, d, "incr", name, "1", "x")
+		if code != exitError || !strings.Contains(errOut, "reserved") {
+			t.Errorf("incr %s: exit %d, stderr %q; want exit 1, reserved", name, code, errOut)
+		}
+	}
 	out := mustTally(t, d, "stats")
 	if strings.Contains(out, "timeline.") {
 		t.Fatalf("stats shows a timeline:\n%s", out)
+	}
+	// Once the packages exist, their counters stay out of the user's
+	// list and refuse the counter commands.
+	mustTally(t, d, "follow", "1", "34")
+	mustTally(t, d, "like", "video", "2", "1")
+	if got := mustTally(t, d, "counter", "list"); !strings.HasPrefix(got, "posts ") || strings.Count(got, "\n") != 1 {
+		t.Fatalf("counter list shows package counters:\n%s", got)
+	}
+	for _, args := range [][]string{{"incr", "users", "34", "followers", "1000"}, {"delete", "users", "34"},
+		{"set", "likes_video", "2", "500", "0"}, {"get", "users", "34"}, {"column", "add", "users", "x"},
+		{"load", "likes_video", "-"}} {
+		_, errOut, code := tally(t, append([]string{d}, args...)...)
+		if code != exitError || !strings.Contains(errOut, "reserved") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1, reserved", args, code, errOut)
+		}
+	}
+	out = mustTally(t, d, "stats")
+	for _, want := range []string{"\ncounters 1\n", "\ntimeline.counter.users.rows 2\n", "\nlikes.counter.likes_video.rows 1\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stats lacks %q:\n%s", want, out)
+		}
+	}
+	if out := mustTally(t, d, "verify"); !strings.Contains(out, "packages timeline,unread,likes\n") {
+		t.Errorf("verify:\n%s", out)
 	}
 }

@@ -1,0 +1,57 @@
+// Package testutil holds helpers shared by the tests of several packages:
+// store fixtures kept as tarballs and the like. It is imported by _test
+// files only.
+package testutil
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Untar unpacks the gzipped tarball at path (a store written by an older
+// build, kept under testdata) into dir, failing t on any error.
+func Untar(t testing.TB, path, dir string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, filepath.Clean(h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			out, err := os.Create(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = io.Copy(out, tr)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
