@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/store"
@@ -166,42 +167,19 @@ func init() {
 	cmdTop.run = runTop
 }
 
-// openLikes opens the store with the likes families declared. A command
-// that only reads passes create=false and gets nil when the store holds no
-// likes (so reading creates nothing); one that writes creates the store
-// and the package's data if needed.
-func (e *env) openLikes(create bool) (*store.DB, *likes.Likes, error) {
-	opts, err := e.options()
-	if err != nil {
+// openLikes opens the database through tally.Open. A command that only
+// reads passes create=false: the packages whose data exists are opened,
+// and l is nil when the store holds no likes (so reading creates
+// nothing); one that writes creates the store and the packages if needed.
+func (e *env) openLikes(create bool) (db *tallydb.DB, l *likes.Likes, err error) {
+	mode := openExisting
+	if create {
+		mode = openCreate
+	}
+	if db, err = e.openDB(mode); err != nil {
 		return nil, nil, err
 	}
-	if !create {
-		if err := mustBeStoreDir(e.dir); err != nil {
-			return nil, nil, err
-		}
-		db, err := store.Open(e.dir, opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !likes.Exists(db) {
-			return db, nil, nil
-		}
-		l, err := likes.New(db, nil)
-		if err != nil {
-			return nil, nil, closeDB(db, err)
-		}
-		return db, l, nil
-	}
-	opts.Families = likes.Families()
-	db, err := store.Open(e.dir, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	l, err := likes.New(db, nil)
-	if err != nil {
-		return nil, nil, closeDB(db, err)
-	}
-	return db, l, nil
+	return db, db.Likes(), nil
 }
 
 // parseBusiness checks a business name before anything is opened.
@@ -260,10 +238,10 @@ func runLikeWrite(e *env, c *command, args []string) error {
 		res, err = l.Undislike(biz, item, user)
 	}
 	if err != nil {
-		return closeDB(db, err)
+		return closeTally(db, err)
 	}
 	fmt.Fprintf(e.stdout, "%d likes=%d dislikes=%d\n", item, res.Likes, res.Dislikes)
-	return closeDB(db, nil)
+	return closeTally(db, nil)
 }
 
 // parseItems parses the ITEM arguments of likes and liked.
@@ -308,13 +286,13 @@ func runLikes(e *env, args []string) error {
 	counts := make([]likes.Counts, len(items))
 	if l != nil {
 		if counts, err = l.Counts(biz, items, counts); err != nil {
-			return closeDB(db, err)
+			return closeTally(db, err)
 		}
 	}
 	for i, item := range items {
 		fmt.Fprintf(e.stdout, "%d likes=%d dislikes=%d\n", item, counts[i].Likes, counts[i].Dislikes)
 	}
-	return closeDB(db, nil)
+	return closeTally(db, nil)
 }
 
 func runLiked(e *env, args []string) error {
@@ -344,13 +322,13 @@ func runLiked(e *env, args []string) error {
 	states := make([]likes.State, len(items))
 	if l != nil {
 		if states, err = l.States(biz, user, items, states); err != nil {
-			return closeDB(db, err)
+			return closeTally(db, err)
 		}
 	}
 	for i, item := range items {
 		fmt.Fprintf(e.stdout, "%d %s\n", item, states[i])
 	}
-	return closeDB(db, nil)
+	return closeTally(db, nil)
 }
 
 // likesPageFlags adds --limit and --cursor to fs.
@@ -435,10 +413,10 @@ func runLikesPage(e *env, fs *flag.FlagSet, args []string, what string, limit *i
 		pg, err = read(l, biz, id)
 	}
 	if err != nil {
-		return closeDB(db, err)
+		return closeTally(db, err)
 	}
 	printPage(e, pg)
-	return closeDB(db, nil)
+	return closeTally(db, nil)
 }
 
 func runTop(e *env, args []string) error {
@@ -485,12 +463,12 @@ func runTop(e *env, args []string) error {
 		top, err = l.Top(biz, n)
 	}
 	if err != nil {
-		return closeDB(db, err)
+		return closeTally(db, err)
 	}
 	var b strings.Builder
 	for _, t := range top {
 		fmt.Fprintf(&b, "%d %d %d\n", t.Rank, t.Item, t.Likes)
 	}
 	fmt.Fprint(e.stdout, b.String())
-	return closeDB(db, nil)
+	return closeTally(db, nil)
 }

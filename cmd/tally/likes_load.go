@@ -123,7 +123,7 @@ func runLikesLoad(e *env, args []string) error {
 			st, err := l.Load(ctx, name, p.byBiz[name], func(n int) { bar.update(int64(done + n)) })
 			if err != nil {
 				bar.finish()
-				return closeDB(db, fmt.Errorf("likes load %s: %w", name, err))
+				return closeTally(db, fmt.Errorf("likes load %s: %w", name, err))
 			}
 			done += len(p.byBiz[name])
 			total.Added += st.Added
@@ -134,7 +134,7 @@ func runLikesLoad(e *env, args []string) error {
 			p.byBiz[name] = nil
 		}
 		bar.finish()
-		if err := closeDB(db, nil); err != nil {
+		if err := closeTally(db, nil); err != nil {
 			return err
 		}
 	}

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
+	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/internal/limits"
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
@@ -218,46 +218,37 @@ func init() {
 	cmdNoticeUnread.run = runNoticeUnread
 }
 
-// graphStore is a store opened with the follow graph and unread on it:
-// every command that changes the follow graph or reads unread counts opens
-// it this way, so unread's observer sees every follow.
+// graphStore is the database opened through tally.Open for a command
+// that changes the follow graph or reads unread counts (every package
+// wired: unread's observer sees every follow).
 type graphStore struct {
-	db *store.DB
-	tl *timeline.Timeline
-	x  *unread.Unread
+	all *tallydb.DB
+	db  *store.DB
+	tl  *timeline.Timeline
+	x   *unread.Unread
 }
 
-// graphFamilies are the families declared at Open for a graphStore (so
-// Pebble merges unread's snapshots from the moment it opens).
+// graphFamilies are the families of the follow graph and unread, for the
+// hosts that still open the packages themselves (serve, the demo).
 func graphFamilies() []store.FamilySpec {
 	return append(timeline.Families(), unread.Families()...)
 }
 
-// openGraph opens the store named by -d with the timeline and unread.
+// openGraph opens the database named by -d with every package.
 func (e *env) openGraph(create bool) (*graphStore, error) {
-	e.families = graphFamilies()
-	db, err := e.open(create)
+	mode := openWrite
+	if create {
+		mode = openCreate
+	}
+	db, err := e.openDB(mode)
 	if err != nil {
 		return nil, err
 	}
-	tl, err := timeline.New(db, &timeline.Options{ExpireInterval: -1})
-	if err != nil {
-		return nil, closeDB(db, err)
-	}
-	x, err := unread.New(db, &unread.Options{Graph: tl})
-	if err != nil {
-		return nil, closeDB(db, errors.Join(err, tl.Close()))
-	}
-	return &graphStore{db: db, tl: tl, x: x}, nil
+	return &graphStore{all: db, db: db.Store(), tl: db.Timeline(), x: db.Unread()}, nil
 }
 
-// close closes the timeline and the store; err (fn's error) wins.
-func (g *graphStore) close(err error) error {
-	if cerr := g.tl.Close(); err == nil {
-		err = cerr
-	}
-	return closeDB(g.db, err)
-}
+// close closes the database; err (fn's error) wins.
+func (g *graphStore) close(err error) error { return closeTally(g.all, err) }
 
 // withGraph opens the graph store, runs fn and closes it.
 func (e *env) withGraph(fn func(g *graphStore) error) error {
