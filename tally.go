@@ -219,6 +219,20 @@ func (db *DB) Verify(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// DescribeJob says what a queued job does, in the user's words, asking
+// each package (store.JobDescriber); a job no package knows is described
+// by its kind and key.
+func (db *DB) DescribeJob(j store.JobInfo) string {
+	for _, p := range db.pkgs {
+		if d, ok := p.(store.JobDescriber); ok {
+			if s, ok := d.DescribeJob(j.Kind, j.Key); ok {
+				return s
+			}
+		}
+	}
+	return fmt.Sprintf("%s job key %q", j.Kind, j.Key)
+}
+
 // PackageStats is one package's figures.
 type PackageStats struct {
 	Name  string

@@ -373,3 +373,12 @@ func (l *Likes) runPrune(ctx context.Context, run *store.JobRun) error {
 	}
 	return nil
 }
+
+// DescribeJob says what a queued job of likes does (store.JobDescriber):
+// the prune of day boards that left the kept window.
+func (l *Likes) DescribeJob(kind string, _ []byte) (string, bool) {
+	if kind != pruneJobKind {
+		return "", false
+	}
+	return fmt.Sprintf("prune of day boards older than %d days", l.cfg.boardDays), true
+}

@@ -36,3 +36,11 @@ type Package interface {
 	// Close is safe to call more than once.
 	Close() error
 }
+
+// JobDescriber is implemented by a package whose queued jobs (store's job
+// queue) it can describe in the user's words: "fan-out of post 2001 by
+// user 21" rather than a kind and a binary key. DescribeJob returns false
+// for a kind that is not the package's.
+type JobDescriber interface {
+	DescribeJob(kind string, key []byte) (string, bool)
+}

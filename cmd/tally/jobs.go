@@ -16,14 +16,17 @@ var cmdJobs = &command{
 	help: `Usage: tally -d DIR jobs
 
 Lists the store's queued jobs, oldest first, one line each:
-  ID KIND pending|running DONE/TOTAL [key=KEY] [attempts=N error=MSG]
+  ID KIND pending|running DONE/TOTAL [attempts=N error=MSG] WHAT
 then a last line "jobs N" (pending and running). DONE/TOTAL counts chunks
-(TOTAL is 0 until the job knows it). Jobs are durable: they survive
-restarts and resume at their first unfinished chunk; "jobs wait" runs them.
+(TOTAL is 0 until the job knows it); WHAT says what the job does ("fan-out
+of post 2001 by user 21", "backfill of user 21's posts into user 1's home
+(follow)", "prune of day boards older than 7 days"). Jobs are durable:
+they survive restarts and resume at their first unfinished chunk; "jobs
+wait" runs them.
 
 Example:
   $ tally -d /var/lib/tally jobs
-  17 fanout pending 0/12 key="post/42"
+  17 tl-fanout pending 3/10 fan-out of post 2001 by user 21
   jobs 1
 `,
 }
@@ -51,32 +54,35 @@ func init() {
 	cmdJobsWait.run = runJobsWait
 }
 
-func formatJob(j store.JobInfo) string {
+// formatJob is one line of "tally jobs": ID KIND STATE DONE/TOTAL
+// [attempts=N error=E] WHAT, WHAT being what the job does in the user's
+// words (its package's DescribeJob).
+func formatJob(j store.JobInfo, what string) string {
 	state := "pending"
 	if j.Running {
 		state = "running"
 	}
 	s := fmt.Sprintf("%d %s %s %d/%d", j.ID, j.Kind, state, j.Done, j.Total)
-	if j.Key != nil {
-		s += " key=" + quote.Input(string(j.Key))
-	}
 	if j.Attempts > 0 {
 		s += fmt.Sprintf(" attempts=%d error=%s", j.Attempts, quote.Input(j.LastErr))
 	}
-	return s
+	return s + " " + what
 }
 
 func runJobs(e *env, args []string) error {
-	db, err := noArgs(e, cmdJobs, args, true)
+	if err := parseNoArgs(e, cmdJobs, args); err != nil {
+		return err
+	}
+	db, err := e.openDB(openReadOnly)
 	if err != nil {
 		return err
 	}
-	jobs := db.QueuedJobs()
+	jobs := db.Store().QueuedJobs()
 	for _, j := range jobs {
-		fmt.Fprintln(e.stdout, formatJob(j))
+		fmt.Fprintln(e.stdout, formatJob(j, db.DescribeJob(j)))
 	}
 	fmt.Fprintf(e.stdout, "jobs %d\n", len(jobs))
-	return db.Close()
+	return closeTally(db, nil)
 }
 
 func runJobsWait(e *env, args []string) error {
