@@ -338,37 +338,29 @@ func runFollow(e *env, c *command, args []string, follow bool) error {
 	if err != nil {
 		return err
 	}
-	user, followees := ids[0], ids[1:]
 	if err := checkIDs("user", ids...); err != nil {
 		return err
 	}
-	for _, f := range followees {
-		if f == user {
-			return fmt.Errorf("%w: user %d", timeline.ErrSelfFollow, user)
-		}
+	if slices.Contains(ids[1:], ids[0]) { // refused before the store opens
+		return fmt.Errorf("%w: user %d", timeline.ErrSelfFollow, ids[0])
 	}
+	// One FollowMany (UnfollowMany): every followee is checked, the
+	// followee limit included, and the command commits in one batch or
+	// not at all.
 	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
-		n := 0
-		for _, f := range followees {
-			var ch bool
-			var err error
-			if follow {
-				ch, err = tl.Follow(user, f)
-			} else {
-				ch, err = tl.Unfollow(user, f)
-			}
+		if follow {
+			n, err := tl.FollowMany(ids[0], ids[1:]...)
 			if err != nil {
 				return err
 			}
-			if ch {
-				n++
-			}
-		}
-		if follow {
 			fmt.Fprintf(e.stdout, "followed %d\n", n)
-		} else {
-			fmt.Fprintf(e.stdout, "unfollowed %d\n", n)
+			return nil
 		}
+		n, err := tl.UnfollowMany(ids[0], ids[1:]...)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "unfollowed %d\n", n)
 		return nil
 	})
 }
@@ -509,19 +501,6 @@ func parseAuthorPosts(pos []string) (author uint64, posts []uint64, err error) {
 	return author, posts, nil
 }
 
-// checkOwners refuses posts of another author before anything is done
-// (done names what was not: "published", "unpublished").
-func checkOwners(tl *timeline.Timeline, author uint64, posts []uint64, done string) error {
-	for _, p := range posts {
-		if owner, _, err := tl.Owner(p); err != nil {
-			return err
-		} else if owner != 0 && owner != author {
-			return fmt.Errorf("%w: post %d is author %d's; nothing %s", timeline.ErrPostTaken, p, owner, done)
-		}
-	}
-	return nil
-}
-
 func runPost(e *env, args []string) error {
 	fs := e.flags(cmdPost)
 	async := fs.Bool("async", false, "")
@@ -534,20 +513,19 @@ func runPost(e *env, args []string) error {
 		return err
 	}
 	return e.withTimeline(false, func(db *store.DB, tl *timeline.Timeline) error {
-		if err := checkOwners(tl, author, posts, "published"); err != nil {
+		// One PublishMany: another author's post refuses the whole
+		// command, checked atomically with the publish.
+		res, err := tl.PublishMany(author, posts...)
+		if err != nil {
 			return err
 		}
 		type pub struct {
 			post uint64
 			res  timeline.PublishResult
 		}
-		var done []pub
-		for _, p := range posts {
-			r, err := tl.Publish(author, p)
-			if err != nil {
-				return err
-			}
-			done = append(done, pub{p, r})
+		done := make([]pub, len(posts))
+		for i, p := range posts {
+			done[i] = pub{p, res[i]}
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
@@ -585,15 +563,12 @@ func runUnpost(e *env, args []string) error {
 		return err
 	}
 	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
-		if err := checkOwners(tl, author, posts, "unpublished"); err != nil {
+		res, err := tl.UnpublishMany(author, posts...)
+		if err != nil {
 			return err
 		}
-		for _, p := range posts {
-			ch, _, err := tl.Unpublish(author, p)
-			if err != nil {
-				return err
-			}
-			if ch {
+		for i, p := range posts {
+			if res[i].Removed {
 				fmt.Fprintf(e.stdout, "%d removed\n", p)
 			} else {
 				fmt.Fprintf(e.stdout, "%d absent\n", p)
