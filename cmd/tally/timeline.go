@@ -31,9 +31,9 @@ Makes user UID follow each FOLLOWEE and prints "followed N", the number of
 new follows (following an account already followed changes nothing). The
 followees' recent posts, including older ones, show in UID's home at once;
 a background job then merges them into UID's inbox ("tally jobs wait" runs
-it now). Every id is checked first: a malformed id is a usage error, an id
-of 0 or above 2^63-1 or UID among the FOLLOWEEs is refused, and nothing is
-changed.
+it now). The command is all or nothing: a malformed id is a usage error; an
+id of 0 or above 2^63-1, UID among the FOLLOWEEs, or new follows that would
+take UID past 100,000 followees are refused, and nothing is changed.
 
 Example:
   $ tally -d /var/lib/tally follow 1 20 21 22
@@ -71,7 +71,9 @@ one backfill per follow).
 Bad lines (not two fields, an id that is not a decimal number, 0 or above
 2^63-1, a self-follow) are reported on stderr as "tally: FILE:LINE: what is
 wrong", the first 20 of them, then a count. Without --skip-bad any bad line
-means nothing is loaded (exit 1); with it the good lines are loaded.
+means nothing is loaded (exit 1); with it the good lines are loaded. A load
+that would take a user past 100,000 followees is refused (exit 1) and
+loads nothing, with or without --skip-bad.
 
 On a terminal a progress bar shows the load. Prints "key value" lines:
   edges        good lines read
@@ -128,8 +130,9 @@ post:
 With --async it returns once the posts are published, printing
 "POSTID queued" (or "POSTID duplicate"); "tally jobs wait" finishes the
 fan-outs. Post ids are unique across authors and time-ordered (snowflake
-layout); timelines show them newest first. Every id is checked before
-anything is published (a post of another author is refused).
+layout); timelines show them newest first. The command is all or nothing:
+every id is checked, atomically with the publish, and a post of another
+author refuses the whole command.
 
 Flags:
   --async   do not wait for the fan-outs
