@@ -13,7 +13,12 @@ import (
 // package timeline, mirroring its API and the tally command line. Ids are
 // decimal; the timeline's own checks (an id of 0, a self-follow, a cursor
 // it did not issue, a limit outside 1..1000) answer with its error text
-// ("ERR timeline: ..."), and a refused command changes nothing.
+// ("ERR timeline: ..."), and a refused command changes nothing. A command
+// of many ids (TL.FOLLOW, TL.UNFOLLOW, TL.POST, TL.UNPOST) is one timeline
+// call (FollowMany, UnfollowMany, PublishMany, UnpublishMany) that checks
+// every id, the followee limit (counting only new follows) and the posts'
+// owners under the locks its one batch commits with: all of it applies or
+// none, whatever other clients do meanwhile (issue 16).
 //
 //	command                                    reply
 //	-----------------------------------------  ----------------------------------------------
