@@ -155,3 +155,48 @@ func TestAtomicTLFollowLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestAtomicTLUnpostRace: client A sends TL.UNPOST 1 X Y (X is A's, Y
+// nobody's yet) while B sends TL.POST 2 Y. If A is refused, X is still
+// published.
+func TestAtomicTLUnpostRace(t *testing.T) {
+	c, tl := newTimelineServer(t)
+	ctx := context.Background()
+	const rounds = 300
+	refused := 0
+	for i := range rounds {
+		x, y := uint64(10_000+2*i), uint64(10_001+2*i)
+		if err := c.Do(ctx, "TL.POST", 1, x).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var errA, errB error
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() { defer wg.Done(); <-start; errA = c.Do(ctx, "TL.UNPOST", 1, x, y).Err() }()
+		go func() { defer wg.Done(); <-start; errB = c.Do(ctx, "TL.POST", 2, y).Err() }()
+		close(start)
+		wg.Wait()
+		if errB != nil {
+			t.Fatalf("round %d: B: %v", i, errB)
+		}
+		_, xPublished, err := tl.Owner(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case errA == nil && xPublished:
+			t.Fatalf("round %d: TL.UNPOST acknowledged, x still published", i)
+		case errA != nil && !strings.Contains(errA.Error(), "belongs to another author"):
+			t.Fatalf("round %d: A: %v", i, errA)
+		case errA != nil && !xPublished:
+			t.Fatalf("round %d: A refused (%v), yet x was unpublished", i, errA)
+		case errA != nil:
+			refused++
+			if err := c.Do(ctx, "TL.UNPOST", 1, x).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("A refused %d of %d", refused, rounds)
+}
