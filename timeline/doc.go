@@ -221,7 +221,7 @@
 //
 // # Tests
 //
-// go test ./timeline runs in about fifteen seconds: behaviour tests per
+// go test ./timeline runs in about ten seconds: behaviour tests per
 // item of issue 8, the races of issue 16 (atomic_test.go: each side run
 // many times, asserting all or nothing, the followee limit at 99,999
 // followees), datadriven transcripts (testdata/), the model test, the
