@@ -13,7 +13,12 @@ import (
 // package timeline, mirroring its API and the tally command line. Ids are
 // decimal; the timeline's own checks (an id of 0, a self-follow, a cursor
 // it did not issue, a limit outside 1..1000) answer with its error text
-// ("ERR timeline: ..."), and a refused command changes nothing.
+// ("ERR timeline: ..."), and a refused command changes nothing. A command
+// of many ids (TL.FOLLOW, TL.UNFOLLOW, TL.POST, TL.UNPOST) is one timeline
+// call (FollowMany, UnfollowMany, PublishMany, UnpublishMany) that checks
+// every id, the followee limit (counting only new follows) and the posts'
+// owners under the locks its one batch commits with: all of it applies or
+// none, whatever other clients do meanwhile (issue 16).
 //
 //	command                                    reply
 //	-----------------------------------------  ----------------------------------------------
@@ -121,35 +126,25 @@ func tlCheck(c *Conn, ids ...uint64) bool {
 	return true
 }
 
+// follow is TL.FOLLOW and TL.UNFOLLOW: one FollowMany or UnfollowMany,
+// which checks every followee (ids, self-follows, the followee limit) and
+// commits the whole command in one batch, or refuses it whole.
 func (t *tlCommands) follow(follow bool) Handler {
 	return func(c *Conn, args [][]byte) {
 		ids, ok := tlIDs(c, args[1:])
 		if !ok || !tlCheck(c, ids...) {
 			return
 		}
-		u := ids[0]
-		for _, f := range ids[1:] {
-			if f == u {
-				c.WriteErr(fmt.Errorf("%w: user %d", timeline.ErrSelfFollow, u))
-				return
-			}
+		var n int
+		var err error
+		if follow {
+			n, err = t.tl.FollowMany(ids[0], ids[1:]...)
+		} else {
+			n, err = t.tl.UnfollowMany(ids[0], ids[1:]...)
 		}
-		n := 0
-		for _, f := range ids[1:] {
-			var ch bool
-			var err error
-			if follow {
-				ch, err = t.tl.Follow(u, f)
-			} else {
-				ch, err = t.tl.Unfollow(u, f)
-			}
-			if err != nil {
-				c.WriteErr(err)
-				return
-			}
-			if ch {
-				n++
-			}
+		if err != nil {
+			c.WriteErr(err)
+			return
 		}
 		c.WriteInt(int64(n))
 	}
@@ -187,25 +182,12 @@ func (t *tlCommands) post(c *Conn, args [][]byte) {
 		return
 	}
 	author, posts := ids[0], ids[1:]
-	for _, p := range posts { // another author's post: refuse before publishing any
-		owner, _, err := t.tl.Owner(p)
-		if err != nil {
-			c.WriteErr(err)
-			return
-		}
-		if owner != 0 && owner != author {
-			c.WriteErr(fmt.Errorf("%w: post %d is author %d's; nothing published", timeline.ErrPostTaken, p, owner))
-			return
-		}
-	}
-	res := make([]timeline.PublishResult, len(posts))
-	for i, p := range posts {
-		r, err := t.tl.Publish(author, p)
-		if err != nil {
-			c.WriteErr(err)
-			return
-		}
-		res[i] = r
+	// One PublishMany: another author's post refuses the whole command,
+	// checked atomically with the publish.
+	res, err := t.tl.PublishMany(author, posts...)
+	if err != nil {
+		c.WriteErr(err)
+		return
 	}
 	c.WriteArray(len(posts))
 	for i, p := range posts {
@@ -239,30 +221,14 @@ func (t *tlCommands) unpost(c *Conn, args [][]byte) {
 	if !ok || !tlCheck(c, ids...) {
 		return
 	}
-	author, posts := ids[0], ids[1:]
-	for _, p := range posts {
-		owner, _, err := t.tl.Owner(p)
-		if err != nil {
-			c.WriteErr(err)
-			return
-		}
-		if owner != 0 && owner != author {
-			c.WriteErr(fmt.Errorf("%w: post %d is author %d's; nothing unpublished", timeline.ErrPostTaken, p, owner))
-			return
-		}
+	res, err := t.tl.UnpublishMany(ids[0], ids[1:]...)
+	if err != nil {
+		c.WriteErr(err)
+		return
 	}
-	removed := make([]bool, len(posts))
-	for i, p := range posts {
-		ch, _, err := t.tl.Unpublish(author, p)
-		if err != nil {
-			c.WriteErr(err)
-			return
-		}
-		removed[i] = ch
-	}
-	c.WriteArray(len(posts))
-	for _, r := range removed {
-		if r {
+	c.WriteArray(len(res))
+	for _, r := range res {
+		if r.Removed {
 			c.WriteBulkString("removed")
 		} else {
 			c.WriteBulkString("absent")

@@ -20,9 +20,10 @@ import (
 //
 //   - every ordinal maps to a user whose row names it back, and no
 //     ordinal is a chunk sentinel;
-//   - followee lists are sorted, their lengths are the users' followees
-//     counts, and follower bitmaps hold exactly the reverse edges, with
-//     the chunk's sentinel, their sizes being the followers counts;
+//   - followee lists are sorted, at most MaxFollowees long, their lengths
+//     are the users' followees counts, and follower bitmaps hold exactly
+//     the reverse edges, with the chunk's sentinel, their sizes being the
+//     followers counts;
 //   - every outbox entry has its post record naming the same author and
 //     the reverse, and post counts equal outbox sizes;
 //   - a user with a read mark is in the push set; push-set chunks hold
@@ -113,6 +114,9 @@ func (t *Timeline) check() error {
 		}
 		if len(list) == 0 {
 			return fail("empty followee list of %d kept", id)
+		}
+		if len(list) > MaxFollowees {
+			return fail("user %d follows %d accounts, past MaxFollowees", id, len(list))
 		}
 		followees[o] = list
 		for _, f := range list {

@@ -27,12 +27,20 @@ const loadBatchEdges = 64 << 10
 
 // LoadFollows adds many follows at once, for imports and benchmarks. Every
 // edge is validated first (ErrBadID, ErrSelfFollow naming the edge's index,
-// ErrTooManyFollowees): one bad edge and nothing is loaded. Follows that
-// exist already, and repeats, count once. Edges are then committed in
-// batches of 64K (with counts, follower bitmaps and observer calls, as
-// Follow does), each holding the graph lock exclusively, so no follow,
-// publish or rebuild interleaves with it; progress, if not nil, is called
-// with the edges done after each batch.
+// ErrTooManyFollowees counting only the follows the load adds): one bad
+// edge and nothing is loaded. Follows that exist already, and repeats,
+// count once. Edges are then committed in batches of 64K (with counts,
+// follower bitmaps and observer calls, as FollowMany does; a follower's
+// edges stay in one batch), each holding the graph lock exclusively, so no
+// follow, publish or rebuild interleaves with it; progress, if not nil, is
+// called with the edges done after each batch.
+//
+// Each batch checks the followee limit again under its lock before it
+// writes anything, so the limit holds exactly whatever runs concurrently.
+// A load of one batch (up to 64K edges) is therefore all or nothing; in a
+// longer load, a follow made between two batches that leaves a later
+// batch's follower too little room refuses that batch after earlier ones
+// loaded (the error says which user).
 //
 // A follower whose inbox is live gets it dropped (their next read rebuilds
 // it by pull, including the new followees' posts) instead of one backfill
@@ -58,30 +66,10 @@ func (t *Timeline) LoadFollows(ctx context.Context, edges []Edge, progress func(
 		return st, fmt.Errorf("%w: %d edges in one load (split it)", ErrInvalidOption, len(edges))
 	}
 	sorted := sortEdges(edges)
-	// The followee-count limit, checked against the list as it is before
-	// anything is written (a concurrent follow may still push a user past
-	// it by a little; Follow enforces it exactly).
-	for i := 0; i < len(sorted); {
-		j := i
-		for j < len(sorted) && sorted[j].Follower == sorted[i].Follower {
-			j++
-		}
-		n := j - i
-		if n > MaxFollowees {
-			return st, fmt.Errorf("%w: user %d would follow %d accounts", ErrTooManyFollowees, sorted[i].Follower, n)
-		}
-		if ord, err := t.ordOf(sorted[i].Follower); err != nil {
-			return st, err
-		} else if ord != 0 && n > MaxFollowees/2 {
-			list, _, err := t.followeesOf(ord, nil, nil)
-			if err != nil {
-				return st, err
-			}
-			if len(mergeSorted(list, sorted[i:j])) > MaxFollowees {
-				return st, fmt.Errorf("%w: user %d would follow more than %d accounts", ErrTooManyFollowees, sorted[i].Follower, MaxFollowees)
-			}
-		}
-		i = j
+	// The followee limit, checked for the whole load before anything is
+	// written; loadBatch checks it again under the graph lock, exactly.
+	if err := t.checkFolloweeLimits(sorted); err != nil {
+		return st, err
 	}
 	done := 0
 	for start := 0; start < len(sorted); {
@@ -103,6 +91,36 @@ func (t *Timeline) LoadFollows(ctx context.Context, edges []Edge, progress func(
 	}
 	st.Existing = len(edges) - st.Added
 	return st, nil
+}
+
+// checkFolloweeLimits refuses sorted, unique edges that would take a
+// follower past MaxFollowees. It reads a follower's followee list only
+// when their count plus their edges could pass the limit.
+func (t *Timeline) checkFolloweeLimits(sorted []Edge) error {
+	var buf [numCols]uint64
+	for i := 0; i < len(sorted); {
+		u := sorted[i].Follower
+		j := i
+		for j < len(sorted) && sorted[j].Follower == u {
+			j++
+		}
+		r, err := t.row(u, buf[:0])
+		if err != nil {
+			return err
+		}
+		if n := uint64(j - i); r[colFollowees]+n > MaxFollowees {
+			list, _, err := t.followeesOf(uint32(r[colOrd]), nil, nil)
+			if err != nil {
+				return err
+			}
+			if m := len(mergeSorted(list, sorted[i:j])); m > MaxFollowees {
+				return fmt.Errorf("%w: user %d follows %d accounts; the load would take them to %d, past the limit of %d",
+					ErrTooManyFollowees, u, len(list), m, MaxFollowees)
+			}
+		}
+		i = j
+	}
+	return nil
 }
 
 // sortEdges returns the edges sorted by follower then followee, repeats
@@ -161,6 +179,11 @@ func (t *Timeline) loadBatch(es []Edge, st *LoadStats) error {
 	ids = slices.Compact(ids)
 	t.graphMu.Lock()
 	defer t.graphMu.Unlock()
+	// No follow interleaves from here to the commit: this check is exact,
+	// and a refused batch writes nothing (not even ordinals).
+	if err := t.checkFolloweeLimits(es); err != nil {
+		return err
+	}
 	t.allocMu.Lock()
 	before := t.nextOrd
 	t.allocMu.Unlock()

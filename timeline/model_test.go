@@ -259,6 +259,36 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		op := rng.IntN(100)
 		logf("step %d op %d queue %v", step, op, e.db.QueuedJobs())
 		switch {
+		case op < 26 && rng.IntN(3) == 0: // one command of 1 to 3 followees, maybe repeated
+			u, follow := user(), op < 18
+			as := make([]uint64, 1+rng.IntN(3))
+			for i := range as {
+				as[i] = user()
+			}
+			var n int
+			var err error
+			if follow {
+				n, err = e.tl.FollowMany(u, as...)
+			} else {
+				n, err = e.tl.UnfollowMany(u, as...)
+			}
+			logf("follow=%v many %d %v: %v %v", follow, u, as, n, err)
+			if slices.Contains(as, u) { // refused whole
+				if !errors.Is(err, ErrSelfFollow) {
+					t.Fatalf("step %d: self follow in %v: %v", step, as, err)
+				}
+				break
+			}
+			must(t, err)
+			want := 0
+			for _, a := range as {
+				if follow && m.follow(u, a) || !follow && m.unfollow(u, a) {
+					want++
+				}
+			}
+			if n != want {
+				t.Fatalf("step %d: follow=%v %d %v changed %d, want %d", step, follow, u, as, n, want)
+			}
 		case op < 18:
 			u, a := user(), user()
 			ch, err := e.tl.Follow(u, a)
@@ -283,6 +313,36 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			must(t, err)
 			if want := m.unfollow(u, a); ch != want {
 				t.Fatalf("step %d: unfollow %d %d changed %v, want %v", step, u, a, ch, want)
+			}
+		case op < 44 && rng.IntN(4) == 0: // one command of 2 posts: a new one and maybe someone's
+			a := user()
+			nextPost += 1 + rng.Uint64N(3)
+			ps := []uint64{nextPost, nextPost}
+			if len(m.author) > 0 && rng.IntN(2) == 0 {
+				ps[1] = m.anyPost(rng)
+			}
+			res, err := e.tl.PublishMany(a, ps...)
+			logf("publish many %d %v: %+v %v", a, ps, res, err)
+			owner, taken := m.author[ps[1]]
+			if o, ok := m.removed[ps[1]]; ok {
+				owner = o
+			}
+			if owner != 0 && owner != a { // refused whole: the new post is not published either
+				if !errors.Is(err, ErrPostTaken) {
+					t.Fatalf("step %d: publish %d %v with %d's post: %v", step, a, ps, owner, err)
+				}
+				if _, published, _ := e.tl.Owner(ps[0]); published {
+					t.Fatalf("step %d: refused publish %d %v published %d", step, a, ps, ps[0])
+				}
+				break
+			}
+			must(t, err)
+			if res[0].Duplicate || res[1].Duplicate != (taken || ps[1] == ps[0]) {
+				t.Fatalf("step %d: publish %d %v: %+v", step, a, ps, res)
+			}
+			for _, p := range ps {
+				m.author[p] = a
+				delete(m.removed, p)
 			}
 		case op < 44:
 			a := user()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -29,72 +30,143 @@ type PublishResult struct {
 // inboxes of author's active followers (unless author is pulled). Post ids
 // are unique across authors, time-ordered (snowflake layout) and ordered
 // newest first in every timeline. Errors: ErrBadID, ErrPostTaken (another
-// author published the id, now or before unpublishing it).
+// author published the id, now or before unpublishing it). See
+// PublishMany.
 func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
-	if err := checkID("author", author); err != nil {
+	res, err := t.PublishMany(author, post)
+	if err != nil {
 		return PublishResult{}, err
 	}
-	if err := checkID("post", post); err != nil {
-		return PublishResult{}, err
+	return res[0], nil
+}
+
+// PublishMany publishes posts of author as one change: every post id is
+// checked, and the new ones are published (outbox entries, post records,
+// the post count, one fan-out job each) in one batch, or none is. It
+// returns one result per post, in order; a post author published already,
+// or named twice, is a Duplicate. Errors, each refusing the whole command:
+// ErrBadID, ErrPostTaken (another author has one of the ids).
+//
+// The ownership checks commit with the publish: they are made under the
+// author's lock and the locks of the posts' stripes (ascending), which
+// every publisher and unpublisher of those ids takes, whoever the author
+// (issue 16 item 5: checking under the author's lock alone let two
+// authors take one id, and checking per post let a command refused on its
+// second post keep its first).
+func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult, error) {
+	if err := checkPostArgs(author, posts); err != nil {
+		return nil, err
 	}
 	if err := t.live(); err != nil {
-		return PublishResult{}, err
+		return nil, err
 	}
 	t.graphMu.RLock()
 	defer t.graphMu.RUnlock()
 	am := &t.authorMu[stripe(author)]
 	am.Lock()
 	defer am.Unlock()
-	owner, published, err := t.owner(post)
-	if err != nil {
-		return PublishResult{}, err
+	unlock := t.lockPosts(posts)
+	defer unlock()
+	res := make([]PublishResult, len(posts))
+	type pub struct {
+		post  uint64
+		again bool // published before, then unpublished
+		i     int  // index in posts and res
 	}
-	if owner != 0 && owner != author {
-		return PublishResult{}, fmt.Errorf("%w: post %d is author %d's", ErrPostTaken, post, owner)
+	var fresh []pub
+	repeat := repeats(posts)
+	for i, p := range posts {
+		if repeat(i) {
+			res[i].Duplicate = true
+			continue
+		}
+		owner, published, err := t.owner(p)
+		if err != nil {
+			return nil, err
+		}
+		if owner != 0 && owner != author {
+			return nil, fmt.Errorf("%w: post %d is author %d's; nothing published", ErrPostTaken, p, owner)
+		}
+		if published {
+			res[i].Duplicate = true
+			continue
+		}
+		fresh = append(fresh, pub{post: p, again: owner != 0, i: i})
 	}
-	if published {
-		return PublishResult{Duplicate: true}, nil
+	if len(fresh) == 0 {
+		return res, nil
 	}
 	var buf [numCols]uint64
 	r, err := t.row(author, buf[:0])
 	if err != nil {
-		return PublishResult{}, err
+		return nil, err
 	}
 	fanout := r[colFollowers] > 0 && !t.isPulled(author)
 	b := t.db.NewBatch()
 	defer b.Close()
-	if err := t.fam.outbox.Put(b, outboxKey(nil, author, post), nil); err != nil {
-		return PublishResult{}, err
-	}
-	if err := t.fam.posts.Put(b, postKey(nil, post), appendPost(nil, postRecord{author: author, fanned: !fanout})); err != nil {
-		return PublishResult{}, err
-	}
-	if owner != 0 { // published again after an unpublish
-		if err := t.fam.removed.Delete(b, removedKey(nil, post)); err != nil {
-			return PublishResult{}, err
+	for _, f := range fresh {
+		if err := t.fam.outbox.Put(b, outboxKey(nil, author, f.post), nil); err != nil {
+			return nil, err
+		}
+		if err := t.fam.posts.Put(b, postKey(nil, f.post), appendPost(nil, postRecord{author: author, fanned: !fanout})); err != nil {
+			return nil, err
+		}
+		if f.again {
+			if err := t.fam.removed.Delete(b, removedKey(nil, f.post)); err != nil {
+				return nil, err
+			}
+		}
+		if fanout {
+			if err := b.Enqueue(jobFanout, fanoutKey(f.post), appendPayload(nil, opAdd, author, f.post), 0); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if err := b.Incr(UsersCounter, author, ColPosts, 1); err != nil {
-		return PublishResult{}, err
-	}
-	if fanout {
-		if err := b.Enqueue(jobFanout, fanoutKey(post), appendPayload(nil, opAdd, author, post), 0); err != nil {
-			return PublishResult{}, err
-		}
+	if err := b.Incr(UsersCounter, author, ColPosts, int64(len(fresh))); err != nil {
+		return nil, err
 	}
 	if err := b.Commit(); err != nil {
-		return PublishResult{}, err
+		return nil, err
 	}
-	if owner != 0 {
-		t.removed.Lock()
-		t.removed.bm.Remove(post)
-		t.removed.Unlock()
+	t.removed.Lock()
+	for _, f := range fresh {
+		if f.again {
+			t.removed.bm.Remove(f.post)
+		}
 	}
-	var res PublishResult
-	if ids := b.JobIDs(); len(ids) > 0 {
-		res.Job = ids[0]
+	t.removed.Unlock()
+	if ids := b.JobIDs(); fanout && len(ids) == len(fresh) {
+		for k, f := range fresh {
+			res[f.i].Job = ids[k]
+		}
 	}
 	return res, nil
+}
+
+// repeats returns a function reporting whether ids[i] occurs earlier in
+// ids (a scan for a few ids, a set for many: a command may name 64K).
+func repeats(ids []uint64) func(i int) bool {
+	if len(ids) <= 16 {
+		return func(i int) bool { return slices.Contains(ids[:i], ids[i]) }
+	}
+	first := make(map[uint64]int, len(ids))
+	for i := len(ids) - 1; i >= 0; i-- {
+		first[ids[i]] = i
+	}
+	return func(i int) bool { return first[ids[i]] != i }
+}
+
+// checkPostArgs validates the ids of a publish or unpublish command.
+func checkPostArgs(author uint64, posts []uint64) error {
+	if err := checkID("author", author); err != nil {
+		return err
+	}
+	for _, p := range posts {
+		if err := checkID("post", p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Owner returns who published post (now, or before unpublishing it: post
@@ -140,76 +212,118 @@ func (t *Timeline) owner(post uint64) (uint64, bool, error) {
 // inbox slots. It reports whether anything changed (unpublishing a post
 // that is not published is a no-op that returns false) and the removal
 // job, 0 if none. Errors: ErrBadID, ErrPostTaken (the post is another
-// author's).
+// author's). See UnpublishMany.
 func (t *Timeline) Unpublish(author, post uint64) (bool, store.JobID, error) {
-	if err := checkID("author", author); err != nil {
+	res, err := t.UnpublishMany(author, post)
+	if err != nil {
 		return false, 0, err
 	}
-	if err := checkID("post", post); err != nil {
-		return false, 0, err
+	return res[0].Removed, res[0].Job, nil
+}
+
+// UnpublishResult tells what UnpublishMany did to one post.
+type UnpublishResult struct {
+	// Removed is false when the post was not published (or named twice):
+	// nothing changed for it.
+	Removed bool
+	// Job is the job removing the post from inboxes, 0 if none.
+	Job store.JobID
+}
+
+// UnpublishMany unpublishes posts of author as one change, in one batch,
+// under the same locks as PublishMany: either every published one is
+// removed or, when the command is refused, none. It returns one result
+// per post, in order. Errors, each refusing the whole command: ErrBadID,
+// ErrPostTaken (another author has one of the ids).
+func (t *Timeline) UnpublishMany(author uint64, posts ...uint64) ([]UnpublishResult, error) {
+	if err := checkPostArgs(author, posts); err != nil {
+		return nil, err
 	}
 	if err := t.live(); err != nil {
-		return false, 0, err
+		return nil, err
 	}
 	t.graphMu.RLock()
 	defer t.graphMu.RUnlock()
 	am := &t.authorMu[stripe(author)]
 	am.Lock()
 	defer am.Unlock()
-	owner, published, err := t.owner(post)
-	if err != nil {
-		return false, 0, err
+	unlock := t.lockPosts(posts)
+	defer unlock()
+	res := make([]UnpublishResult, len(posts))
+	var gone []int // indexes in posts of the posts to remove
+	repeat := repeats(posts)
+	for i, p := range posts {
+		if repeat(i) {
+			continue
+		}
+		owner, published, err := t.owner(p)
+		if err != nil {
+			return nil, err
+		}
+		if owner != 0 && owner != author {
+			return nil, fmt.Errorf("%w: post %d is author %d's; nothing unpublished", ErrPostTaken, p, owner)
+		}
+		if published {
+			gone = append(gone, i)
+		}
 	}
-	if owner != 0 && owner != author {
-		return false, 0, fmt.Errorf("%w: post %d is author %d's", ErrPostTaken, post, owner)
-	}
-	if !published {
-		return false, 0, nil
+	if len(gone) == 0 {
+		return res, nil
 	}
 	var buf [numCols]uint64
 	r, err := t.row(author, buf[:0])
 	if err != nil {
-		return false, 0, err
+		return nil, err
 	}
 	// A pulled author's entries are never read from inboxes (readers pull
 	// them), so there is no space worth freeing.
 	fanout := r[colFollowers] > 0 && !t.isPulled(author)
 	b := t.db.NewBatch()
 	defer b.Close()
-	if err := t.fam.outbox.Delete(b, outboxKey(nil, author, post)); err != nil {
-		return false, 0, err
-	}
-	if err := t.fam.posts.Delete(b, postKey(nil, post)); err != nil {
-		return false, 0, err
-	}
 	var v [8]byte
 	binary.BigEndian.PutUint64(v[:], author)
-	if err := t.fam.removed.Put(b, removedKey(nil, post), v[:]); err != nil {
-		return false, 0, err
-	}
-	if err := b.Incr(UsersCounter, author, ColPosts, -1); err != nil {
-		return false, 0, err
-	}
-	if fanout {
-		if err := b.Enqueue(jobFanout, fanoutKey(post), appendPayload(nil, opRemove, author, post), 0); err != nil {
-			return false, 0, err
+	for _, i := range gone {
+		p := posts[i]
+		if err := t.fam.outbox.Delete(b, outboxKey(nil, author, p)); err != nil {
+			return nil, err
+		}
+		if err := t.fam.posts.Delete(b, postKey(nil, p)); err != nil {
+			return nil, err
+		}
+		if err := t.fam.removed.Put(b, removedKey(nil, p), v[:]); err != nil {
+			return nil, err
+		}
+		if fanout {
+			if err := b.Enqueue(jobFanout, fanoutKey(p), appendPayload(nil, opRemove, author, p), 0); err != nil {
+				return nil, err
+			}
 		}
 	}
-	// Readers drop the post from the moment the commit may be visible.
+	if err := b.Incr(UsersCounter, author, ColPosts, -int64(len(gone))); err != nil {
+		return nil, err
+	}
+	// Readers drop the posts from the moment the commit may be visible.
 	t.removed.Lock()
-	t.removed.bm.Add(post)
+	for _, i := range gone {
+		t.removed.bm.Add(posts[i])
+	}
 	t.removed.Unlock()
 	if err := b.Commit(); err != nil {
 		t.removed.Lock()
-		t.removed.bm.Remove(post)
+		for _, i := range gone {
+			t.removed.bm.Remove(posts[i])
+		}
 		t.removed.Unlock()
-		return false, 0, err
+		return nil, err
 	}
-	var job store.JobID
-	if ids := b.JobIDs(); len(ids) > 0 {
-		job = ids[0]
+	ids := b.JobIDs()
+	for k, i := range gone {
+		res[i].Removed = true
+		if fanout && len(ids) == len(gone) {
+			res[i].Job = ids[k]
+		}
 	}
-	return true, job, nil
+	return res, nil
 }
 
 // PostInfo describes a published post.

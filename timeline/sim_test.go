@@ -130,17 +130,27 @@ func TestSimulation(t *testing.T) {
 				own := func() uint64 { return uint64(w*perWriter + 1 + r.IntN(perWriter)) }
 				for ctx.Err() == nil {
 					switch op := r.IntN(10); {
-					case op < 4:
-						u, a := own(), uint64(1+r.IntN(staticA))
-						if a > dynamic && a <= staticR || u == a {
-							continue // static readers publish nothing
+					case op < 4: // one command of 1 to 3 followees (several author stripes)
+						u := own()
+						var as []uint64
+						for range 1 + r.IntN(3) {
+							a := uint64(1 + r.IntN(staticA))
+							if a > dynamic && a <= staticR || u == a {
+								continue // static readers publish nothing
+							}
+							as = append(as, a)
 						}
-						if _, err := tl.Follow(u, a); err != nil {
-							fail(fmt.Errorf("follow %d %d: %w", u, a, err))
+						if len(as) == 0 {
+							continue
+						}
+						if _, err := tl.FollowMany(u, as...); err != nil {
+							fail(fmt.Errorf("follow %d %v: %w", u, as, err))
 							return
 						}
 						mu.Lock()
-						m.follow(u, a)
+						for _, a := range as {
+							m.follow(u, a)
+						}
 						mu.Unlock()
 					case op < 6:
 						u, a := own(), uint64(1+r.IntN(staticA))

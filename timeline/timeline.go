@@ -211,9 +211,11 @@ const lockStripes = 1024
 // inboxes, fan-out, expiry and pages. It is safe for concurrent use.
 //
 // Lock order: graphMu (read side for every mutation, write side for bulk
-// loads) before userMu stripes (ascending stripe index when several) before
-// authorMu stripes before allocMu, pulledMu, push.mu, removed.mu and pending.mu
-// (leaves, never held across another lock's acquisition). Readers of pages
+// loads) before userMu stripes before authorMu stripes before postMu
+// stripes before allocMu, pulledMu, push.mu, removed.mu and pending.mu
+// (leaves, never held across another lock's acquisition). A path that
+// holds several stripes of one array takes them in ascending stripe order
+// (stripesOf). Readers of pages
 // take none of them unless they must rebuild an inbox or record activity.
 type Timeline struct {
 	db    *store.DB
@@ -231,6 +233,10 @@ type Timeline struct {
 	graphMu  sync.RWMutex
 	userMu   [lockStripes]sync.Mutex
 	authorMu [lockStripes]sync.RWMutex
+	// postMu serializes the publishers and unpublishers of a post id
+	// (whichever author they name), so a post's ownership check commits
+	// with the write it allows.
+	postMu [lockStripes]sync.Mutex
 
 	allocMu sync.Mutex
 	nextOrd uint32 // guarded by allocMu
@@ -543,25 +549,56 @@ func stripe(id uint64) int {
 	return int(id % lockStripes)
 }
 
-// lockUsers locks the user stripes of ids in ascending order and returns
-// the unlock function.
-func (t *Timeline) lockUsers(ids []uint64) func() {
+// stripesOf returns the lock stripes of ids, ascending, each once: the
+// order in which every path that holds several stripes of one lock array
+// takes them, so no two such paths deadlock.
+func stripesOf(ids []uint64) []int {
 	idx := make([]int, 0, len(ids))
 	for _, id := range ids {
 		idx = append(idx, stripe(id))
 	}
 	sort.Ints(idx)
-	var held []int
-	for i, s := range idx {
-		if i > 0 && idx[i-1] == s {
-			continue
-		}
+	return slices.Compact(idx)
+}
+
+// lockUsers locks the user stripes of ids in ascending order and returns
+// the unlock function.
+func (t *Timeline) lockUsers(ids []uint64) func() {
+	held := stripesOf(ids)
+	for _, s := range held {
 		t.userMu[s].Lock()
-		held = append(held, s)
 	}
 	return func() {
 		for i := len(held) - 1; i >= 0; i-- {
 			t.userMu[held[i]].Unlock()
+		}
+	}
+}
+
+// rlockAuthors read-locks the author stripes of ids in ascending order
+// and returns the unlock function.
+func (t *Timeline) rlockAuthors(ids []uint64) func() {
+	held := stripesOf(ids)
+	for _, s := range held {
+		t.authorMu[s].RLock()
+	}
+	return func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			t.authorMu[held[i]].RUnlock()
+		}
+	}
+}
+
+// lockPosts locks the post stripes of ids in ascending order and returns
+// the unlock function.
+func (t *Timeline) lockPosts(ids []uint64) func() {
+	held := stripesOf(ids)
+	for _, s := range held {
+		t.postMu[s].Lock()
+	}
+	return func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			t.postMu[held[i]].Unlock()
 		}
 	}
 }

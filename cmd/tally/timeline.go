@@ -31,9 +31,9 @@ Makes user UID follow each FOLLOWEE and prints "followed N", the number of
 new follows (following an account already followed changes nothing). The
 followees' recent posts, including older ones, show in UID's home at once;
 a background job then merges them into UID's inbox ("tally jobs wait" runs
-it now). Every id is checked first: a malformed id is a usage error, an id
-of 0 or above 2^63-1 or UID among the FOLLOWEEs is refused, and nothing is
-changed.
+it now). The command is all or nothing: a malformed id is a usage error; an
+id of 0 or above 2^63-1, UID among the FOLLOWEEs, or new follows that would
+take UID past 100,000 followees are refused, and nothing is changed.
 
 Example:
   $ tally -d /var/lib/tally follow 1 20 21 22
@@ -71,7 +71,9 @@ one backfill per follow).
 Bad lines (not two fields, an id that is not a decimal number, 0 or above
 2^63-1, a self-follow) are reported on stderr as "tally: FILE:LINE: what is
 wrong", the first 20 of them, then a count. Without --skip-bad any bad line
-means nothing is loaded (exit 1); with it the good lines are loaded.
+means nothing is loaded (exit 1); with it the good lines are loaded. A load
+that would take a user past 100,000 followees is refused (exit 1) and
+loads nothing, with or without --skip-bad.
 
 On a terminal a progress bar shows the load. Prints "key value" lines:
   edges        good lines read
@@ -128,8 +130,9 @@ post:
 With --async it returns once the posts are published, printing
 "POSTID queued" (or "POSTID duplicate"); "tally jobs wait" finishes the
 fan-outs. Post ids are unique across authors and time-ordered (snowflake
-layout); timelines show them newest first. Every id is checked before
-anything is published (a post of another author is refused).
+layout); timelines show them newest first. The command is all or nothing:
+every id is checked, atomically with the publish, and a post of another
+author refuses the whole command.
 
 Flags:
   --async   do not wait for the fan-outs
@@ -338,37 +341,29 @@ func runFollow(e *env, c *command, args []string, follow bool) error {
 	if err != nil {
 		return err
 	}
-	user, followees := ids[0], ids[1:]
 	if err := checkIDs("user", ids...); err != nil {
 		return err
 	}
-	for _, f := range followees {
-		if f == user {
-			return fmt.Errorf("%w: user %d", timeline.ErrSelfFollow, user)
-		}
+	if slices.Contains(ids[1:], ids[0]) { // refused before the store opens
+		return fmt.Errorf("%w: user %d", timeline.ErrSelfFollow, ids[0])
 	}
+	// One FollowMany (UnfollowMany): every followee is checked, the
+	// followee limit included, and the command commits in one batch or
+	// not at all.
 	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
-		n := 0
-		for _, f := range followees {
-			var ch bool
-			var err error
-			if follow {
-				ch, err = tl.Follow(user, f)
-			} else {
-				ch, err = tl.Unfollow(user, f)
-			}
+		if follow {
+			n, err := tl.FollowMany(ids[0], ids[1:]...)
 			if err != nil {
 				return err
 			}
-			if ch {
-				n++
-			}
-		}
-		if follow {
 			fmt.Fprintf(e.stdout, "followed %d\n", n)
-		} else {
-			fmt.Fprintf(e.stdout, "unfollowed %d\n", n)
+			return nil
 		}
+		n, err := tl.UnfollowMany(ids[0], ids[1:]...)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "unfollowed %d\n", n)
 		return nil
 	})
 }
@@ -509,19 +504,6 @@ func parseAuthorPosts(pos []string) (author uint64, posts []uint64, err error) {
 	return author, posts, nil
 }
 
-// checkOwners refuses posts of another author before anything is done
-// (done names what was not: "published", "unpublished").
-func checkOwners(tl *timeline.Timeline, author uint64, posts []uint64, done string) error {
-	for _, p := range posts {
-		if owner, _, err := tl.Owner(p); err != nil {
-			return err
-		} else if owner != 0 && owner != author {
-			return fmt.Errorf("%w: post %d is author %d's; nothing %s", timeline.ErrPostTaken, p, owner, done)
-		}
-	}
-	return nil
-}
-
 func runPost(e *env, args []string) error {
 	fs := e.flags(cmdPost)
 	async := fs.Bool("async", false, "")
@@ -534,20 +516,19 @@ func runPost(e *env, args []string) error {
 		return err
 	}
 	return e.withTimeline(false, func(db *store.DB, tl *timeline.Timeline) error {
-		if err := checkOwners(tl, author, posts, "published"); err != nil {
+		// One PublishMany: another author's post refuses the whole
+		// command, checked atomically with the publish.
+		res, err := tl.PublishMany(author, posts...)
+		if err != nil {
 			return err
 		}
 		type pub struct {
 			post uint64
 			res  timeline.PublishResult
 		}
-		var done []pub
-		for _, p := range posts {
-			r, err := tl.Publish(author, p)
-			if err != nil {
-				return err
-			}
-			done = append(done, pub{p, r})
+		done := make([]pub, len(posts))
+		for i, p := range posts {
+			done[i] = pub{p, res[i]}
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
@@ -585,15 +566,12 @@ func runUnpost(e *env, args []string) error {
 		return err
 	}
 	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
-		if err := checkOwners(tl, author, posts, "unpublished"); err != nil {
+		res, err := tl.UnpublishMany(author, posts...)
+		if err != nil {
 			return err
 		}
-		for _, p := range posts {
-			ch, _, err := tl.Unpublish(author, p)
-			if err != nil {
-				return err
-			}
-			if ch {
+		for i, p := range posts {
+			if res[i].Removed {
 				fmt.Fprintf(e.stdout, "%d removed\n", p)
 			} else {
 				fmt.Fprintf(e.stdout, "%d absent\n", p)
