@@ -120,18 +120,7 @@ func runCompact(e *env, args []string) error {
 	if *rate < 0 {
 		return usagef("bad --bytes-per-sec %d", *rate)
 	}
-	opts, err := e.options()
-	if err != nil {
-		return err
-	}
-	opts.CompactionBytesPerSec = -1
-	if *rate > 0 {
-		opts.CompactionBytesPerSec = *rate
-	}
-	if err := mustBeStoreDir(e.dir); err != nil {
-		return err
-	}
-	db, err := store.Open(e.dir, opts)
+	db, err := e.openCompact(*rate)
 	if err != nil {
 		return err
 	}
@@ -158,6 +147,29 @@ func runCompact(e *env, args []string) error {
 	fmt.Fprintf(w, "jobs_finished %d\n", after.JobsFinished-before.JobsFinished)
 	fmt.Fprintf(w, "seconds %.3f\n", el.Seconds())
 	return closeDB(db, nil)
+}
+
+// openCompact opens the store named by -d with compaction unpaced, or
+// paced at rate bytes per second.
+func (e *env) openCompact(rate int64) (*store.DB, error) {
+	if e.served != nil {
+		if rate > 0 {
+			return nil, fmt.Errorf("%w: --bytes-per-sec (the server's compaction pace applies)", errNotRemote)
+		}
+		return e.open(false)
+	}
+	opts, err := e.options()
+	if err != nil {
+		return nil, err
+	}
+	opts.CompactionBytesPerSec = -1
+	if rate > 0 {
+		opts.CompactionBytesPerSec = rate
+	}
+	if err := mustBeStoreDir(e.dir); err != nil {
+		return nil, err
+	}
+	return store.Open(e.dir, opts)
 }
 
 // compactWithProgress runs db.Compact, and on a terminal w redraws a line

@@ -22,6 +22,7 @@ import (
 
 var cmdDemo = &command{
 	name:     "demo",
+	local:    true,
 	synopsis: "run a microblog's counters and timelines end to end on a temporary store",
 	help: `Usage: tally demo [-d DIR] [--items N] [--users N] [--duration D]
                   [--clients N] [--seed S] [--durability MODE]

@@ -83,7 +83,7 @@ func runLikesLoad(e *env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want FILE (or - for stdin), got %d arguments", len(pos))
 	}
-	src, err := openInput(pos[0])
+	src, err := e.openInput(pos[0])
 	if err != nil {
 		return err
 	}

@@ -124,7 +124,7 @@ func runLoad(e *env, args []string) error {
 		return usagef("want counter NAME and FILE (or - for stdin), got %d arguments", len(pos))
 	}
 	name := pos[0]
-	src, err := openInput(pos[1])
+	src, err := e.openInput(pos[1])
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,9 @@ type command struct {
 	synopsis string // one line, shown by "tally help"
 	help     string // full help with flags and an example
 	run      func(e *env, args []string) error
+	// local marks a command that never goes to a running server (serve,
+	// demo, help): it opens no store, or its own (see remote.go).
+	local bool
 }
 
 // commands lists every subcommand in the order "tally help" shows them.
@@ -64,6 +67,14 @@ type env struct {
 	// families are declared at Open (store.Options.Families) by commands
 	// that open packages above store (see openGraph).
 	families []store.FamilySpec
+	password string // --password, or TALLY_PASSWORD: AUTH to a running server
+
+	// served is set when the command runs inside tally serve for a client
+	// (TALLY.EXEC, remote.go): every open returns the server's database and
+	// every close leaves it open; cwd is the client's working directory,
+	// against which relative FILE arguments are read.
+	served *tallydb.DB
+	cwd    string
 }
 
 // usageError marks a malformed command line: exit status 2.
@@ -81,11 +92,17 @@ var errHelp = errors.New("help requested")
 const globalHelp = `tally is the command line of tally, an embedded counter store.
 
 Usage:
-  tally [-d DIR] [--durability MODE] COMMAND [ARGS]
+  tally [-d DIR] [--durability MODE] [--password PASSWORD] COMMAND [ARGS]
 
-Global flags (every store command also accepts them after its name):
+Global flags (every store command also accepts -d and --durability after
+its name):
   -d DIR               the store directory; the default is $TALLY_DIR
   --durability MODE    sync, interval or nosync; the default is sync
+  --password PASSWORD  the password of the "tally serve" holding DIR, if it
+                       has one; the default is $TALLY_PASSWORD
+
+While "tally serve" holds DIR, commands run inside it: the CLI sends them
+over RESP to the address the server records in DIR (see "tally help serve").
 
 Commands:
 `
@@ -109,54 +126,80 @@ func printGlobalHelp(w io.Writer) {
 // goroutine is reported as an internal error with exit status 3 (Go's own
 // status for a panic, 2, is the documented usage-error status); goroutines
 // a command starts use env.goSafe for the same.
-func run(args []string, stdout, stderr io.Writer) (code int) {
+func run(args []string, stdout, stderr io.Writer) int {
+	e := &env{stdout: stdout, stderr: stderr, dir: os.Getenv("TALLY_DIR"), durability: "sync",
+		password: os.Getenv("TALLY_PASSWORD")}
+	return e.run(args)
+}
+
+// run parses the global flags and runs the command args name. Embedded, a
+// command for a directory that "tally serve" holds is sent to the server
+// (forward); served (TALLY.EXEC), it runs on the server's database.
+func (e *env) run(args []string) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
-			reportPanic(stderr, r, debug.Stack())
+			reportPanic(e.stderr, r, debug.Stack())
 			code = exitInternal
 		}
 	}()
-	e := &env{stdout: stdout, stderr: stderr, dir: os.Getenv("TALLY_DIR"), durability: "sync"}
 	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&e.dir, "d", e.dir, "")
+	fs.StringVar(e.dirFlag(), "d", e.dir, "")
 	fs.StringVar(&e.durability, "durability", e.durability, "")
+	fs.StringVar(&e.password, "password", e.password, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			printGlobalHelp(stdout)
+			printGlobalHelp(e.stdout)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "tally: %s\n", clipArgs(err.Error(), args))
-		fmt.Fprintln(stderr, `Run "tally help" for usage.`)
+		fmt.Fprintf(e.stderr, "tally: %s\n", clipArgs(err.Error(), args))
+		fmt.Fprintln(e.stderr, `Run "tally help" for usage.`)
 		return exitUsage
 	}
 	fs.Visit(func(f *flag.Flag) { e.durabilitySet = e.durabilitySet || f.Name == "durability" })
 	rest := fs.Args()
 	if len(rest) == 0 {
-		fmt.Fprintln(stderr, "tally: no command given")
-		printGlobalHelp(stderr)
+		fmt.Fprintln(e.stderr, "tally: no command given")
+		printGlobalHelp(e.stderr)
 		return exitUsage
 	}
 	c, cargs, err := lookup(rest)
 	if err != nil {
-		fmt.Fprintf(stderr, "tally: %v\n", err)
-		fmt.Fprintln(stderr, `Run "tally help" for the list of commands.`)
+		fmt.Fprintf(e.stderr, "tally: %v\n", err)
+		fmt.Fprintln(e.stderr, `Run "tally help" for the list of commands.`)
 		return exitUsage
 	}
+	remote := e.served == nil && !c.local
+	if remote && e.dir != "" {
+		// A server answering for -d runs the command, before this
+		// process reads any input.
+		if code, ok, _ := e.forward(rest); ok {
+			return code
+		}
+	}
 	err = c.run(e, cargs)
+	if remote && errors.Is(err, store.ErrLocked) {
+		// The directory came with the command's own -d, or the server
+		// started just now.
+		code, ok, reason := e.forward(rest)
+		if ok {
+			return code
+		}
+		err = fmt.Errorf("%w (and no tally serve answers for it: %v)", err, reason)
+	}
 	var ue *usageError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, errHelp):
-		fmt.Fprint(stdout, c.help)
+		fmt.Fprint(e.stdout, c.help)
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "tally: %s: %v\n", c.name, err)
-		fmt.Fprintf(stderr, "Run \"tally help %s\" for usage.\n", c.name)
+		fmt.Fprintf(e.stderr, "tally: %s: %v\n", c.name, err)
+		fmt.Fprintf(e.stderr, "Run \"tally help %s\" for usage.\n", c.name)
 		return exitUsage
 	default:
-		fmt.Fprintln(stderr, errorLine(err))
+		fmt.Fprintln(e.stderr, errorLine(err))
 		return exitError
 	}
 }
@@ -263,7 +306,7 @@ func groupOf(word string) []*command {
 func (e *env) flags(c *command) *flag.FlagSet {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&e.dir, "d", e.dir, "")
+	fs.StringVar(e.dirFlag(), "d", e.dir, "")
 	fs.StringVar(&e.durability, "durability", e.durability, "")
 	return fs
 }
@@ -294,6 +337,9 @@ func parse(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error)
 // create; the others refuse a missing or empty directory rather than turn a
 // mistyped path into a new store.
 func (e *env) open(create bool) (*store.DB, error) {
+	if e.served != nil {
+		return e.served.Store(), e.servedOptions()
+	}
 	opts, err := e.options()
 	if err != nil {
 		return nil, err
@@ -318,6 +364,9 @@ func (e *env) openFamilies(create bool, fams []store.FamilySpec) (*store.DB, err
 // the directory, so they work on a full disk and change nothing on a
 // damaged store.
 func (e *env) openRead() (*store.DB, error) {
+	if e.served != nil {
+		return e.served.Store(), e.servedOptions()
+	}
 	opts, err := e.options()
 	if err != nil {
 		return nil, err
@@ -331,6 +380,9 @@ func (e *env) openRead() (*store.DB, error) {
 
 // options checks the global flags before anything is opened.
 func (e *env) options() (*store.Options, error) {
+	if e.served != nil {
+		return &store.Options{}, e.servedOptions()
+	}
 	if e.dir == "" {
 		return nil, usagef("no store directory: give -d DIR or set TALLY_DIR")
 	}
@@ -392,6 +444,9 @@ func userCounter(db *store.DB, name string) (*store.Counter, error) {
 }
 
 func closeDB(db *store.DB, err error) error {
+	if isServed(db) {
+		return err // the server's: it closes it at shutdown
+	}
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -430,6 +485,7 @@ func uint8Flag(name string, v uint, zeroOK bool, want string) (uint8, error) {
 
 var cmdHelp = &command{
 	name:     "help",
+	local:    true,
 	synopsis: "show help for tally or for one command",
 	help: `Usage: tally help [COMMAND]
 

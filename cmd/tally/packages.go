@@ -29,6 +29,11 @@ const (
 // with every package wired (families declared, unread observing the
 // follow graph), so no command wires packages itself.
 func (e *env) openDB(mode openMode) (*tallydb.DB, error) {
+	if e.served != nil {
+		// NB: the server opened every package writable at its start, so
+		// openReadOnly and openExisting see them all (see remote.go).
+		return e.served, e.servedOptions()
+	}
 	opts, err := e.options()
 	if err != nil {
 		return nil, err
@@ -47,8 +52,26 @@ func (e *env) openDB(mode openMode) (*tallydb.DB, error) {
 	})
 }
 
+// openServe opens the database named by -d for tally serve: every package,
+// with the timeline's background expiry of inactive inboxes.
+func (e *env) openServe(create bool) (*tallydb.DB, error) {
+	opts, err := e.options()
+	if err != nil {
+		return nil, err
+	}
+	if !create {
+		if err := mustBeStoreDir(e.dir); err != nil {
+			return nil, err
+		}
+	}
+	return tallydb.Open(e.dir, &tallydb.Options{Store: opts})
+}
+
 // closeTally closes db; err (the command's error) wins over Close's.
 func closeTally(db *tallydb.DB, err error) error {
+	if isServed(db.Store()) {
+		return err // the server's: it closes it at shutdown
+	}
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}

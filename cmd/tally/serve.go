@@ -13,14 +13,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/server"
-	"github.com/tallydb/tally/timeline"
-	"github.com/tallydb/tally/unread"
 )
 
 var cmdServe = &command{
 	name:     "serve",
+	local:    true,
 	synopsis: "serve the store to Redis clients (RESP: redis-cli, redis-benchmark, libraries)",
 	help: `Usage: tally -d DIR serve [--addr HOST:PORT] [--requirepass PASSWORD] [--maxclients N]
            [--metrics-addr HOST:PORT] [--allow-remote] [--create] [--durability MODE]
@@ -110,54 +108,38 @@ func runServe(e *env, args []string) error {
 		}
 	}
 
-	// The follow graph and unread live on the same store; one Timeline
-	// serves every command group that needs it, so unread's observer sees
-	// every follow.
-	e.families = graphFamilies()
-	db, err := e.openFamilies(*create, likes.Families())
+	// One tally.DB: the store with every package wired; its command
+	// groups, and TALLY.EXEC, which runs the CLI's commands on it for
+	// "tally -d DIR COMMAND" while serve holds DIR (remote.go).
+	tdb, err := e.openServe(*create)
 	if err != nil {
 		return err
 	}
-	tl, err := timeline.New(db, nil)
-	if err != nil {
-		return closeDB(db, err)
-	}
-	defer tl.Close()
-	x, err := unread.New(db, &unread.Options{Graph: tl})
-	if err != nil {
-		return closeDB(db, err)
-	}
+	db := tdb.Store()
 	srv, err := server.New(db, opts)
 	if err != nil {
-		return closeDB(db, err)
+		return closeTally(tdb, err)
 	}
-	// The packages above store: their command groups (one Timeline for
-	// every group, so unread's observer sees every follow), their job
-	// handlers (fan-outs, backfills run by the store's workers) and, for
-	// the timeline, the hourly expiry of inactive inboxes.
-	if err := srv.Register(server.TimelineCommands(tl)...); err != nil {
-		return closeDB(db, err)
-	}
-	if err := srv.Register(server.UnreadCommands(x)...); err != nil {
-		return closeDB(db, err)
-	}
-	lk, err := likes.New(db, nil)
-	if err != nil {
-		return closeDB(db, err)
-	}
-	if err := srv.Register(server.LikesCommands(lk)...); err != nil {
-		return closeDB(db, err)
+	for _, cmds := range [][]server.Command{
+		server.TimelineCommands(tdb.Timeline()),
+		server.UnreadCommands(tdb.Unread()),
+		server.LikesCommands(tdb.Likes()),
+		{execCommand(tdb)},
+	} {
+		if err := srv.Register(cmds...); err != nil {
+			return closeTally(tdb, err)
+		}
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		return closeDB(db, err)
+		return closeTally(tdb, err)
 	}
 	var metrics *http.Server
 	if *metricsAddr != "" {
 		mln, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {
 			ln.Close()
-			return closeDB(db, err)
+			return closeTally(tdb, err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", srv.MetricsHandler())
@@ -166,6 +148,18 @@ func runServe(e *env, args []string) error {
 		defer metrics.Close()
 		fmt.Fprintf(e.stdout, "metrics_addr %s\n", mln.Addr())
 	}
+	// The address file tells "tally -d DIR COMMAND" where to send
+	// commands; it goes before the store closes.
+	addrPath, err := writeAddr(db.Dir(), ln.Addr())
+	if err != nil {
+		ln.Close()
+		return closeTally(tdb, fmt.Errorf("serve: record the address in %s: %w", addrFile, err))
+	}
+	defer os.Remove(addrPath)
+	// From here until shutdown, closes by TALLY.EXEC's commands leave the
+	// store open.
+	setServed(db, true)
+	defer setServed(db, false)
 	fmt.Fprintf(e.stdout, "addr %s\n", ln.Addr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -188,13 +182,15 @@ func runServe(e *env, args []string) error {
 	if metrics != nil {
 		metrics.Shutdown(sctx)
 	}
-	tl.Close() // its background expiry stops before the store closes
+	os.Remove(addrPath) // the CLI opens the store itself from now on
+	setServed(db, false)
+	tdb.Timeline().Close() // its background expiry stops before the store closes
 	if err := db.Checkpoint(); err != nil {
-		return closeDB(db, err)
+		return closeTally(tdb, err)
 	}
 	fmt.Fprintf(e.stdout, "checkpoint_seq %d\n", db.Stats().CheckpointSeq)
 	if serveErr != nil && !errors.Is(serveErr, server.ErrServerClosed) {
-		return closeDB(db, fmt.Errorf("serve: %w", serveErr))
+		return closeTally(tdb, fmt.Errorf("serve: %w", serveErr))
 	}
-	return closeDB(db, nil)
+	return closeTally(tdb, nil)
 }

@@ -1,0 +1,315 @@
+package main
+
+// The CLI against a running server.
+//
+// A store directory has one owner at a time (store.ErrLocked). While
+// "tally serve" owns it, the CLI does not open it: it sends the command
+// line to the server, which runs the very same command implementation
+// (env.run, the commands table) in-process against the database it has
+// open, with the output streams captured, and replies with the exit code
+// and both streams. The CLI prints them and exits with that code, so
+// output and exit codes are those of embedded mode by construction: there
+// is no second rendering of any command to keep in step.
+//
+//	client                                   tally serve (DIR)
+//	------                                   -----------------
+//	read DIR/TALLY.SERVE ("addr HOST:PORT")
+//	AUTH (--password / $TALLY_PASSWORD)  ->  AUTH, as for every command
+//	TALLY.EXEC DIR CWD ARG...            ->  DIR is the served one? run ARG...
+//	                                         with every open returning the
+//	                                         server's database, closes no-ops
+//	print stdout, stderr; exit CODE      <-  [CODE, STDOUT, STDERR]
+//
+// The alternative, a RESP rendering per command (TL.*, LIKE.*, ...) that
+// the CLI would translate to and from, was rejected: every command would
+// have two output paths to keep identical, and jobs, compact, verify,
+// checkpoint and stats have no RESP form at all.
+//
+// What differs from embedded mode, by necessity:
+//   - The server opened every package writable at its start, so commands
+//     that open read-only or only the packages whose data exists (stats,
+//     verify, jobs, likes reads) see every package.
+//   - stats and replay report the live server: its log, checkpoint and
+//     Pebble figures, and the recovery of its own Open.
+//   - --durability is refused (errNotRemote): the server's applies; so is
+//     compact --bytes-per-sec (the server's pace applies).
+//   - FILE "-" (stdin) is refused: the server reads files, not the
+//     client's stdin. A relative FILE is read relative to the client's
+//     working directory, sent along (CWD), so the server reads the file
+//     the user named; messages still name it as given.
+//   - serve, demo and help never go to a server (command.local).
+//   - No progress bars: the server's buffers are not a terminal.
+//
+// Security: TALLY.EXEC is an admin command. With --requirepass it needs
+// AUTH like every command; it can read any file the server's user can read
+// (the load commands), and echoes at most a clipped bad line of one. The
+// address file is written 0600.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	tallydb "github.com/tallydb/tally"
+	"github.com/tallydb/tally/internal/quote"
+	"github.com/tallydb/tally/server"
+	"github.com/tallydb/tally/store"
+)
+
+// addrFile is the file in the store directory where tally serve records
+// the address it listens on, "addr HOST:PORT\n", while it serves.
+const addrFile = "TALLY.SERVE"
+
+// errNotRemote is returned for what cannot run inside a running server.
+var errNotRemote = errors.New("tally: not possible against a running server")
+
+// msgNotServed starts TALLY.EXEC's error for a directory the server does
+// not serve (a stale address file whose port another server now holds).
+const msgNotServed = "ERR tally: not served here:"
+
+// served records the databases tally serve lends to the commands it runs,
+// so closeDB and closeTally leave them open.
+var servedDBs struct {
+	sync.Mutex
+	dbs map[*store.DB]bool
+}
+
+func setServed(db *store.DB, on bool) {
+	servedDBs.Lock()
+	defer servedDBs.Unlock()
+	if servedDBs.dbs == nil {
+		servedDBs.dbs = map[*store.DB]bool{}
+	}
+	if on {
+		servedDBs.dbs[db] = true
+	} else {
+		delete(servedDBs.dbs, db)
+	}
+}
+
+func isServed(db *store.DB) bool {
+	servedDBs.Lock()
+	defer servedDBs.Unlock()
+	return servedDBs.dbs[db]
+}
+
+// dirFlag is where -d is parsed to: e.dir, except inside the server, whose
+// directory is fixed (the client's -d, maybe relative, chose the server).
+func (e *env) dirFlag() *string {
+	if e.served != nil {
+		return new(string)
+	}
+	return &e.dir
+}
+
+// servedOptions refuses the flags that choose how a store is opened when
+// the server's database is used: the server opened it with its own.
+func (e *env) servedOptions() error {
+	if e.durability != "" {
+		return fmt.Errorf("%w: --durability %s (the server's durability applies; stop tally serve to open the store with another)",
+			errNotRemote, quote.Input(e.durability))
+	}
+	return nil
+}
+
+// openInput opens a load command's FILE argument. Inside the server "-"
+// is refused and a relative path is read from the client's directory.
+func (e *env) openInput(path string) (*input, error) {
+	if e.served == nil {
+		return openInput(path)
+	}
+	if path == "-" {
+		return nil, fmt.Errorf("%w: FILE - (stdin is not sent to the server; give a file path)", errNotRemote)
+	}
+	real := path
+	if !filepath.IsAbs(path) {
+		real = filepath.Join(e.cwd, path)
+	}
+	in, err := openInput(real)
+	if err != nil {
+		// Name the file as the user did.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			pe.Path = path
+		}
+		return nil, err
+	}
+	in.name = path
+	return in, nil
+}
+
+// readAddr returns the address recorded in dir's address file.
+func readAddr(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, addrFile))
+	if err != nil {
+		return "", err
+	}
+	addr, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "addr ")
+	if !ok || strings.ContainsAny(addr, " \n") {
+		return "", fmt.Errorf("%s: bad contents %s", addrFile, quote.Input(string(b)))
+	}
+	return addr, nil
+}
+
+// writeAddr records addr (what the server listens on) in dir, atomically
+// and readable by the owner only. An unspecified host (0.0.0.0, ::) is
+// recorded as loopback, where a local client reaches it.
+func writeAddr(dir string, addr net.Addr) (string, error) {
+	a := addr.String()
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		lo := "127.0.0.1"
+		if ta.IP.To4() == nil {
+			lo = "::1"
+		}
+		a = net.JoinHostPort(lo, fmt.Sprint(ta.Port))
+	}
+	path := filepath.Join(dir, addrFile)
+	tmp, err := os.CreateTemp(dir, addrFile+".tmp*")
+	if err != nil {
+		return "", err
+	}
+	_, err = fmt.Fprintf(tmp, "addr %s\n", a)
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return path, nil
+}
+
+// forward sends the command line rest (after the global flags) to the
+// tally serve that holds e.dir, prints its output and returns its exit
+// code with ok. ok is false, with the reason, when no server answers for
+// e.dir (no address file, nothing listening there, or a server of another
+// directory): then the caller runs the command itself. Any other failure
+// (authentication, the connection dropped) is printed and ok is true.
+func (e *env) forward(rest []string) (code int, ok bool, reason error) {
+	addr, err := readAddr(e.dir)
+	if err != nil {
+		return 0, false, err
+	}
+	dir, err := filepath.Abs(e.dir)
+	if err != nil {
+		return 0, false, err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return 0, false, err
+	}
+	args := []any{"TALLY.EXEC", dir, cwd}
+	if e.durabilitySet {
+		args = append(args, "--durability", e.durability)
+	}
+	for _, a := range rest {
+		args = append(args, a)
+	}
+	rdb := redis.NewClient(&redis.Options{
+		Addr:             addr,
+		Password:         e.password,
+		Protocol:         2,
+		DisableIndentity: true,
+		PoolSize:         1,
+		// NB: never retried: the command may have run.
+		MaxRetries:  -1,
+		DialTimeout: 5 * time.Second,
+		// compact, verify or jobs wait run as long as they need.
+		ReadTimeout:  -1,
+		WriteTimeout: time.Minute,
+	})
+	defer rdb.Close()
+	res, err := rdb.Do(context.Background(), args...).Slice()
+	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			return 0, false, fmt.Errorf("tally serve at %s (from %s): %w", addr, addrFile, err)
+		}
+		if strings.HasPrefix(err.Error(), msgNotServed) {
+			return 0, false, fmt.Errorf("tally serve at %s: %w", addr, err)
+		}
+		msg := err.Error()
+		if strings.HasPrefix(msg, "NOAUTH") {
+			msg += " (set TALLY_PASSWORD or give --password)"
+		}
+		fmt.Fprintf(e.stderr, "tally: tally serve at %s holds %s: %s\n", addr, e.dir, msg)
+		return exitError, true, nil
+	}
+	if len(res) != 3 {
+		fmt.Fprintf(e.stderr, "tally: tally serve at %s: bad TALLY.EXEC reply of %d elements\n", addr, len(res))
+		return exitError, true, nil
+	}
+	n, _ := res[0].(int64)
+	out, _ := res[1].(string)
+	errOut, _ := res[2].(string)
+	fmt.Fprint(e.stdout, out)
+	fmt.Fprint(e.stderr, errOut)
+	return int(n), true, nil
+}
+
+// execCommand is TALLY.EXEC DIR CWD ARG...: the command line ARG... of
+// the CLI (without its global -d) run on db, the server's database, when
+// DIR is the directory db is in. The reply is [exit code, stdout, stderr].
+func execCommand(db *tallydb.DB) server.Command {
+	return server.Command{
+		Name:  "TALLY.EXEC",
+		Arity: -4,
+		Flags: server.FlagWrite | server.FlagAdmin,
+		Group: "server", Since: "1.0.0", Complexity: "that of the command",
+		Summary: "runs a tally CLI command on the served database (what tally -d DIR COMMAND sends while tally serve holds DIR)",
+		Args: []server.Arg{
+			{Name: "dir", Type: "string"},
+			{Name: "cwd", Type: "string"},
+			{Name: "arg", Type: "string", Multiple: true},
+		},
+		Handler: func(c *server.Conn, args [][]byte) {
+			dir, cwd := string(args[1]), string(args[2])
+			if err := sameDir(dir, db.Store().Dir()); err != nil {
+				c.WriteError(fmt.Sprintf("%s %s: %v", msgNotServed, quote.Input(dir), err))
+				return
+			}
+			var stdout, stderr bytes.Buffer
+			e := &env{stdout: &stdout, stderr: &stderr, dir: db.Store().Dir(), served: db, cwd: cwd}
+			cargs := make([]string, len(args)-3)
+			for i, a := range args[3:] {
+				cargs[i] = string(a)
+			}
+			code := e.run(cargs)
+			c.WriteArray(3)
+			c.WriteInt(int64(code))
+			c.WriteBulk(stdout.Bytes())
+			c.WriteBulk(stderr.Bytes())
+		},
+	}
+}
+
+// sameDir reports why dir is not served, the served directory.
+func sameDir(dir, served string) error {
+	a, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	b, err := os.Stat(served)
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(a, b) {
+		return fmt.Errorf("this server serves another directory")
+	}
+	return nil
+}
