@@ -1,14 +1,17 @@
 // Command tally is the command line of tally, an embedded counter store: it
 // creates counters and columns, reads and writes rows, and inspects a store
-// directory, using only the public API of package store.
+// directory, using only the public APIs of package tally, store and the
+// packages on it.
 //
 // # Usage
 //
-//	tally [-d DIR] [--durability sync|interval|nosync] COMMAND [ARGS]
+//	tally [-d DIR] [--durability sync|interval|nosync] [--password P] COMMAND [ARGS]
 //
 // DIR defaults to $TALLY_DIR. Every store command also accepts -d and
 // --durability after its name. Run "tally help COMMAND" or "tally COMMAND -h"
-// for a command's help with an example.
+// for a command's help with an example. While "tally serve" holds DIR the
+// commands run inside it (see "A running server" below); --password (or
+// $TALLY_PASSWORD) is its --requirepass.
 //
 // # Commands
 //
@@ -136,6 +139,26 @@
 // needs --allow-remote. It prints "addr HOST:PORT" (and "metrics_addr ...")
 // once serving and "checkpoint_seq N" after its shutdown checkpoint.
 //
+// # A running server
+//
+// A store directory has one owner (store.ErrLocked). While serve owns it,
+// the other commands run inside the server rather than fail: serve writes
+// "addr HOST:PORT" to DIR/TALLY.SERVE (atomically, mode 0600) once
+// listening and removes it at shutdown; the CLI, for a DIR with that file
+// (or when its own open fails with ErrLocked, as with a -d given after the
+// command's name), sends TALLY.EXEC DIR CWD ARG... there with go-redis
+// (AUTH with --password or $TALLY_PASSWORD; never retried), prints the
+// [exit code, stdout, stderr] reply and exits with the code. The server
+// runs the command through env.run, the very dispatcher and command table
+// of the CLI, with buffers for streams and env.served set: every open
+// (open, openRead, openDB, openGraph, openLikes, openCompact) returns the
+// server's tally.DB and closeDB/closeTally leave it open. Output and exit
+// codes are therefore those of embedded mode by construction, and a new
+// command is reachable through a running server with no extra code;
+// remote.go has the design, the alternatives rejected and every
+// difference. A file that names no listening server, or a server of
+// another directory (a stale file), is ignored: the command runs here.
+//
 // The commands that only read (get, counter list, verify, replay, stats)
 // open the store read-only (store.Options.ReadOnly): they write nothing, so
 // they work on a full disk and leave a damaged store exactly as it was. A
@@ -147,7 +170,17 @@
 // Each other invocation opens the store, which replays the log since the
 // last checkpoint, and closes it, which checkpoints (for the commands that
 // write): fine for administration and scripts, far too slow for serving
-// traffic. Use serve, or embed package store.
+// traffic. Use serve, or embed package store. Through a running server a
+// command costs a connection and a round trip instead, but one command per
+// connection is still no way to serve traffic.
+//
+// Against a running server: verify reads a snapshot of the store, but the
+// packages' Check expects no concurrent writes, so a package problem
+// reported under load should be confirmed on a quiet server; interrupting
+// the CLI does not stop a command the server is running (compact, jobs
+// wait run to their end, or until the server's SIGINT); TALLY.EXEC makes
+// the server read any file its user can read (the loads), so the address
+// file is private and --requirepass guards it like every command.
 // incr, set, get and delete take their flags before NAME, so that a negative
 // DELTA is not read as a flag.
 package main

@@ -56,6 +56,17 @@ Flags:
 Example:
   tally -d /var/lib/tally serve --addr 127.0.0.1:6380 --metrics-addr 127.0.0.1:9121
   redis-cli -p 6380 HINCRBY posts:1234 likes 1
+
+While serving, the other tally commands on DIR run inside the server:
+serve records its address in DIR/TALLY.SERVE (mode 0600, removed at
+shutdown), and "tally -d DIR COMMAND" sends the command line there
+(TALLY.EXEC, an admin command; with --requirepass the CLI authenticates
+with --password or $TALLY_PASSWORD). The output and exit code are those of
+the command on a stopped store; stats and replay report the live server.
+Refused there, by name: FILE "-" (stdin; a relative FILE is read from the
+client's directory), --durability and compact --bytes-per-sec (the
+server's apply).
+  TALLY_PASSWORD=s3cret tally -d /var/lib/tally jobs
 `,
 }
 
