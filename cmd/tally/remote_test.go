@@ -413,3 +413,43 @@ func TestRemoteStaleAddress(t *testing.T) {
 	}
 	_ = lockedBy // killed at cleanup
 }
+
+// TestRemoteConcurrent: commands of several clients run in the server at
+// once, each with its own output, on the one database.
+func TestRemoteConcurrent(t *testing.T) {
+	t.Setenv("TALLY_DIR", "")
+	t.Setenv("TALLY_PASSWORD", "")
+	dir := newStore(t)
+	p := startServe(t, "-d", dir)
+	const clients, each = 4, 10
+	errs := make(chan error, clients)
+	for c := range clients {
+		go func() {
+			for i := range each {
+				var o, e strings.Builder
+				if code := run([]string{"-d", dir, "incr", "posts", fmt.Sprint(1000 + c), "likes"}, &o, &e); code != 0 ||
+					o.String() != fmt.Sprintf("%d\n", i+1) || e.Len() != 0 {
+					errs <- fmt.Errorf("client %d incr %d: exit %d, %q, %q", c, i, code, o.String(), e.String())
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	want := "1000.likes 10\n1001.likes 10\n1002.likes 10\n1003.likes 10\n"
+	if out := mustTally(t, "-d", dir, "get", "posts", "1000.likes", "1001.likes", "1002.likes", "1003.likes"); out != want {
+		t.Fatalf("after concurrent incr: %q, want %q", out, want)
+	}
+	// Under -race the server is checked too: a race makes it exit 66.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, p.stderr)
+	}
+}
