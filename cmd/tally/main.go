@@ -75,6 +75,12 @@ type env struct {
 	// against which relative FILE arguments are read.
 	served *tallydb.DB
 	cwd    string
+	// dirArg is where a served command parses -d (the command's own, as
+	// in "get -d DIR ..."; the client sends no global one), and otherDir
+	// records that it named a directory other than the server's: the
+	// client then runs the command itself.
+	dirArg   string
+	otherDir bool
 }
 
 // usageError marks a malformed command line: exit status 2.

@@ -103,17 +103,34 @@ func isServed(db *store.DB) bool {
 }
 
 // dirFlag is where -d is parsed to: e.dir, except inside the server, whose
-// directory is fixed (the client's -d, maybe relative, chose the server).
+// directory is fixed: there a -d after the command's name goes to dirArg,
+// which servedOptions checks.
 func (e *env) dirFlag() *string {
 	if e.served != nil {
-		return new(string)
+		return &e.dirArg
 	}
 	return &e.dir
 }
 
+// errOtherDir is what a served command's opens return when its own -d names
+// another directory (TALLY_DIR=/a tally get -d /b ...): TALLY.EXEC then
+// replies msgNotServed and the client runs the command itself.
+var errOtherDir = errors.New("tally: the command's -d is not the served directory")
+
 // servedOptions refuses the flags that choose how a store is opened when
-// the server's database is used: the server opened it with its own.
+// the server's database is used: the server opened it with its own. It is
+// called by every open, before the command changes anything.
 func (e *env) servedOptions() error {
+	if e.dirArg != "" {
+		dir := e.dirArg
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(e.cwd, dir)
+		}
+		if sameDir(dir, e.served.Store().Dir()) != nil {
+			e.otherDir = true
+			return errOtherDir
+		}
+	}
 	if e.durability != "" {
 		return fmt.Errorf("%w: --durability %s (the server's durability applies; stop tally serve to open the store with another)",
 			errNotRemote, quote.Input(e.durability))
@@ -290,6 +307,12 @@ func execCommand(db *tallydb.DB) server.Command {
 				cargs[i] = string(a)
 			}
 			code := e.run(cargs)
+			if e.otherDir {
+				// Nothing was opened: the output so far (a load's bad
+				// lines) is printed again where the command runs.
+				c.WriteError(fmt.Sprintf("%s %s: %v", msgNotServed, quote.Input(e.dirArg), errOtherDir))
+				return
+			}
 			c.WriteArray(3)
 			c.WriteInt(int64(code))
 			c.WriteBulk(stdout.Bytes())

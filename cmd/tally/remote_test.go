@@ -335,9 +335,22 @@ func TestRemoteRefused(t *testing.T) {
 	if out := mustTally(t, "get", "-d", dir, "posts", "1.reposts"); out != "1.reposts 4\n" {
 		t.Fatalf("get with the command's -d: %q", out)
 	}
-	if !strings.Contains(p.stderr.String(), "") {
-		t.Fatal(p.stderr)
+	// With TALLY_DIR served, a command's own -d naming another store
+	// runs here, on that store.
+	other := filepath.Join(t.TempDir(), "other")
+	mustTally(t, "-d", other, "counter", "add", "posts")
+	mustTally(t, "-d", other, "column", "add", "posts", "reposts")
+	t.Setenv("TALLY_DIR", dir)
+	if out := mustTally(t, "incr", "-d", other, "posts", "1", "reposts", "7"); out != "7\n" {
+		t.Fatalf("incr with -d of an unserved store: %q", out)
 	}
+	if out := mustTally(t, "get", "posts", "1.reposts"); out != "1.reposts 4\n" {
+		t.Fatalf("served store after an incr of another: %q", out)
+	}
+	if out := mustTally(t, "get", "-d", dir, "posts", "1.reposts"); out != "1.reposts 4\n" {
+		t.Fatalf("get with -d of the served store: %q", out)
+	}
+	_ = p
 }
 
 // TestRemoteAuth: against a server with a password the CLI needs it
