@@ -37,7 +37,11 @@ package main
 //     client's stdin. A relative FILE is read relative to the client's
 //     working directory, sent along (CWD), so the server reads the file
 //     the user named; messages still name it as given.
+//   - A -d after the command's name is checked by the server against the
+//     directory it serves (errOtherDir): another directory makes the
+//     client run the command itself, on that directory.
 //   - serve, demo and help never go to a server (command.local).
+//   - Interrupting the CLI does not stop a command the server runs.
 //   - No progress bars: the server's buffers are not a terminal.
 //
 // Security: TALLY.EXEC is an admin command. With --requirepass it needs
