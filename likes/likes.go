@@ -98,9 +98,17 @@ type Options struct {
 	// ordinals, MinRoaringThreshold..MaxRoaringThreshold. The default is
 	// 4096 (see the package doc for the measurement behind it).
 	RoaringThreshold int
-	// Business shapes the counters of businesses created implicitly, by
-	// their first like or a Load. The default is BusinessOptions{}.
+	// Business shapes the counters of businesses created implicitly: by
+	// a Load, or by their first like with CreateBusinesses. The default is
+	// BusinessOptions{}.
 	Business BusinessOptions
+	// CreateBusinesses lets the first like, dislike or SetOwner of an
+	// undeclared business create it, for hosts whose business names come
+	// from their own code, never from users. The default is false: such a
+	// write fails with ErrUnknownBusiness and changes nothing, as a write
+	// to an undeclared unread kind or channel does; businesses are
+	// declared with AddBusiness (or by a Load).
+	CreateBusinesses bool
 	// ReceivedRangeBits is the range width of the likes_received counter
 	// (keyed by owner id, kept hot), used when it is created. The default
 	// is 48.
@@ -505,6 +513,16 @@ func (l *Likes) lookup(name string) (*business, error) {
 	return nil, nil
 }
 
+// unknownBusiness is ErrUnknownBusiness naming the business and the
+// businesses there are.
+func (l *Likes) unknownBusiness(name string) error {
+	known := strings.Join(l.Businesses(), ", ")
+	if known == "" {
+		known = "none yet"
+	}
+	return fmt.Errorf("%w %s (businesses: %s)", ErrUnknownBusiness, quote.Input(name), known)
+}
+
 // Businesses returns the names of the businesses, sorted.
 func (l *Likes) Businesses() []string {
 	m := *l.biz.byName.Load()
@@ -516,9 +534,10 @@ func (l *Likes) Businesses() []string {
 	return names
 }
 
-// AddBusiness creates a business with its counter shaped by opts. A
-// business is also created implicitly by its first like, dislike or Load,
-// with Options.Business. Creating an existing business is a no-op.
+// AddBusiness declares a business, with its counter shaped by opts.
+// Declaring an existing business is a no-op. A Load declares the
+// businesses it names (with Options.Business); so does a first like with
+// Options.CreateBusinesses.
 func (l *Likes) AddBusiness(name string, opts BusinessOptions) error {
 	_, err := l.ensureBusiness(name, opts)
 	return err

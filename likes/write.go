@@ -187,14 +187,17 @@ func (l *Likes) SetOwner(business string, item, owner uint64) (Result, error) {
 func (l *Likes) transition(kind opKind, bizName string, item, user, owner uint64) (Result, error) {
 	var b *business
 	var err error
-	switch kind {
-	case opLike, opDislike, opSetOwner:
+	switch {
+	case (kind == opLike || kind == opDislike || kind == opSetOwner) && l.opts.CreateBusinesses:
 		b, err = l.ensureBusiness(bizName, l.opts.Business)
 	default:
 		b, err = l.lookup(bizName)
 	}
 	if err != nil {
 		return Result{}, err
+	}
+	if b == nil && (kind == opLike || kind == opDislike || kind == opSetOwner) {
+		return Result{}, l.unknownBusiness(bizName)
 	}
 	if b == nil {
 		// Nothing to undo in a business that does not exist.
