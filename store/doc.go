@@ -22,7 +22,8 @@
 // Pebble has one key space; tally splits it by a one-byte family prefix. Each
 // family has a fixed-width big-endian key layout, so Pebble's byte order is
 // numeric order. This table is the one place the families are declared; the
-// encoders live in keys.go.
+// encoders live in keys.go, except the job and source keys (queue.go's
+// appendJobKey, once.go's appendSourceKey) and the family records (family.go).
 //
 //	prefix  family       key layout (after prefix)                       value
 //	------  -----------  ----------------------------------------------  -----------------------------------
@@ -48,7 +49,7 @@
 //
 //	prefix  family       owner     key layout (after prefix)                     value
 //	------  -----------  --------  --------------------------------------------  ----------------------------
-//	0x20    tl_config     timeline  "c"                                           timeline Config
+//	0x20    tl_config     timeline  "c" / "o"                                     timeline Config / required observers
 //	0x21    tl_ords       timeline  ordinal u32                                   user id u64
 //	0x22    tl_followees  timeline  user ordinal u32                              sorted followee ids
 //	0x23    tl_followers  timeline  author ordinal u32 | chunk u16                MergeRoaring (follower ordinals)
@@ -58,6 +59,7 @@
 //	0x27    tl_outbox     timeline  author id u64 | ^post id u64 (inverted)      empty
 //	0x28    tl_inbox      timeline  user ordinal u32                              MergeTopList (post, author)
 //	0x29    tl_pending    timeline  user ordinal u32 | author id u64              empty (backfill pending)
+//	0x2a    tl_removed    timeline  post id u64                                   author id u64 (unpublished post)
 //	0x30    unread_meta   unread    name ("config")                               unread config (flags)
 //	0x31    unread_feed   unread    user id u64                                   feed snapshot: custom merge 0xB1
 //	                                                                              (snapshot or operation list)
