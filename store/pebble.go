@@ -108,6 +108,18 @@ type pebbleEnv struct {
 	opening atomic.Bool // pebble.Open is running: check record logs
 	fenced  atomic.Bool // the instance was abandoned (storeFS refuses writes)
 	abandon atomic.Bool // a Pebble goroutine ended in Fatalf: fence, never Close
+	// retired: a reopen replaced the instance (reopen.go). It is fenced,
+	// but its creates wait for its Close and then fail instead of blocking
+	// for good, so that Close can finish once its last reader is gone.
+	retired atomic.Bool
+
+	// onFail, if set, is called (once) when the instance fails: it wakes
+	// the healer of a DB opened with Options.ReopenOnFailure.
+	onFail func()
+	// holdRemove, if set, is asked before every removal of a file: true
+	// means the removal is held back until no retired instance of the DB
+	// is left (reopen.go), since one may still read that file.
+	holdRemove func(name string) bool
 
 	// failed is why the instance takes no more writes (reopen the store).
 	// blocked is why writes are refused until a flush or compaction
@@ -192,6 +204,29 @@ func (e *pebbleEnv) maybeLift() bool {
 		return false
 	}
 	e.lastProbe = time.Now()
+	if !e.probeLocked() {
+		return false
+	}
+	e.succeeded()
+	return true
+}
+
+// probe reports whether the disk takes writes again: the probe of
+// maybeLift, for the healer of a failed store (reopen.go), at most once
+// per probeInterval.
+func (e *pebbleEnv) probe() bool {
+	e.probeMu.Lock()
+	defer e.probeMu.Unlock()
+	if time.Since(e.lastProbe) < e.probeGap {
+		return false
+	}
+	e.lastProbe = time.Now()
+	return e.probeLocked()
+}
+
+// probeLocked checks the free space and writes, syncs and removes the
+// probe file. The caller holds probeMu.
+func (e *pebbleEnv) probeLocked() bool {
 	fs := e.fs.FS
 	if u, err := fs.GetDiskUsage(e.probeDir); err == nil && u.AvailBytes < e.minFree {
 		return false
@@ -207,17 +242,16 @@ func (e *pebbleEnv) maybeLift() bool {
 	}
 	f.Close()
 	fs.Remove(path)
-	if err != nil {
-		return false
-	}
-	e.succeeded()
-	return true
+	return err == nil
 }
 
 // fail puts the instance in the failed state (the first cause wins).
 func (e *pebbleEnv) fail(err error) {
 	if e.failed.CompareAndSwap(nil, &err) {
 		e.errs.add(err)
+		if e.onFail != nil {
+			e.onFail()
+		}
 	}
 }
 
@@ -294,6 +328,14 @@ func (e *pebbleEnv) fence() {
 	e.fs.releaseLocks()
 }
 
+// retire fences an instance a reopen replaces: nothing it does reaches the
+// disk any more and its directory lock is released, while its readers go
+// on; its Close, once they are gone, can finish (see retired).
+func (e *pebbleEnv) retire() {
+	e.retired.Store(true)
+	e.fence()
+}
+
 // closePebble closes pdb, or fences it when a Pebble goroutine ended in
 // Fatalf (Close would wait for it forever).
 func (e *pebbleEnv) closePebble(pdb *pebble.DB) (err error) {
@@ -303,7 +345,11 @@ func (e *pebbleEnv) closePebble(pdb *pebble.DB) (err error) {
 		return nil
 	}
 	defer recoverPebble(&err)
-	return pdb.Close()
+	err = pdb.Close()
+	if e.retired.Load() {
+		return nil // its WAL failed for good and it writes nothing: Close reports that
+	}
+	return err
 }
 
 // openPebble runs pebble.Open with a bounded wait: if Pebble cannot write
