@@ -177,6 +177,7 @@ type Likes struct {
 	biz struct {
 		mu     sync.Mutex                           // serializes creation
 		byName atomic.Pointer[map[string]*business] // copy on write
+		gen    uint64                               // store generation byName was loaded in; under mu
 	}
 
 	stripes []stripe
@@ -234,9 +235,11 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 		}
 		l.received.Store(c)
 	}
+	l.biz.gen = db.Generation()
 	if err := l.loadBusinesses(); err != nil {
 		return nil, err
 	}
+	db.OnReopen(l.reloadAfterReopen)
 	if err := l.ords.init(l); err != nil {
 		return nil, err
 	}
@@ -502,6 +505,10 @@ func (l *Likes) ensureBusiness(name string, opts BusinessOptions) (*business, er
 	}
 	l.biz.mu.Lock()
 	defer l.biz.mu.Unlock()
+	gen, err := l.syncBusinessesLocked()
+	if err != nil {
+		return nil, err
+	}
 	cur := *l.biz.byName.Load()
 	if b := cur[name]; b != nil {
 		return b, nil
@@ -543,7 +550,7 @@ func (l *Likes) ensureBusiness(name string, opts BusinessOptions) (*business, er
 		return nil, fmt.Errorf("%w: counter %s exists with columns %v", ErrBusinessConflict, cn, c.Columns())
 	}
 	rec := bizRec{id: id, created: l.opts.Now().UnixMilli()}
-	if err := l.putMeta(appendMetaKey(nil, metaBizPre+name), appendBiz(nil, rec)); err != nil {
+	if err := l.putMetaIn(gen, appendMetaKey(nil, metaBizPre+name), appendBiz(nil, rec)); err != nil {
 		return nil, err
 	}
 	b := &business{id: id, name: name, counter: cn, c: c}

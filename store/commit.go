@@ -114,6 +114,12 @@ func (db *DB) NewBatch() *Batch {
 // its state was loaded in, after NewBatch and before reading that state.
 func (b *Batch) Generation() uint64 { return b.gen }
 
+// SetGeneration declares that the batch was decided on state read in
+// store generation gen (DB.Generation before the reads): if a reopen
+// came after gen, Commit fails with ErrFailed instead of writing what
+// the discarded state decided. The next Reset forgets it.
+func (b *Batch) SetGeneration(gen uint64) { b.gen = gen }
+
 // Close releases the batch. It must not be used afterwards.
 func (b *Batch) Close() {
 	b.Reset()
