@@ -1,7 +1,5 @@
 package likes
 
-
-
 // Following a store reopen (store.Options.ReopenOnFailure).
 //
 // A reopen heals a failed store in place and replaces its state by what
@@ -57,4 +55,3 @@ func (l *Likes) putMetaIn(gen uint64, key, value []byte) error {
 	}
 	return b.Commit()
 }
-
