@@ -239,7 +239,7 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 	if err := l.loadBusinesses(); err != nil {
 		return nil, err
 	}
-	db.OnReopen(l.reloadAfterReopen)
+	db.OnReopen(store.ReopenHook{Before: l.loadMu.Lock, After: l.reloadAfterReopen})
 	if err := l.ords.init(l); err != nil {
 		return nil, err
 	}

@@ -16,14 +16,18 @@ package likes
 //   - user ordinals (ords.next): only ever grows, never reused after a
 //     failed commit, so a durable failed write cannot collide with it.
 //   - the stripes' caches hold only what a committed group wrote (a failed
-//     commit forgets its items), and a group's batch is pinned to the
-//     generation it read in (group.gen), so no group decided on state from
-//     before a reopen commits after it.
+//     commit forgets its items); they are cleared after a reopen anyway.
+//   - groups, loads and checks: the hook's Before takes loadMu, so none
+//     runs across a reopen; a group's batch is also pinned to the
+//     generation it read in (group.gen).
 //   - the likes_received and business counters are store.Counter handles,
 //     which follow a reopen by themselves.
 
-// reloadAfterReopen is the store's OnReopen callback.
-func (l *Likes) reloadAfterReopen() {
+// reloadAfterReopen is the After of the store's ReopenHook; its Before
+// took loadMu, so no group, load or check ran across the reopen.
+func (l *Likes) reloadAfterReopen(bool) {
+	defer l.loadMu.Unlock()
+	l.clearCaches()
 	l.biz.mu.Lock()
 	defer l.biz.mu.Unlock()
 	l.syncBusinessesLocked() // an error stays for the next creation to meet

@@ -290,12 +290,43 @@ func TestHealBatchAcrossReopen(t *testing.T) {
 	stale := h.db.NewBatch()
 	defer stale.Close()
 	must(t, stale.Incr("posts", 1, "likes", 100))
+	// A hook: Before runs before the swap, After after it, outside the
+	// store's locks (it can write) and on the new generation.
+	var mu sync.Mutex
+	var events []string
+	note := func(e string) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	unregister := h.db.OnReopen(ReopenHook{
+		Before: func() { note(fmt.Sprintf("before %d", h.db.Generation())) },
+		After: func(ok bool) {
+			_, err := h.c.Incr(49, "likes", 1)
+			note(fmt.Sprintf("after %v %d %v", ok, h.db.Generation(), err))
+		},
+	})
 	h.fault.On()
 	if err := h.write(); err != nil {
 		h.maybe = append(h.maybe, h.next-1)
 	}
 	h.fault.Off()
 	h.waitHealed()
+	for deadline := time.Now().Add(healDeadline); ; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := len(events)
+		mu.Unlock()
+		if n == 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	unregister()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || events[0] != "before 0" || events[1] != "after true 1 <nil>" {
+		t.Fatalf("hook events %q", events)
+	}
+	h.likes[49]++
 	if err := stale.Commit(); !errors.Is(err, ErrFailed) || !errors.Is(err, errReopened) {
 		t.Fatalf("commit of a batch built before the reopen: %v", err)
 	}

@@ -24,9 +24,9 @@ package store
 //
 // # The swap
 //
-// reopen takes swap (which Stats, Check and Verify share), stops the
-// background loops and jobs and takes every writer's lock (jobMu, ckpt,
-// commit), so
+// reopen stops the background loops and jobs, runs the hooks' Before,
+// takes swap (which Stats, Check and Verify share) and every writer's lock
+// (jobMu, ckpt, commit), so
 // no write, checkpoint or job runs while the instance and the memory are
 // replaced. Then:
 //
@@ -41,7 +41,9 @@ package store
 //     end of recovery; the old counter states are marked dead, so Counter
 //     handles and batches resolve to the new ones (Counter.state).
 //  4. Generation is bumped, the background loops restart, the locks are
-//     released, and the OnReopen callbacks run (outside every store lock).
+//     released, and the hooks' After functions run (outside every store
+//     lock); their Before functions ran before step 1, once the background
+//     loops stopped, to keep the packages' own writers out (OnReopen).
 //
 // # Readers during the swap
 //
@@ -70,12 +72,15 @@ package store
 //
 // A package that keeps state derived from durable state (an id allocator,
 // a mirror of a family, a cache) may have derived it from a write the
-// reopen discarded, or missed one the reopen found durable. It reloads on
-// OnReopen, and closes the race between a reopen and its own next write
-// with Batch.Generation: a batch built in one generation never commits in
-// another (it fails with ErrFailed), so a write decided on pre-reopen
-// state cannot land after the reopen. Counter handles and Family handles
-// stay valid by design.
+// reopen discarded, or missed one the reopen found durable; and a write of
+// its own that read state before the reopen must not commit after it. It
+// registers a ReopenHook: Before takes the package's writer lock (its
+// writers fail fast meanwhile, the store being failed), After reloads the
+// state and releases it. Where a package has no such lock, it pins a
+// batch to the generation it read in (Batch.SetGeneration; a batch is
+// pinned to the generation of its NewBatch anyway): a batch of an older
+// generation fails with ErrFailed. Counter and Family handles stay valid
+// by design.
 //
 // # Alternatives not taken
 //
@@ -162,8 +167,8 @@ type healer struct {
 	mu        sync.Mutex
 	retired   []*instance // retired instances not yet closed
 	held      []string    // removals held back while retired is not empty
-	callbacks map[int]func()
-	nextCB    int
+	hooks  map[int]ReopenHook
+	nextID int
 }
 
 // Generation counts the reopens of this DB since Open (Options.
@@ -172,25 +177,41 @@ type healer struct {
 // and Batch.Generation.
 func (db *DB) Generation() uint64 { return db.heal.gen.Load() }
 
-// OnReopen registers fn to run after every reopen of the DB, once the new
-// state is published and the store takes writes again, on the healer's
-// goroutine and outside every store lock (fn may read and write the
-// store). Packages that keep state derived from the store reload it there.
-// The returned function unregisters fn.
-func (db *DB) OnReopen(fn func()) (unregister func()) {
-	h := &db.heal
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.callbacks == nil {
-		h.callbacks = map[int]func(){}
+// ReopenHook is how a package above the store follows a reopen in place
+// (OnReopen). Both functions run on the healer's goroutine, in
+// registration order (After in reverse order), for every reopen attempt.
+type ReopenHook struct {
+	// Before runs before the reopen takes any store lock, once the
+	// store's background loops and jobs have stopped: the package takes
+	// the locks that keep its own writers out, so that none reads state
+	// before the reopen and commits after it (they fail fast meanwhile:
+	// the store is failed). It must not wait for a store write.
+	Before func()
+	// After runs once the reopen is over, outside every store lock (it
+	// may read and write the store): the package reloads what it derived
+	// from the store and releases what Before took. reopened is false
+	// when the reopen failed (the store stays failed, and is tried again
+	// later).
+	After func(reopened bool)
+}
+
+// OnReopen registers h for every reopen of the DB (Options.
+// ReopenOnFailure). Packages that keep state derived from the store
+// reload it in h.After. The returned function unregisters h.
+func (db *DB) OnReopen(h ReopenHook) (unregister func()) {
+	hl := &db.heal
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	if hl.hooks == nil {
+		hl.hooks = map[int]ReopenHook{}
 	}
-	id := h.nextCB
-	h.nextCB++
-	h.callbacks[id] = fn
+	id := hl.nextID
+	hl.nextID++
+	hl.hooks[id] = h
 	return func() {
-		h.mu.Lock()
-		delete(h.callbacks, id)
-		h.mu.Unlock()
+		hl.mu.Lock()
+		delete(hl.hooks, id)
+		hl.mu.Unlock()
 	}
 }
 
@@ -272,9 +293,8 @@ func (db *DB) healOnce() bool {
 		if !db.env().probe() {
 			continue
 		}
-		err := db.reopen()
+		err := db.reopenHooked()
 		if err == nil {
-			db.runReopenCallbacks()
 			continue
 		}
 		db.bgError(fmt.Errorf("tally: reopen after a failure: %w", err))
@@ -285,31 +305,45 @@ func (db *DB) healOnce() bool {
 	return true
 }
 
-func (db *DB) runReopenCallbacks() {
-	h := &db.heal
-	h.mu.Lock()
-	ids := make([]int, 0, len(h.callbacks))
-	for id := range h.callbacks {
+// reopenHooked runs reopen between the hooks' Before and After.
+func (db *DB) reopenHooked() error {
+	hl := &db.heal
+	hl.mu.Lock()
+	ids := make([]int, 0, len(hl.hooks))
+	for id := range hl.hooks {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // registration order
-	fns := make([]func(), 0, len(ids))
+	hooks := make([]ReopenHook, 0, len(ids))
 	for _, id := range ids {
-		fns = append(fns, h.callbacks[id])
+		hooks = append(hooks, hl.hooks[id])
 	}
-	h.mu.Unlock()
-	for _, fn := range fns {
-		fn()
+	hl.mu.Unlock()
+	// Jobs stop before Before: a job handler may wait for the lock a
+	// Before takes. Before runs before swap: a package's check may hold
+	// its lock while it waits for DB.Check.
+	db.jobCancel()
+	db.stopBackground()
+	for _, h := range hooks {
+		if h.Before != nil {
+			h.Before()
+		}
 	}
+	db.swap.Lock()
+	err := db.reopen()
+	db.swap.Unlock()
+	for i := len(hooks) - 1; i >= 0; i-- {
+		if h := hooks[i]; h.After != nil {
+			h.After(err == nil)
+		}
+	}
+	return err
 }
 
 // reopen replaces the failed Pebble instance and the in-memory state (see
-// the file comment). On error the store stays failed.
+// the file comment). On error the store stays failed. The caller holds
+// swap and stopped the background loops and jobs.
 func (db *DB) reopen() error {
-	db.swap.Lock()
-	defer db.swap.Unlock()
-	db.jobCancel()
-	db.stopBackground()
 	db.jobMu.Lock()
 	defer db.jobMu.Unlock()
 	db.ckpt.Lock()
