@@ -164,11 +164,11 @@ type healer struct {
 	wg   sync.WaitGroup
 
 	// mu guards what follows.
-	mu        sync.Mutex
-	retired   []*instance // retired instances not yet closed
-	held      []string    // removals held back while retired is not empty
-	hooks  map[int]ReopenHook
-	nextID int
+	mu      sync.Mutex
+	retired []*instance // retired instances not yet closed
+	held    []string    // removals held back while retired is not empty
+	hooks   map[int]ReopenHook
+	nextID  int
 }
 
 // Generation counts the reopens of this DB since Open (Options.
