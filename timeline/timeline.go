@@ -268,6 +268,8 @@ type Timeline struct {
 	stop     chan struct{}
 	bg       sync.WaitGroup
 	closeErr error
+
+	unregisterReopen func() // the store.ReopenHook (reopen.go)
 }
 
 // FollowObserver is told of every follow-graph change inside the batch that
@@ -342,6 +344,7 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 			return nil, err
 		}
 	}
+	t.followReopen()
 	if o.ExpireInterval > 0 {
 		t.bg.Add(1)
 		go t.expireTicker(o.ExpireInterval)
@@ -358,6 +361,7 @@ func (t *Timeline) Close() error {
 	}
 	close(t.stop)
 	t.bg.Wait()
+	t.unregisterReopen()
 	return nil
 }
 
