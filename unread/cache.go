@@ -37,10 +37,10 @@ type cacheEntry struct {
 	// store reopen (store.Options.ReopenOnFailure) gen may count again
 	// through values a discarded write had reached, so an entry of
 	// another store generation is never used (reopen.go).
-	sgen uint64
-	n         uint64 // the snapshot's operation count (a reset's g0)
-	count     uint64 // entries (dead ones too, before initialization)
-	live      int    // live entries
+	sgen  uint64
+	n     uint64 // the snapshot's operation count (a reset's g0)
+	count uint64 // entries (dead ones too, before initialization)
+	live  int    // live entries
 	// body holds the snapshot's columns as stored (uncompressed): about 3
 	// bytes a followee, where decoded ids and bases would take 16.
 	// followees decodes them on each read (~1 µs for 200 followees), a
