@@ -211,26 +211,35 @@ func (e *pebbleEnv) maybeLift() bool {
 	return true
 }
 
-// probe reports whether the disk takes writes again: the probe of
-// maybeLift, for the healer of a failed store (reopen.go), at most once
-// per probeInterval.
-func (e *pebbleEnv) probe() bool {
-	e.probeMu.Lock()
-	defer e.probeMu.Unlock()
-	if time.Since(e.lastProbe) < e.probeGap {
+// probeReopen reports whether the disk takes writes again, for the healer
+// of a failed store (reopen.go), which paces it: the free space a
+// writable Open needs to replay the WAL (preflight: the WAL, an eighth
+// more and 1 MiB, where the filesystem reports usage) and the probe
+// file's write, sync and removal. Room for two memtables, which maybeLift
+// asks, is not needed to reopen: a flush that finds no room refuses
+// writes again, and lifts by itself.
+func (e *pebbleEnv) probeReopen() bool {
+	if preflight(e.fs.FS, e.fs.FS.PathJoin(e.probeDir, pebbleDir)) != nil {
 		return false
 	}
-	e.lastProbe = time.Now()
-	return e.probeLocked()
+	e.probeMu.Lock()
+	defer e.probeMu.Unlock()
+	return e.probeWrite()
 }
 
 // probeLocked checks the free space and writes, syncs and removes the
 // probe file. The caller holds probeMu.
 func (e *pebbleEnv) probeLocked() bool {
-	fs := e.fs.FS
-	if u, err := fs.GetDiskUsage(e.probeDir); err == nil && u.AvailBytes < e.minFree {
+	if u, err := e.fs.FS.GetDiskUsage(e.probeDir); err == nil && u.AvailBytes < e.minFree {
 		return false
 	}
+	return e.probeWrite()
+}
+
+// probeWrite writes, syncs and removes the probe file. The caller holds
+// probeMu.
+func (e *pebbleEnv) probeWrite() bool {
+	fs := e.fs.FS
 	path := fs.PathJoin(e.probeDir, probeFile)
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {

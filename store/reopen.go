@@ -15,9 +15,9 @@ package store
 //
 // A goroutine of its own (not one of the background loops, which a reopen
 // stops and restarts) wakes when the instance fails (pebbleEnv.onFail) and
-// then probes the disk once a second (pebbleEnv.probe: free space for two
-// memtables where the filesystem reports it, and a 64 KiB
-// write+sync+remove). When the probe passes it calls reopen. A reopen that
+// then probes the disk once a second (pebbleEnv.probeReopen: the free
+// space a writable Open needs to replay the WAL, where the filesystem
+// reports it, and a 64 KiB write+sync+remove). When the probe passes it calls reopen. A reopen that
 // fails leaves the store failed and the healer probing; one that finds
 // damage (ErrCorrupt, ErrIncompatible) stops it: a restart would find the
 // same.
@@ -290,7 +290,7 @@ func (db *DB) healOnce() bool {
 			return false
 		case <-t.C:
 		}
-		if !db.env().probe() {
+		if !db.env().probeReopen() {
 			continue
 		}
 		err := db.reopenHooked()

@@ -211,6 +211,7 @@ func writeStats(w io.Writer, s store.Stats) {
 	}
 	hotMem, coldPayload := tierBytes(s)
 	fmt.Fprintf(w, "durability %v\n", s.Durability)
+	fmt.Fprintf(w, "reopens %d\n", s.Reopens)
 	fmt.Fprintf(w, "counters %d\n", len(s.Counters))
 	fmt.Fprintf(w, "ranges_hot %d\n", t.hotRanges)
 	fmt.Fprintf(w, "ranges_cold %d\n", t.coldRanges)
