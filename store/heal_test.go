@@ -466,3 +466,45 @@ func TestHealConcurrentReaders(t *testing.T) {
 		t.Fatalf("cold row after the reopen: %d, %v", v, err)
 	}
 }
+
+// TestHealStopsOnDamage: a reopen that finds damage (here a garbled
+// OPTIONS file, ErrCorrupt before Pebble opens) leaves the store failed,
+// reports why in Stats.Errors, and stops the healer: a restart would find
+// the same, so it does not try again every second.
+func TestHealStopsOnDamage(t *testing.T) {
+	h := newHealStore(t, syscall.ENOSPC, func(op errorfs.Op) bool { return isWAL(op.Path) && isWrite(op.Kind) })
+	must(t, h.write())
+	h.fault.On()
+	if err := h.write(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("write with a failing WAL: %v", err)
+	}
+	names, err := h.mem.List("h/db")
+	must(t, err)
+	for _, n := range names {
+		if strings.HasPrefix(n, "OPTIONS-") {
+			f, err := h.mem.Create("h/db/"+n, vfs.WriteCategoryUnspecified)
+			must(t, err)
+			_, err = f.Write([]byte("[Options]\n  merger=garbled\n"))
+			must(t, err)
+			must(t, f.Close())
+		}
+	}
+	h.fault.Off()
+	deadline := time.Now().Add(healDeadline)
+	for !strings.Contains(strings.Join(h.db.Stats().Errors, "\n"), "reopen after a failure") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed reopen reported: %q", h.db.Stats().Errors)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := h.write(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("write after a reopen found damage: %v", err)
+	}
+	// The healer stopped: it does not try again.
+	within(t, "the healer stopping", 10*time.Second, h.db.heal.wg.Wait)
+	total := h.db.Stats().ErrorsTotal
+	time.Sleep(10 * 20 * time.Millisecond) // ten probe periods
+	if n := h.db.Stats().ErrorsTotal; n != total || h.db.Stats().Reopens != 0 {
+		t.Fatalf("the healer went on after finding damage: errors %d -> %d, reopens %d", total, n, h.db.Stats().Reopens)
+	}
+}

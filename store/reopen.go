@@ -280,7 +280,7 @@ func (db *DB) healLoop() {
 }
 
 // healOnce probes until the disk takes writes and the reopen succeeds. It
-// returns false when the DB closes.
+// returns false when the DB closes or the reopen found damage.
 func (db *DB) healOnce() bool {
 	t := time.NewTicker(db.env().probeGap)
 	defer t.Stop()
@@ -299,7 +299,7 @@ func (db *DB) healOnce() bool {
 		}
 		db.bgError(fmt.Errorf("tally: reopen after a failure: %w", err))
 		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrIncompatible) || errors.Is(err, ErrClosed) {
-			return true // a restart would find the same; wait for nothing
+			return false // a restart would find the same: the healer stops
 		}
 	}
 	return true
