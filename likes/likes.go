@@ -185,6 +185,7 @@ type Likes struct {
 	biz struct {
 		mu     sync.Mutex                           // serializes creation
 		byName atomic.Pointer[map[string]*business] // copy on write
+		gen    uint64                               // store generation byName was loaded in; under mu
 	}
 
 	stripes []stripe
@@ -252,9 +253,11 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 		}
 		l.received.Store(c)
 	}
+	l.biz.gen = db.Generation()
 	if err := l.loadBusinesses(); err != nil {
 		return nil, err
 	}
+	db.OnReopen(store.ReopenHook{Before: l.loadMu.Lock, After: l.reloadAfterReopen})
 	if err := l.ords.init(l); err != nil {
 		return nil, err
 	}
@@ -553,6 +556,10 @@ func (l *Likes) ensureBusiness(name string, opts BusinessOptions) (*business, er
 	}
 	l.biz.mu.Lock()
 	defer l.biz.mu.Unlock()
+	gen, err := l.syncBusinessesLocked()
+	if err != nil {
+		return nil, err
+	}
 	cur := *l.biz.byName.Load()
 	if b := cur[name]; b != nil {
 		return b, nil
@@ -597,7 +604,7 @@ func (l *Likes) ensureBusiness(name string, opts BusinessOptions) (*business, er
 		return nil, fmt.Errorf("%w: counter %s exists with columns %v", ErrBusinessConflict, cn, c.Columns())
 	}
 	rec := bizRec{id: id, created: l.opts.Now().UnixMilli()}
-	if err := l.putMeta(appendMetaKey(nil, metaBizPre+name), appendBiz(nil, rec)); err != nil {
+	if err := l.putMetaIn(gen, appendMetaKey(nil, metaBizPre+name), appendBiz(nil, rec)); err != nil {
 		return nil, err
 	}
 	b := &business{id: id, name: name, counter: cn, c: c}

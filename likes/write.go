@@ -269,6 +269,7 @@ type group struct {
 	l      *Likes
 	s      *stripe
 	b      *store.Batch // while committing
+	gen    uint64       // store generation the group reads in
 	nowMs  int64
 	today  uint32
 	keep   uint32 // first kept day
@@ -327,6 +328,7 @@ func (l *Likes) newGroup(s *stripe) *group {
 	g := groupPool.Get().(*group)
 	g.l, g.s, g.nowMs, g.today = l, s, now, dayOf(now)
 	g.keep, g.days = l.firstKeptDay(g.today)
+	g.gen = l.db.Generation() // before any read: see commit
 	return g
 }
 
@@ -597,6 +599,9 @@ func (g *group) addDay(it *itemAcc, ms int64, delta int64) {
 func (g *group) commit() error {
 	b := g.l.db.NewBatch()
 	defer b.Close()
+	// The group read records, counts and caches in generation g.gen: after
+	// a store reopen (a failure healed) they may hold writes it discarded.
+	b.SetGeneration(g.gen)
 	g.b = b
 	for _, it := range g.items {
 		if it.err != nil {

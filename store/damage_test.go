@@ -59,11 +59,11 @@ func TestOpenDamagedLogAndChunk(t *testing.T) {
 			}
 			bad := slices.Clone(good)
 			bad[len(bad)/2] ^= 0x08
-			must(t, db.pdb.Set(key, bad, pebble.Sync))
+			must(t, db.pdb().Set(key, bad, pebble.Sync))
 			// Crash-like stop: no checkpoint on the way out.
 			db.stopBackground()
 			db.closed.Store(true)
-			must(t, db.pdb.Close())
+			must(t, db.pdb().Close())
 			must(t, db.lock.Close())
 
 			for range 2 { // the failed Open changed nothing: same error again
@@ -250,13 +250,13 @@ func richStore(t testing.TB) (*vfs.MemFS, map[uint64][]uint64) {
 		set(uint64(rng.IntN(1024))) // into range 0's delta
 	}
 	must(t, db.Checkpoint())
-	must(t, db.pdb.Flush())
-	must(t, db.pdb.Compact(context.Background(), []byte{0}, []byte{0xff}, true))
+	must(t, db.pdb().Flush())
+	must(t, db.pdb().Compact(context.Background(), []byte{0}, []byte{0xff}, true))
 	for range 50 {
 		set(2<<10 | uint64(rng.IntN(1024)))
 	}
 	must(t, db.Checkpoint())
-	must(t, db.pdb.Flush())
+	must(t, db.pdb().Flush())
 	for range 30 {
 		set(3<<10 | uint64(rng.IntN(1024))) // log records in the WAL only
 	}

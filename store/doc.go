@@ -146,7 +146,10 @@
 // within seconds; Options.ReadOnly opens a store without writing anything.
 // A failed WAL write or sync, or an error Pebble calls fatal, fails the
 // store: every later write returns ErrFailed and the store must be
-// reopened. Damaged files come back as ErrCorrupt naming the file, from
+// reopened, or, with Options.ReopenOnFailure, reopens itself in place once
+// a probe shows the disk takes writes again (reopen.go): the same *DB and
+// its handles go on, readers never see an error, and packages above
+// follow through DB.OnReopen and Batch generations. Damaged files come back as ErrCorrupt naming the file, from
 // Open (WAL and MANIFEST damage is checked before Pebble replays them), from
 // the read that finds them, and from Verify, which reads every block of
 // every sstable. Pebble's errors go to Stats.Errors, never to stderr, and
@@ -165,5 +168,8 @@
 // A write is visible to readers as soon as it is in Pebble's WAL buffer, a
 // little before its fsync completes under SyncAlways (as in Pebble itself). If
 // that fsync fails the store enters a failed state: every later write returns
-// ErrFailed and the process should reopen the store.
+// ErrFailed and the process should reopen the store (or let
+// Options.ReopenOnFailure do it in place). A reopen in place replaces the
+// state by what recovery finds: state a host derived from the store (an id
+// allocator, a cache) must follow it (DB.OnReopen, DB.Generation).
 package store

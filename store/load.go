@@ -294,7 +294,7 @@ func (db *DB) loadLoggedLocked(cs *counterState, rows *compaction.Rows, st *Load
 	const per = 1024
 	for start := 0; start < rows.Len(); start += per {
 		end := min(start+per, rows.Len())
-		b := &Batch{db: db}
+		b := &Batch{db: db, gen: db.Generation()}
 		for i := start; i < end; i++ {
 			vals := rows.Row(i)
 			b.ops = append(b.ops, batchOp{cs: cs, id: rows.Keys[i], kind: opSet, valOff: len(b.vals), valN: len(vals)})

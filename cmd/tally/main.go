@@ -64,6 +64,9 @@ type env struct {
 	// families are declared at Open (store.Options.Families) by commands
 	// that open packages above store (see openGraph).
 	families []store.FamilySpec
+	// reopenOnFailure is store.Options.ReopenOnFailure: serve heals a
+	// failed store in place.
+	reopenOnFailure bool
 }
 
 // usageError marks a malformed command line: exit status 2.
@@ -338,7 +341,7 @@ func (e *env) options() (*store.Options, error) {
 	if err != nil {
 		return nil, usagef("bad --durability %s: want sync, interval or nosync", quote.Input(e.durability))
 	}
-	return &store.Options{Durability: d, Families: e.families}, nil
+	return &store.Options{Durability: d, Families: e.families, ReopenOnFailure: e.reopenOnFailure}, nil
 }
 
 func mustBeStoreDir(dir string) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/server"
+	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
 	"github.com/tallydb/tally/unread"
 )
@@ -40,6 +41,13 @@ unread commands. Counts never go below 0. See
 Prints "key value" lines: addr (the address listened on) and, with
 --metrics-addr, metrics_addr once serving; checkpoint_seq after the
 shutdown checkpoint. Dropped clients and errors are logged on stderr.
+
+A full disk does not need a restart: while it is full, writes get errors
+("disk full", or "store failed" once the WAL could not be written) and
+reads go on; once a probe (once a second) finds room again, serve reopens
+the store in place (replaying its log, as a restart would) and writes
+succeed again. Each reopen is logged and counted (INFO
+tally_store_reopens, tally stats reopens).
 
 Flags:
   --addr HOST:PORT         address to listen on (default 127.0.0.1:6380; port
@@ -114,6 +122,7 @@ func runServe(e *env, args []string) error {
 	// serves every command group that needs it, so unread's observer sees
 	// every follow.
 	e.families = graphFamilies()
+	e.reopenOnFailure = true // a full disk heals without a restart
 	db, err := e.openFamilies(*create, likes.Families())
 	if err != nil {
 		return err
@@ -131,6 +140,11 @@ func runServe(e *env, args []string) error {
 	if err != nil {
 		return closeDB(db, err)
 	}
+	db.OnReopen(store.ReopenHook{After: func(ok bool) {
+		if ok {
+			opts.Logger.Warn("store failed and was reopened in place; writes resume", "reopens", db.Stats().Reopens)
+		}
+	}})
 	// The packages above store: their command groups (one Timeline for
 	// every group, so unread's observer sees every follow), their job
 	// handlers (fan-outs, backfills run by the store's workers) and, for
