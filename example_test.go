@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/tallydb/tally"
+	"github.com/tallydb/tally/likes"
 )
 
 // Open one database and use every package through it: the follow graph
@@ -38,6 +39,10 @@ func Example() {
 	}
 	fmt.Println("unread posts in 1's feed:", n)
 
+	// Businesses are declared, like counters: a typo is refused.
+	if err := db.Likes().AddBusiness("video", likes.BusinessOptions{}); err != nil {
+		log.Fatal(err)
+	}
 	if _, err := db.Likes().Like("video", 1001, 1, 0); err != nil {
 		log.Fatal(err)
 	}

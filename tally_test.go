@@ -6,10 +6,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tallydb/tally/internal/testutil"
+	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
 	"github.com/tallydb/tally/unread"
@@ -22,6 +24,7 @@ func open(t *testing.T, dir string, readOnly bool) *DB {
 	db, err := Open(dir, &Options{
 		Store:    &store.Options{Durability: store.NoSync, DisableBackground: true, ReadOnly: readOnly},
 		Timeline: &timeline.Options{ExpireInterval: -1},
+		Likes:    &likes.Options{CreateBusinesses: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -328,4 +331,40 @@ func TestUpgradeFormat2Store(t *testing.T) {
 		t.Fatalf("owners after reopen %v, want %v", got, want)
 	}
 	check(db)
+}
+
+// TestDescribeJob: queued jobs are described in the user's words ("tally
+// jobs" prints these), not as kinds and binary keys.
+func TestDescribeJob(t *testing.T) {
+	db, err := Open(t.TempDir(), &Options{
+		Store:    &store.Options{Durability: store.NoSync, DisableBackground: true, JobWorkers: -1},
+		Timeline: &timeline.Options{ExpireInterval: -1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tl := db.Timeline()
+	ok(t)(tl.Follow(1, 21))
+	ok(t)(tl.MarkActive(1)) // an active follower: the post has an inbox to reach
+	ok(t)(tl.Publish(21, 2001))
+	describe := func() []string {
+		var got []string
+		for _, j := range db.Store().QueuedJobs() {
+			got = append(got, db.DescribeJob(j))
+		}
+		return got
+	}
+	if got, want := describe(), []string{"fan-out of post 2001 by user 21"}; !slices.Equal(got, want) {
+		t.Fatalf("jobs described as %q, want %q", got, want)
+	}
+	if _, _, err := tl.Unpublish(21, 2001); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := describe(), []string{"removal of unpublished post 2001 from homes"}; !slices.Equal(got, want) {
+		t.Fatalf("jobs described as %q, want %q", got, want)
+	}
+	if got := db.DescribeJob(store.JobInfo{Kind: "mystery", Key: []byte("k")}); got != `mystery job key "k"` {
+		t.Fatalf("an unknown job described as %q", got)
+	}
 }

@@ -305,6 +305,10 @@ func openTallyLikes(dir string, d store.Durability) (*tallyLikes, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := t.l.AddBusiness(LikesBusiness, likes.BusinessOptions{}); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return t, nil
 }
 

@@ -52,6 +52,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tallydb/tally"
 	"github.com/tallydb/tally/bench/workload"
 	"github.com/tallydb/tally/internal/hist"
 	"github.com/tallydb/tally/internal/procmem"
@@ -377,6 +378,7 @@ type tallyUnread struct {
 	cfg       UnreadConfig
 	fg        *workload.FeedGraph
 	db        *store.DB
+	all       *tally.DB
 	tl        *timeline.Timeline
 	x         *unread.Unread
 	countRows int
@@ -386,21 +388,17 @@ type tallyUnread struct {
 }
 
 func (t *tallyUnread) open(ctx context.Context, dir string, counts *workload.Workload, logf func(string, ...any)) error {
-	var err error
-	t.db, err = store.Open(dir, &store.Options{
-		Durability: store.SyncInterval, CompactionInterval: -1,
-		Families: append(timeline.Families(), unread.Families()...),
+	// tally.Open wires unread on the timeline, first, on the empty
+	// graph: a complete store.
+	all, err := tally.Open(dir, &tally.Options{
+		Store:    &store.Options{Durability: store.SyncInterval, CompactionInterval: -1},
+		Timeline: &timeline.Options{ExpireInterval: -1},
+		Unread:   &unread.Options{SnapshotCacheBytes: 1 << 30},
 	})
 	if err != nil {
 		return err
 	}
-	if t.tl, err = timeline.New(t.db, &timeline.Options{ExpireInterval: -1}); err != nil {
-		return err
-	}
-	// Unread first, on the empty graph: a complete store.
-	if t.x, err = unread.New(t.db, &unread.Options{Graph: t.tl, SnapshotCacheBytes: 1 << 30}); err != nil {
-		return err
-	}
+	t.all, t.db, t.tl, t.x = all, all.Store(), all.Timeline(), all.Unread()
 	for _, k := range unreadKinds {
 		if err := t.x.AddKind(k, store.ColumnOptions{}); err != nil {
 			return err
@@ -489,8 +487,7 @@ func (t *tallyUnread) open(ctx context.Context, dir string, counts *workload.Wor
 }
 
 func (t *tallyUnread) close() {
-	t.tl.Close()
-	t.db.Close()
+	t.all.Close()
 }
 
 func (t *tallyUnread) countsGet(rng *rand.Rand) (bool, error) {

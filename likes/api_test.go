@@ -371,7 +371,7 @@ func TestDayBoardsAndPrune(t *testing.T) {
 func TestOptionsPersisted(t *testing.T) {
 	e := newEnv(t, &Options{BoardDays: 3, RoaringThreshold: 100})
 	must[Result](t)(e.l.Like("video", 1, 1, 0))
-	e.opts = Options{Now: e.clock.Now}
+	e.opts = Options{Now: e.clock.Now, CreateBusinesses: true}
 	e.reopen()
 	if e.l.BoardDays() != 3 || e.l.RoaringThreshold() != 100 {
 		t.Fatalf("after reopen: %d %d", e.l.BoardDays(), e.l.RoaringThreshold())

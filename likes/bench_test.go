@@ -92,7 +92,12 @@ func openBenchStore(b *testing.B, dir string, d store.Durability, opts *Options)
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := New(db, opts)
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.CreateBusinesses = true // benchmarks like in businesses they never declared
+	l, err := New(db, &o)
 	if err != nil {
 		db.Close()
 		b.Fatal(err)

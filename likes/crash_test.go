@@ -145,7 +145,7 @@ func killChild(dir string) {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)
 	}
-	l, err := New(db, &Options{RoaringThreshold: 32, Stripes: 16})
+	l, err := New(db, &Options{RoaringThreshold: 32, Stripes: 16, CreateBusinesses: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child new:", err)
 		os.Exit(2)

@@ -7,7 +7,8 @@
 //
 // # API
 //
-//	l, err := likes.New(db, nil)                 // db opened with Options.Families: likes.Families()
+//	l, err := likes.New(db, nil)                 // or tally.Open, which wires every package
+//	err = l.AddBusiness("video", likes.BusinessOptions{}) // declare, once
 //	res, err := l.Like("video", item, user, owner) // res.Changed, res.Likes, res.Dislikes
 //	l.Unlike / l.Dislike / l.Undislike / l.SetOwner
 //	counts, err := l.Counts("video", items, nil)   // []Counts{Likes, Dislikes}
@@ -22,9 +23,13 @@
 //	err = l.Check()                             // every invariant, for tests and tools
 //
 // A business is named by a string (1 to MaxBusinessLen of [A-Za-z0-9_-]) and
-// created by its first like or dislike (or AddBusiness with options). Reads
-// of a business that does not exist answer zeros, None and empty pages.
-// Errors are the package's sentinels (ErrInvalidBusiness, ErrLimit,
+// declared by AddBusiness or by a Load that names it, like counters and
+// unread kinds: a like, dislike or SetOwner in a business nobody declared
+// (a typo) fails with ErrUnknownBusiness and creates nothing, unless
+// Options.CreateBusinesses (for hosts whose names never come from users).
+// Reads of a business that does not exist answer zeros, None and empty
+// pages, like a missing Redis key.
+// Errors are the package's sentinels (ErrInvalidBusiness, ErrUnknownBusiness, ErrLimit,
 // ErrBadCursor, ErrStaleCursor, ErrOwnerMismatch, ErrDayNotKept, ErrBadTime,
 // ErrInvalidOption, ErrBusinessConflict) and the store's; bad input
 // changes nothing.

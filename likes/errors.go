@@ -36,4 +36,11 @@ var (
 	ErrBadTime = errors.New("likes: bad like time")
 	// ErrInvalidOption is returned for an option outside its allowed set.
 	ErrInvalidOption = errors.New("likes: invalid option")
+	// ErrUnknownBusiness is returned by a like, dislike or SetOwner of a
+	// business nobody declared (AddBusiness; a Load declares the businesses
+	// it names), unless Options.CreateBusinesses: a business given by a
+	// typo must not silently become a new one. Reads of an undeclared
+	// business return nothing (zero counts, empty pages), like a missing
+	// Redis key.
+	ErrUnknownBusiness = errors.New("likes: unknown business")
 )

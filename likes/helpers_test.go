@@ -49,6 +49,9 @@ func newEnv(t *testing.T, opts *Options) *env {
 		e.opts = *opts
 	}
 	e.opts.Now = e.clock.Now
+	// Most tests like in businesses they never declared: that is
+	// TestUndeclaredBusiness's subject, not theirs.
+	e.opts.CreateBusinesses = true
 	e.open()
 	t.Cleanup(func() {
 		if e.db != nil {

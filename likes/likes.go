@@ -98,9 +98,17 @@ type Options struct {
 	// ordinals, MinRoaringThreshold..MaxRoaringThreshold. The default is
 	// 4096 (see the package doc for the measurement behind it).
 	RoaringThreshold int
-	// Business shapes the counters of businesses created implicitly, by
-	// their first like or a Load. The default is BusinessOptions{}.
+	// Business shapes the counters of businesses created implicitly: by
+	// a Load, or by their first like with CreateBusinesses. The default is
+	// BusinessOptions{}.
 	Business BusinessOptions
+	// CreateBusinesses lets the first like, dislike or SetOwner of an
+	// undeclared business create it, for hosts whose business names come
+	// from their own code, never from users. The default is false: such a
+	// write fails with ErrUnknownBusiness and changes nothing, as a write
+	// to an undeclared unread kind or channel does; businesses are
+	// declared with AddBusiness (or by a Load).
+	CreateBusinesses bool
 	// ReceivedRangeBits is the range width of the likes_received counter
 	// (keyed by owner id, kept hot), used when it is created. The default
 	// is 48.
@@ -177,6 +185,7 @@ type Likes struct {
 	biz struct {
 		mu     sync.Mutex                           // serializes creation
 		byName atomic.Pointer[map[string]*business] // copy on write
+		gen    uint64                               // store generation byName was loaded in; under mu
 	}
 
 	stripes []stripe
@@ -244,9 +253,11 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 		}
 		l.received.Store(c)
 	}
+	l.biz.gen = db.Generation()
 	if err := l.loadBusinesses(); err != nil {
 		return nil, err
 	}
+	db.OnReopen(store.ReopenHook{Before: l.loadMu.Lock, After: l.reloadAfterReopen})
 	if err := l.ords.init(l); err != nil {
 		return nil, err
 	}
@@ -505,6 +516,16 @@ func (l *Likes) lookup(name string) (*business, error) {
 	return nil, nil
 }
 
+// unknownBusiness is ErrUnknownBusiness naming the business and the
+// businesses there are.
+func (l *Likes) unknownBusiness(name string) error {
+	known := strings.Join(l.Businesses(), ", ")
+	if known == "" {
+		known = "none yet"
+	}
+	return fmt.Errorf("%w %s (businesses: %s)", ErrUnknownBusiness, quote.Input(name), known)
+}
+
 // Businesses returns the names of the businesses, sorted.
 func (l *Likes) Businesses() []string {
 	m := *l.biz.byName.Load()
@@ -516,9 +537,10 @@ func (l *Likes) Businesses() []string {
 	return names
 }
 
-// AddBusiness creates a business with its counter shaped by opts. A
-// business is also created implicitly by its first like, dislike or Load,
-// with Options.Business. Creating an existing business is a no-op.
+// AddBusiness declares a business, with its counter shaped by opts.
+// Declaring an existing business is a no-op. A Load declares the
+// businesses it names (with Options.Business); so does a first like with
+// Options.CreateBusinesses.
 func (l *Likes) AddBusiness(name string, opts BusinessOptions) error {
 	_, err := l.ensureBusiness(name, opts)
 	return err
@@ -534,6 +556,10 @@ func (l *Likes) ensureBusiness(name string, opts BusinessOptions) (*business, er
 	}
 	l.biz.mu.Lock()
 	defer l.biz.mu.Unlock()
+	gen, err := l.syncBusinessesLocked()
+	if err != nil {
+		return nil, err
+	}
 	cur := *l.biz.byName.Load()
 	if b := cur[name]; b != nil {
 		return b, nil
@@ -578,7 +604,7 @@ func (l *Likes) ensureBusiness(name string, opts BusinessOptions) (*business, er
 		return nil, fmt.Errorf("%w: counter %s exists with columns %v", ErrBusinessConflict, cn, c.Columns())
 	}
 	rec := bizRec{id: id, created: l.opts.Now().UnixMilli()}
-	if err := l.putMeta(appendMetaKey(nil, metaBizPre+name), appendBiz(nil, rec)); err != nil {
+	if err := l.putMetaIn(gen, appendMetaKey(nil, metaBizPre+name), appendBiz(nil, rec)); err != nil {
 		return nil, err
 	}
 	b := &business{id: id, name: name, counter: cn, c: c}

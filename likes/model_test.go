@@ -232,7 +232,7 @@ func TestModel(t *testing.T) {
 func runModel(t *testing.T, seed uint64, steps int) {
 	mem := vfs.NewCrashableMem()
 	e := &env{t: t, dir: "likes", fs: mem, clock: newClock(epoch)}
-	e.opts = Options{BoardDays: 3, RoaringThreshold: MinRoaringThreshold, Stripes: 8, Now: e.clock.Now}
+	e.opts = Options{BoardDays: 3, RoaringThreshold: MinRoaringThreshold, Stripes: 8, Now: e.clock.Now, CreateBusinesses: true}
 	e.syncAlways = true
 	e.open()
 	t.Cleanup(func() {

@@ -187,14 +187,17 @@ func (l *Likes) SetOwner(business string, item, owner uint64) (Result, error) {
 func (l *Likes) transition(kind opKind, bizName string, item, user, owner uint64) (Result, error) {
 	var b *business
 	var err error
-	switch kind {
-	case opLike, opDislike, opSetOwner:
+	switch {
+	case (kind == opLike || kind == opDislike || kind == opSetOwner) && l.opts.CreateBusinesses:
 		b, err = l.ensureBusiness(bizName, l.opts.Business)
 	default:
 		b, err = l.lookup(bizName)
 	}
 	if err != nil {
 		return Result{}, err
+	}
+	if b == nil && (kind == opLike || kind == opDislike || kind == opSetOwner) {
+		return Result{}, l.unknownBusiness(bizName)
 	}
 	if b == nil {
 		// Nothing to undo in a business that does not exist.
@@ -266,6 +269,7 @@ type group struct {
 	l      *Likes
 	s      *stripe
 	b      *store.Batch // while committing
+	gen    uint64       // store generation the group reads in
 	nowMs  int64
 	today  uint32
 	keep   uint32 // first kept day
@@ -324,6 +328,7 @@ func (l *Likes) newGroup(s *stripe) *group {
 	g := groupPool.Get().(*group)
 	g.l, g.s, g.nowMs, g.today = l, s, now, dayOf(now)
 	g.keep, g.days = l.firstKeptDay(g.today)
+	g.gen = l.db.Generation() // before any read: see commit
 	return g
 }
 
@@ -594,6 +599,9 @@ func (g *group) addDay(it *itemAcc, ms int64, delta int64) {
 func (g *group) commit() error {
 	b := g.l.db.NewBatch()
 	defer b.Close()
+	// The group read records, counts and caches in generation g.gen: after
+	// a store reopen (a failure healed) they may hold writes it discarded.
+	b.SetGeneration(g.gen)
 	g.b = b
 	for _, it := range g.items {
 		if it.err != nil {

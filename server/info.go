@@ -110,6 +110,7 @@ func (s *Server) info(want map[string]bool) string {
 		line("disk_bytes", st.DiskBytes)
 		line("recovery_duration_ms", st.Recovery.Duration.Milliseconds())
 		line("recovery_records_replayed", st.Recovery.RecordsReplayed)
+		line("tally_store_reopens", st.Reopens) // failures healed in place (store.Options.ReopenOnFailure)
 	}
 	if section("Stats") {
 		st := stats()

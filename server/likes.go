@@ -29,6 +29,12 @@ import (
 //	LIKE.TOP biz [n] [DAY yyyy-mm-dd]              array of arrays: rank, item, likes
 //	LIKE.RANK biz item [DAY yyyy-mm-dd]            array: rank, likes; nil when not ranked
 //	LIKE.RECEIVED owner                            integer: likes received
+//	LIKE.BUSINESS ADD biz                          OK: declares a business
+//	LIKE.BUSINESS LIST                             array of business names
+//
+// A write (LIKE.LIKE, LIKE.DISLIKE, LIKE.SETOWNER) to a business nobody
+// declared is refused ("ERR likes: unknown business ...") and changes
+// nothing; reads of one return nothing.
 //
 // Ids are unsigned decimals; an id above 2^63-1 is replied as a bulk
 // string (RESP integers are signed). Errors of package likes are sent as
@@ -108,6 +114,39 @@ func LikesCommands(l *likes.Likes) []Command {
 			Summary:    "Returns the likes an owner's items received, over every business.",
 			Complexity: "O(1)", Args: []Arg{{Name: "owner", Type: "integer"}}, Handler: h.received,
 		},
+		{
+			Name: "LIKE.BUSINESS", Arity: -2, Group: likeGroup, Since: "1.0.0",
+			Summary: "Business declaration commands.",
+			Subcommands: []Command{
+				{
+					Name: "ADD", Arity: 3, Flags: FlagWrite | FlagAdmin, Group: likeGroup, Since: "1.0.0",
+					Summary: "Declares a business (as \"tally business add\", with the default counter shape): LIKE.LIKE " +
+						"and LIKE.DISLIKE refuse businesses nobody declared. Declaring one again changes nothing.",
+					Complexity: "O(1)", Args: []Arg{biz}, Handler: h.businessAdd,
+				},
+				{
+					Name: "LIST", Arity: 2, Flags: FlagReadOnly, Group: likeGroup, Since: "1.0.0",
+					Summary:    "Returns the declared businesses, sorted (as \"tally business list\").",
+					Complexity: "O(B) where B is the number of businesses", Handler: h.businessList,
+				},
+			},
+		},
+	}
+}
+
+func (h *likeHandlers) businessAdd(c *Conn, a [][]byte) {
+	if err := h.l.AddBusiness(string(a[2]), likes.BusinessOptions{}); err != nil {
+		likeErr(c, err)
+		return
+	}
+	c.WriteOK()
+}
+
+func (h *likeHandlers) businessList(c *Conn, _ [][]byte) {
+	names := h.l.Businesses()
+	c.WriteArray(len(names))
+	for _, n := range names {
+		c.WriteBulkString(n)
 	}
 }
 

@@ -77,6 +77,13 @@ func TestLikeCommands(t *testing.T) {
 			t.Fatalf("got %#v, want %#v", got, want)
 		}
 	}
+	eq(do("LIKE.BUSINESS", "LIST"), []any{})
+	if err := rc.Do(ctx, "LIKE.LIKE", "video", 1, 10, 7).Err(); err == nil || !strings.Contains(err.Error(), "unknown business") {
+		t.Fatalf("LIKE.LIKE of an undeclared business: %v", err)
+	}
+	eq(do("LIKE.BUSINESS", "ADD", "video"), "OK")
+	eq(do("LIKE.BUSINESS", "ADD", "video"), "OK")
+	eq(do("LIKE.BUSINESS", "LIST"), []any{"video"})
 	eq(do("LIKE.LIKE", "video", 1, 10, 7), []any{int64(1), int64(0), int64(1)})
 	eq(do("LIKE.LIKE", "video", 1, 10), []any{int64(1), int64(0), int64(0)})
 	eq(do("like.like", "video", 1, 11), []any{int64(2), int64(0), int64(1)})
@@ -123,6 +130,9 @@ func TestLikeCommands(t *testing.T) {
 func TestLikeCommandsBadInput(t *testing.T) {
 	ts, l := newLikesServer(t)
 	rc := ts.client(t, nil)
+	if err := rc.Do(ctx, "LIKE.BUSINESS", "ADD", "video").Err(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := rc.Do(ctx, "LIKE.LIKE", "video", 1, 1, 5).Result(); err != nil {
 		t.Fatal(err)
 	}

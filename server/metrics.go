@@ -118,13 +118,14 @@ var (
 	descBgErrors     = desc("tally_store_background_errors", "Errors of background work since the store was opened.")
 	descRecovery     = desc("tally_store_recovery_duration_seconds", "Wall time of the store's Open (checkpoint load and log replay).")
 	descReplayed     = desc("tally_store_recovery_records_replayed", "Log records replayed by the store's Open.")
+	descReopens      = desc("tally_store_reopens_total", "Failures (a full disk, a failed WAL) the store healed by reopening itself in place.")
 	descDurability   = desc("tally_store_durability", "1 for the store's durability mode: sync, interval or nosync.", "mode")
 )
 
 func (sc *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRows, descRanges, descMem, descColdDisk, descLastSeq, descCkptSeq,
 		descLogRecords, descLogBytes, descDisk, descPebbleMem, descCacheHits, descCacheMisses, descCacheBytes,
-		descCacheEntries, descJobs, descJobsDone, descBgErrors, descRecovery, descReplayed, descDurability} {
+		descCacheEntries, descJobs, descJobsDone, descBgErrors, descRecovery, descReplayed, descReopens, descDurability} {
 		ch <- d
 	}
 }
@@ -158,6 +159,7 @@ func (sc *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCacheEntries, float64(st.BlockCache.Entries))
 	gauge(descJobs, float64(len(st.Jobs)))
 	counter(descJobsDone, float64(st.JobsFinished))
+	counter(descReopens, float64(st.Reopens))
 	gauge(descBgErrors, float64(len(st.Errors)))
 	gauge(descRecovery, st.Recovery.Duration.Seconds())
 	gauge(descReplayed, float64(st.Recovery.RecordsReplayed))

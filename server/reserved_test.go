@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tallydb/tally"
+	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/store"
 )
 
@@ -26,6 +27,9 @@ func TestPackageCountersReserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := db.Timeline().Follow(1, 34); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Likes().AddBusiness("video", likes.BusinessOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Likes().Like("video", 2, 1, 0); err != nil {

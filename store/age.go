@@ -138,7 +138,7 @@ type blockWriter struct {
 
 func (w *blockWriter) set(key, value []byte) error {
 	if w.batch == nil {
-		w.batch = w.db.pdb.NewBatch()
+		w.batch = w.db.pdb().NewBatch()
 	}
 	w.bytes += int64(len(value))
 	if err := w.batch.Set(key, value, nil); err != nil {
@@ -171,7 +171,7 @@ func (w *blockWriter) flush() error {
 	}
 	err := w.db.writable()
 	if err == nil {
-		err = w.db.pdb.Apply(w.batch, pebble.NoSync)
+		err = w.db.pdb().Apply(w.batch, pebble.NoSync)
 	}
 	w.batch.Close()
 	w.batch = nil
@@ -289,7 +289,7 @@ func (db *DB) sealRange(ctx context.Context, cs *counterState, rid uint64) (err 
 // the value, the job's intent removed, and obsolete (the blocks v replaced,
 // if any) noted for deletion after the last reader.
 func (db *DB) switchRange(cs *counterState, rid uint64, v *coldRangeValue, job, obsolete *intent) error {
-	b := db.pdb.NewBatch()
+	b := db.pdb().NewBatch()
 	defer b.Close()
 	if err := b.Set(appendColdRangeKey(nil, cs.id, rid), appendColdRange(nil, v), nil); err != nil {
 		return err

@@ -147,7 +147,7 @@ func (db *DB) SyncWAL() (err error) {
 	if err := db.writable(); err != nil {
 		return err
 	}
-	if err := db.pdb.LogData(nil, pebble.Sync); err != nil {
+	if err := db.pdb().LogData(nil, pebble.Sync); err != nil {
 		err = pebbleErr(err)
 		db.setFailed(fmt.Errorf("wal sync: %w", err))
 		return fmt.Errorf("%w: sync wal: %w", ErrFailed, err)

@@ -47,6 +47,24 @@ type counterState struct {
 
 	cols   atomic.Pointer[colSet]
 	ranges atomic.Pointer[rangeSet]
+	// dead is set when a reopen replaced the catalog (reopen.go): handles
+	// and batches find the counter's new state by id (DB.liveState).
+	dead atomic.Bool
+}
+
+// liveState returns the state of cs's counter in the current catalog: cs
+// itself unless a reopen replaced it. A counter the new catalog lacks
+// (which a reopen cannot produce: schemas are synced before they are
+// published) keeps its old state.
+func (db *DB) liveState(cs *counterState) *counterState {
+	for cs.dead.Load() {
+		n := db.cat.Load().byID[cs.id]
+		if n == nil || n == cs {
+			return cs
+		}
+		cs = n
+	}
+	return cs
 }
 
 func newCounterState(ci *CounterInfo) *counterState {

@@ -12,6 +12,8 @@ import (
 // range (see rangeState). Tests call it after every step; tools may call it
 // on a quiet store.
 func (db *DB) Check() error {
+	db.swap.RLock()
+	defer db.swap.RUnlock()
 	if err := db.checkQueue(); err != nil {
 		return err
 	}
@@ -81,7 +83,7 @@ func (db *DB) Check() error {
 func (db *DB) checkIntents() error {
 	db.pebbleMu.RLock()
 	defer db.pebbleMu.RUnlock()
-	if db.pebbleClosed || db.env.failed.Load() != nil {
+	if db.pebbleClosed || db.env().failed.Load() != nil {
 		return nil // after a failed sync, only a reopen knows what is on disk
 	}
 	db.life.diskMu.Lock()

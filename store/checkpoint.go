@@ -245,7 +245,7 @@ func (db *DB) checkpoint(flush bool) (err error) {
 	// batch; chunks of an earlier failed attempt at the same seq go first.
 	in := db.newIntent(&intent{kind: intentCheckpoint, seq: seq})
 	{
-		b := db.pdb.NewBatch()
+		b := db.pdb().NewBatch()
 		err := b.DeleteRange(appendCheckpointPrefix(nil, seq), appendCheckpointPrefix(nil, seq+1), nil)
 		if err == nil {
 			err = db.commitIntents(b, pebble.Sync, []*intent{in}, nil)
@@ -265,7 +265,7 @@ func (db *DB) checkpoint(flush bool) (err error) {
 	}
 	db.step("checkpoint: chunks written")
 
-	fin := db.pdb.NewBatch()
+	fin := db.pdb().NewBatch()
 	defer fin.Close()
 	if err := db.writable(); err != nil {
 		return err
@@ -302,10 +302,10 @@ func (db *DB) checkpoint(flush bool) (err error) {
 // later checkpoint, whose final batch deletes every older chunk) resolves
 // it.
 func (db *DB) abandonCheckpoint(in *intent) {
-	if db.env.failed.Load() != nil {
+	if db.env().failed.Load() != nil {
 		return // the final batch may have reached disk: leave it to Open
 	}
-	b := db.pdb.NewBatch()
+	b := db.pdb().NewBatch()
 	defer b.Close()
 	if err := b.DeleteRange(appendCheckpointPrefix(nil, in.seq), appendCheckpointPrefix(nil, in.seq+1), nil); err != nil {
 		return
@@ -393,7 +393,7 @@ func (w *chunkWriter) writeTable(t tableRef, tbl *hot.Table, kind byte, chunk *u
 
 func (w *chunkWriter) emit(h *chunkHeader, chunk uint32, rows []uint64) error {
 	if w.batch == nil {
-		w.batch = w.db.pdb.NewBatch()
+		w.batch = w.db.pdb().NewBatch()
 	}
 	w.buf = appendChunk(w.buf[:0], *h, rows)
 	w.key = appendCheckpointKey(w.key[:0], w.seq, h.counterID, h.rangeID, chunk)

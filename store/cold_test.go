@@ -88,22 +88,22 @@ func TestColdCorruption(t *testing.T) {
 				t.Fatalf("only %d blocks", len(ids))
 			}
 			key := appendColdBlockKey(nil, c.cs.id, 0, ids[1])
-			v, closer, err := db.pdb.Get(key)
+			v, closer, err := db.pdb().Get(key)
 			must(t, err)
 			blk := slices.Clone(v)
 			closer.Close()
 			switch damage {
 			case "flip":
 				blk[len(blk)/2] ^= 0x10
-				must(t, db.pdb.Set(key, blk, pebble.Sync))
+				must(t, db.pdb().Set(key, blk, pebble.Sync))
 			case "truncate":
-				must(t, db.pdb.Set(key, blk[:len(blk)/2], pebble.Sync))
+				must(t, db.pdb().Set(key, blk[:len(blk)/2], pebble.Sync))
 			case "missing":
-				must(t, db.pdb.Delete(key, pebble.Sync))
+				must(t, db.pdb().Delete(key, pebble.Sync))
 			case "swap": // block 2's bytes under block 1's id
-				v2, closer2, err := db.pdb.Get(appendColdBlockKey(nil, c.cs.id, 0, ids[2]))
+				v2, closer2, err := db.pdb().Get(appendColdBlockKey(nil, c.cs.id, 0, ids[2]))
 				must(t, err)
-				must(t, db.pdb.Set(key, slices.Clone(v2), pebble.Sync))
+				must(t, db.pdb().Set(key, slices.Clone(v2), pebble.Sync))
 				closer2.Close()
 			}
 			db.blockCache.Evict(rs.cold.id)
@@ -146,12 +146,12 @@ func TestColdRangeValueDamage(t *testing.T) {
 	must(t, c.Set(7, 1, 2, 3))
 	must(t, db.SealRange(context.Background(), "posts", 0))
 	key := appendColdRangeKey(nil, c.cs.id, 0)
-	v, closer, err := db.pdb.Get(key)
+	v, closer, err := db.pdb().Get(key)
 	must(t, err)
 	bad := slices.Clone(v)
 	closer.Close()
 	bad[3] ^= 1
-	must(t, db.pdb.Set(key, bad, pebble.Sync))
+	must(t, db.pdb().Set(key, bad, pebble.Sync))
 	must(t, db.Close())
 	if _, err := Open("v", testOptions(fs)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("open with a damaged range value: %v", err)

@@ -92,6 +92,7 @@ func decodeColdRange(b []byte) (*coldRangeValue, error) {
 // pebbleBlocks reads a cold range's blocks from Pebble for cold.Reader.
 type pebbleBlocks struct {
 	db        *DB
+	inst      *instance // the instance the range's version was built on
 	counterID uint32
 	rangeID   uint64
 	ids       []uint32
@@ -106,7 +107,15 @@ func (s *pebbleBlocks) ReadBlock(n uint32) (b []byte, err error) {
 	if s.db.pebbleClosed {
 		return nil, ErrClosed
 	}
-	return readBlock(s.db.pdb, s.counterID, s.rangeID, s.ids, n)
+	// A version built before a reopen reads the old instance, which its
+	// readers keep open (reopen.go); a version no reader can reach any
+	// more may find it closed, and reads the current one.
+	in := s.inst
+	if !in.tryRef() {
+		in = s.db.acquire()
+	}
+	defer in.unref()
+	return readBlock(in.pdb, s.counterID, s.rangeID, s.ids, n)
 }
 
 // readBlock reads block n of a cold range whose block map is ids.
@@ -139,7 +148,7 @@ func (db *DB) openColdReader(cs *counterState, rid uint64, v *coldRangeValue) (*
 		return nil, 0, fmt.Errorf("%w: %s range %d: descriptor has %d blocks, block map %d",
 			ErrCorrupt, cs.name, rid, desc.NumBlocks(), len(v.blockIDs))
 	}
-	src := &pebbleBlocks{db: db, counterID: cs.id, rangeID: rid, ids: v.blockIDs}
+	src := &pebbleBlocks{db: db, inst: db.inst.Load(), counterID: cs.id, rangeID: rid, ids: v.blockIDs}
 	id := db.readerIDs.Add(1)
 	return cold.NewReader(id, desc, src, db.blockCache), id, nil
 }

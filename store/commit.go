@@ -90,6 +90,7 @@ type Batch struct {
 	once     onceMark         // Once (once.go)
 	dup      bool             // the commit was a redelivery and changed nothing
 	record   bool             // write a log record even without counter ops
+	gen      uint64           // DB.Generation when the batch was made or reset
 	buf      []byte
 	key      []byte
 	err      error
@@ -101,8 +102,23 @@ var batchPool = sync.Pool{New: func() any { return new(Batch) }}
 func (db *DB) NewBatch() *Batch {
 	b := batchPool.Get().(*Batch)
 	b.db = db
+	b.gen = db.Generation()
 	return b
 }
+
+// Generation returns the store generation the batch was built in
+// (DB.Generation when NewBatch or Reset ran). A batch of an older
+// generation than the store's fails to commit with ErrFailed: the reopen in
+// between may have discarded state its writes were decided on. A package
+// that keeps state derived from the store compares it with the generation
+// its state was loaded in, after NewBatch and before reading that state.
+func (b *Batch) Generation() uint64 { return b.gen }
+
+// SetGeneration declares that the batch was decided on state read in
+// store generation gen (DB.Generation before the reads): if a reopen
+// came after gen, Commit fails with ErrFailed instead of writing what
+// the discarded state decided. The next Reset forgets it.
+func (b *Batch) SetGeneration(gen uint64) { b.gen = gen }
 
 // Close releases the batch. It must not be used afterwards.
 func (b *Batch) Close() {
@@ -130,6 +146,9 @@ func (b *Batch) Reset() {
 	b.dup = false
 	b.record = false
 	b.err = nil
+	if b.db != nil {
+		b.gen = b.db.Generation()
+	}
 }
 
 // Len returns the number of counter operations in the batch.
@@ -143,7 +162,7 @@ func (b *Batch) Empty() bool {
 // pebble returns the Pebble batch that holds the family writes.
 func (b *Batch) pebble() *pebble.Batch {
 	if b.pb == nil {
-		b.pb = b.db.pdb.NewBatch()
+		b.pb = b.db.pdb().NewBatch()
 	}
 	return b.pb
 }
@@ -312,6 +331,9 @@ func (b *Batch) buildImagesLocked() error {
 	b.results = b.results[:0]
 	for i := range b.ops {
 		op := &b.ops[i]
+		if op.cs.dead.Load() {
+			op.cs = b.db.liveState(op.cs) // a reopen came between Add and Commit
+		}
 		cols := op.cs.cols.Load()
 		im, err := b.imageFor(op.cs, op.id, len(cols.cols))
 		if err != nil {
@@ -390,7 +412,7 @@ func (db *DB) commitBatch(b *Batch) (err error) {
 // merge, hot rows of a bulk load) but must not let the next checkpoint be
 // skipped as "nothing new". The caller holds DB.commit.
 func (db *DB) commitEmptyRecordLocked() error {
-	return db.commitLocked(&Batch{db: db, record: true})
+	return db.commitLocked(&Batch{db: db, record: true, gen: db.Generation()})
 }
 
 // commitLocked commits b while the caller holds DB.commit (bulk load). The
@@ -420,6 +442,9 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 	if err := db.writable(); err != nil {
 		return c, err
 	}
+	if b.gen != db.Generation() {
+		return c, fmt.Errorf("%w: %w", ErrFailed, errReopened)
+	}
 	if b.once.source != "" && db.isDuplicateLocked(&b.once) {
 		b.dup = true // a redelivery: commit nothing
 		return c, nil
@@ -430,7 +455,7 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 	pb := b.pb
 	b.pb = nil
 	if pb == nil {
-		pb = db.pdb.NewBatch()
+		pb = db.pdb().NewBatch()
 	}
 	record := len(b.ops) > 0 || b.record
 	seq := db.commit.lastSeq
@@ -479,9 +504,9 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 func (db *DB) applyLocked(pb *pebble.Batch, sync bool) (err error) {
 	defer recoverPebble(&err)
 	if sync {
-		return db.pdb.ApplyNoSyncWait(pb, pebble.Sync)
+		return db.pdb().ApplyNoSyncWait(pb, pebble.Sync)
 	}
-	return db.pdb.Apply(pb, pebble.NoSync)
+	return db.pdb().Apply(pb, pebble.NoSync)
 }
 
 // finishCommit does step 3: wait for the fsync (SyncAlways), then report.

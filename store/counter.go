@@ -1,25 +1,47 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // Counter is a handle on one counter. It is safe for concurrent use.
+//
+// The handle outlives a reopen (Options.ReopenOnFailure): it resolves to the
+// counter's recovered state on its first call after one (state).
 type Counter struct {
 	db *DB
-	cs *counterState
+	cs *counterState // the state it was made with
+	// cur is the state in use: cs until a reopen replaced it.
+	cur atomic.Pointer[counterState]
+}
+
+// state returns the counter's current state: one atomic load, plus a
+// catalog lookup on the first call after a reopen.
+func (c *Counter) state() *counterState {
+	cs := c.cur.Load()
+	if cs == nil {
+		cs = c.cs
+	}
+	if cs.dead.Load() {
+		cs = c.db.liveState(cs)
+		c.cur.Store(cs)
+	}
+	return cs
 }
 
 // Name returns the counter's name.
 func (c *Counter) Name() string { return c.cs.name }
 
 // Info returns the counter's current schema.
-func (c *Counter) Info() CounterInfo { return c.cs.info() }
+func (c *Counter) Info() CounterInfo { return c.state().info() }
 
 // NumColumns returns the current number of columns.
-func (c *Counter) NumColumns() int { return len(c.cs.cols.Load().cols) }
+func (c *Counter) NumColumns() int { return len(c.state().cols.Load().cols) }
 
 // Columns returns the current column names in order.
 func (c *Counter) Columns() []string {
-	cols := c.cs.cols.Load().cols
+	cols := c.state().cols.Load().cols
 	names := make([]string, len(cols))
 	for i, col := range cols {
 		names[i] = col.Name
@@ -41,8 +63,9 @@ func (c *Counter) Get(id uint64, dst []uint64) ([]uint64, error) {
 	if c.db.closed.Load() {
 		return dst[:0], ErrClosed
 	}
-	dst = grow(dst, len(c.cs.cols.Load().cols))
-	return dst, c.cs.readRow(id, dst)
+	cs := c.state()
+	dst = grow(dst, len(cs.cols.Load().cols))
+	return dst, cs.readRow(id, dst)
 }
 
 // GetColumn returns one column of row id.
@@ -50,14 +73,15 @@ func (c *Counter) GetColumn(id uint64, column string) (uint64, error) {
 	if c.db.closed.Load() {
 		return 0, ErrClosed
 	}
-	cols := c.cs.cols.Load()
+	cs := c.state()
+	cols := cs.cols.Load()
 	col, ok := cols.byName[column]
 	if !ok {
-		return 0, columnNotFound(c.cs, column)
+		return 0, columnNotFound(cs, column)
 	}
 	var tmp [MaxColumns]uint64
 	row := tmp[:len(cols.cols)]
-	if err := c.cs.readRow(id, row); err != nil {
+	if err := cs.readRow(id, row); err != nil {
 		return 0, err
 	}
 	return row[col], nil
@@ -70,7 +94,7 @@ func (c *Counter) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
 	if c.db.closed.Load() {
 		return dst[:0], ErrClosed
 	}
-	cs := c.cs
+	cs := c.state()
 	n := len(cs.cols.Load().cols)
 	dst = grow(dst, len(ids)*n)
 	ranges := cs.ranges.Load()
@@ -140,13 +164,13 @@ func (cs *counterState) multiGetRange(rs *rangeState, ids []uint64, out []uint64
 // value leaves it at 0. A result above the column's maximum is refused with
 // ErrValueRange and changes nothing.
 func (c *Counter) Incr(id uint64, column string, delta int64) (uint64, error) {
-	return c.db.commitOne(func(b *Batch) error { return b.incr(c.cs, id, column, delta) })
+	return c.db.commitOne(func(b *Batch) error { return b.incr(c.state(), id, column, delta) })
 }
 
 // Set sets every column of row id; len(values) must equal NumColumns
 // (ErrColumnCount otherwise). All-zero values delete the row.
 func (c *Counter) Set(id uint64, values ...uint64) error {
-	_, err := c.db.commitOne(func(b *Batch) error { return b.set(c.cs, id, values) })
+	_, err := c.db.commitOne(func(b *Batch) error { return b.set(c.state(), id, values) })
 	return err
 }
 
@@ -154,14 +178,14 @@ func (c *Counter) Set(id uint64, values ...uint64) error {
 // are, atomically. A value above the column's maximum is refused with
 // ErrValueRange and changes nothing.
 func (c *Counter) SetColumn(id uint64, column string, value uint64) error {
-	_, err := c.db.commitOne(func(b *Batch) error { return b.setColumn(c.cs, id, column, value) })
+	_, err := c.db.commitOne(func(b *Batch) error { return b.setColumn(c.state(), id, column, value) })
 	return err
 }
 
 // Delete removes row id; all its columns read 0 afterwards.
 func (c *Counter) Delete(id uint64) error {
 	_, err := c.db.commitOne(func(b *Batch) error {
-		b.ops = append(b.ops, batchOp{cs: c.cs, id: id, kind: opDelete})
+		b.ops = append(b.ops, batchOp{cs: c.state(), id: id, kind: opDelete})
 		return nil
 	})
 	return err

@@ -212,7 +212,7 @@ func TestKillChild(t *testing.T) {
 		// Leave the log un-checkpointed for the next round's recovery.
 		db.stopBackground()
 		db.closed.Store(true)
-		db.pdb.Close()
+		db.pdb().Close()
 		db.lock.Close()
 	}
 }

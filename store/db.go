@@ -19,13 +19,17 @@ import (
 
 // DB is an open tally store. All methods are safe for concurrent use.
 //
-// Lock order: DB.ckpt before DB.commit. Readers take no locks.
+// Lock order: DB.swap, DB.jobMu, DB.ckpt, DB.commit; DB.heal.mu is a leaf.
+// Readers take no locks (reopen.go says how they stay safe across a
+// reopen).
 type DB struct {
 	dir  string
 	opts *Options
-	pdb  *pebble.DB
-	env  *pebbleEnv // Pebble's logger, events and filesystem; the store's health
-	errs *errorLog  // background errors (Stats.Errors)
+	// inst is the Pebble instance in use and the env it reports into (the
+	// store's health): replaced by a reopen (reopen.go). pdb and env read
+	// it.
+	inst atomic.Pointer[instance]
+	errs *errorLog // background errors (Stats.Errors), shared by every instance
 	lock io.Closer
 
 	cat atomic.Pointer[catalog]
@@ -69,6 +73,12 @@ type DB struct {
 	pebbleMu     sync.RWMutex // held for reading by cold block reads
 	pebbleClosed bool         // guarded by pebbleMu
 
+	// swap is held exclusively while a reopen replaces the instance and
+	// the in-memory state, and shared by the readers that must see one
+	// instance and its state together (Stats, Check, Verify).
+	swap sync.RWMutex
+	heal healer // the reopen after a failure (reopen.go)
+
 	life lifetimes // retired cold versions and live intents (lifetime.go)
 
 	bg struct {
@@ -88,12 +98,20 @@ func (db *DB) writable() error {
 	if db.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	return db.env.writeErr()
+	return db.env().writeErr()
 }
 
 // setFailed fails the store: every later write returns ErrFailed wrapping
 // err (classified: a full disk or damage stays recognisable).
-func (db *DB) setFailed(err error) { db.env.fail(pebbleErr(err)) }
+func (db *DB) setFailed(err error) { db.env().fail(pebbleErr(err)) }
+
+// pdb returns the Pebble instance in use. Callers that hold none of
+// DB.commit, DB.ckpt or DB.jobMu and are not a background goroutine use
+// acquire instead, so a reopen cannot close the instance under them.
+func (db *DB) pdb() *pebble.DB { return db.inst.Load().pdb }
+
+// env returns the env of the Pebble instance in use.
+func (db *DB) env() *pebbleEnv { return db.inst.Load().env }
 
 // noteLogWrite counts a log record of n bytes toward the next checkpoint.
 func (db *DB) noteLogWrite(n int) {
@@ -121,7 +139,8 @@ func (db *DB) Close() error {
 	if db.closed.Load() {
 		return nil
 	}
-	db.jobCancel() // first, so a scheduled job stops before we wait for it
+	db.stopHealer() // first: a reopen in progress finishes, none starts
+	db.jobCancel()  // so a scheduled job stops before we wait for it
 	db.stopBackground()
 	// Wait for a running Compact, SealRange or Load, and hold the lock so
 	// none starts while the store closes.
@@ -144,9 +163,10 @@ func (db *DB) Close() error {
 	db.pebbleMu.Unlock()
 	// No block read can start now: every replaced block can go.
 	db.sweep(true)
-	if err := db.env.closePebble(db.pdb); err != nil {
+	if err := db.closeInstance(db.inst.Load()); err != nil {
 		errs = append(errs, err)
 	}
+	db.closeRetired() // instances a reopen replaced (reopen.go)
 	if err := db.lock.Close(); err != nil {
 		errs = append(errs, err)
 	}
@@ -279,7 +299,7 @@ func (cs *counterState) canAddColumnLocked(ncols, width int) error {
 func (db *DB) writeSchemaLocked(ci *CounterInfo) (err error) {
 	defer recoverPebble(&err)
 	key := appendCounterMetaKey(nil, ci.ID)
-	if err := db.pdb.Set(key, appendSchema(nil, ci), pebble.Sync); err != nil {
+	if err := db.pdb().Set(key, appendSchema(nil, ci), pebble.Sync); err != nil {
 		return fmt.Errorf("tally: write schema: %w", pebbleErr(err))
 	}
 	return nil
@@ -304,7 +324,9 @@ func (db *DB) Counter(name string) (*Counter, error) {
 	if cs == nil {
 		return nil, counterNotFound(name)
 	}
-	return &Counter{db: db, cs: cs}, nil
+	c := &Counter{db: db, cs: cs}
+	c.cur.Store(cs)
+	return c, nil
 }
 
 // flushRangeDels starts a flush of Pebble's memtable after a batch with
@@ -313,7 +335,7 @@ func (db *DB) Counter(name string) (*Counter, error) {
 // an iterator for it in every point read, so family Gets would allocate
 // until the next flush. A failed flush is Pebble's to retry and report.
 func (db *DB) flushRangeDels() {
-	if _, err := db.pdb.AsyncFlush(); err != nil {
+	if _, err := db.pdb().AsyncFlush(); err != nil {
 		db.bgError(fmt.Errorf("tally: flush after range deletions: %w", err))
 	}
 }

@@ -127,6 +127,116 @@ func TestDiskFullReal(t *testing.T) {
 	for _, free := range []int64{256 << 10, 1 << 20, 3 << 20, 6 << 20} {
 		t.Run(fmt.Sprintf("free=%dKiB", free>>10), func(t *testing.T) { fillDisk(t, free) })
 	}
+	for _, free := range []int64{64 << 10, 256 << 10, 1 << 20} {
+		t.Run(fmt.Sprintf("heal/free=%dKiB", free>>10), func(t *testing.T) { fillDiskHeal(t, free) })
+	}
+}
+
+// fillDiskHeal fills a tmpfs under a store opened with ReopenOnFailure
+// until its WAL write fails (a memtable larger than the space left, so no
+// flush comes first), checks that writes stay refused and reads go on
+// while the disk is full, frees the space and checks that writes resume
+// through the same handle, without a restart, with every acknowledged
+// batch there (and after a close and a new Open too).
+func fillDiskHeal(t *testing.T, free int64) {
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	dir := filepath.Join(mnt, "store")
+	opts := &Options{MemTableSize: 8 << 20, CacheSize: 4 << 20, CheckpointLogBytes: -1, CheckpointInterval: -1,
+		CompactionInterval: -1, ReopenOnFailure: true}
+	db, err := Open(dir, opts)
+	must(t, err)
+	defer db.Close()
+	c := newPosts(t, db, 16)
+	var st syscall.Statfs_t
+	must(t, syscall.Statfs(mnt, &st))
+	filler := filepath.Join(mnt, "filler")
+	must(t, os.WriteFile(filler, make([]byte, int64(st.Bavail)*st.Bsize-free), 0o644))
+
+	// Batch n sets rows n*100..n*100+99 to (n, k, 7).
+	write := func(n uint64) error {
+		b := db.NewBatch()
+		defer b.Close()
+		for k := uint64(0); k < 100; k++ {
+			b.Set("posts", n*100+k, n, k, 7)
+		}
+		return b.Commit()
+	}
+	var acked uint64 // batches 0..acked-1 are acknowledged
+	var werr error
+	deadline := time.Now().Add(2 * time.Minute)
+	for werr == nil && time.Now().Before(deadline) {
+		within(t, "a write on a filling disk", 10*time.Second, func() {
+			if werr = write(acked); werr == nil {
+				acked++
+			}
+		})
+	}
+	if !errors.Is(werr, ErrFailed) || !errors.Is(werr, ErrDiskFull) {
+		t.Fatalf("writes on a full disk ended with %v (want ErrFailed and ErrDiskFull: the WAL) after %d batches", werr, acked)
+	}
+	t.Logf("WAL failed after %d batches: %v", acked, werr)
+	uncertain := acked // the batch that failed: present or absent after the reopen
+	const after = 10   // batches written after the heal: uncertain+1..uncertain+after
+	healed := false
+	check := func(db *DB) {
+		c, err := db.Counter("posts")
+		must(t, err)
+		for b := uint64(0); b < acked; b++ {
+			if got := get(t, c, b*100+99); got[0] != b || got[1] != 99 {
+				t.Fatalf("batch %d: %v", b, got)
+			}
+		}
+		if got := get(t, c, uncertain*100+99); got[1] != 0 && got[1] != 99 {
+			t.Fatalf("the uncertain batch: %v", got)
+		}
+		for b := uncertain + 1; healed && b <= uncertain+after; b++ {
+			if got := get(t, c, b*100+99); got[0] != b || got[1] != 99 {
+				t.Fatalf("batch %d (after the heal): %v", b, got)
+			}
+		}
+	}
+	time.Sleep(3 * probeInterval) // the disk stays full: no reopen
+	if _, err := c.Incr(1, "likes", 1); !errors.Is(err, ErrFailed) {
+		t.Fatalf("a write while the disk is full: %v", err)
+	}
+	if n := db.Stats().Reopens; n != 0 {
+		t.Fatalf("%d reopens while the disk is full", n)
+	}
+	check(db) // reads go on
+	must(t, os.Remove(filler))
+	start := time.Now()
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		_, err := c.Incr(1, "likes", 1)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrFailed) && !errors.Is(err, ErrDiskFull) {
+			t.Fatalf("a write while healing: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes still refused 30s after the space was freed: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("writes resumed %v after the space was freed (%d reopens)", time.Since(start).Round(time.Millisecond), db.Stats().Reopens)
+	for b := uncertain + 1; b <= uncertain+after; b++ {
+		must(t, write(b))
+	}
+	healed = true
+	check(db)
+	must(t, db.Verify(context.Background()))
+	must(t, db.Check())
+	must(t, db.Close())
+	db, err = Open(dir, opts)
+	must(t, err)
+	check(db)
+	must(t, db.Verify(context.Background()))
+	must(t, db.Close())
 }
 
 func fillDisk(t *testing.T, free int64) {

@@ -22,7 +22,8 @@
 // Pebble has one key space; tally splits it by a one-byte family prefix. Each
 // family has a fixed-width big-endian key layout, so Pebble's byte order is
 // numeric order. This table is the one place the families are declared; the
-// encoders live in keys.go.
+// encoders live in keys.go, except the job and source keys (queue.go's
+// appendJobKey, once.go's appendSourceKey) and the family records (family.go).
 //
 //	prefix  family       key layout (after prefix)                       value
 //	------  -----------  ----------------------------------------------  -----------------------------------
@@ -48,7 +49,7 @@
 //
 //	prefix  family       owner     key layout (after prefix)                     value
 //	------  -----------  --------  --------------------------------------------  ----------------------------
-//	0x20    tl_config     timeline  "c"                                           timeline Config
+//	0x20    tl_config     timeline  "c" / "o"                                     timeline Config / required observers
 //	0x21    tl_ords       timeline  ordinal u32                                   user id u64
 //	0x22    tl_followees  timeline  user ordinal u32                              sorted followee ids
 //	0x23    tl_followers  timeline  author ordinal u32 | chunk u16                MergeRoaring (follower ordinals)
@@ -58,6 +59,7 @@
 //	0x27    tl_outbox     timeline  author id u64 | ^post id u64 (inverted)      empty
 //	0x28    tl_inbox      timeline  user ordinal u32                              MergeTopList (post, author)
 //	0x29    tl_pending    timeline  user ordinal u32 | author id u64              empty (backfill pending)
+//	0x2a    tl_removed    timeline  post id u64                                   author id u64 (unpublished post)
 //	0x30    unread_meta   unread    name ("config")                               unread config (flags)
 //	0x31    unread_feed   unread    user id u64                                   feed snapshot: custom merge 0xB1
 //	                                                                              (snapshot or operation list)
@@ -144,7 +146,10 @@
 // within seconds; Options.ReadOnly opens a store without writing anything.
 // A failed WAL write or sync, or an error Pebble calls fatal, fails the
 // store: every later write returns ErrFailed and the store must be
-// reopened. Damaged files come back as ErrCorrupt naming the file, from
+// reopened, or, with Options.ReopenOnFailure, reopens itself in place once
+// a probe shows the disk takes writes again (reopen.go): the same *DB and
+// its handles go on, readers never see an error, and packages above
+// follow through DB.OnReopen and Batch generations. Damaged files come back as ErrCorrupt naming the file, from
 // Open (WAL and MANIFEST damage is checked before Pebble replays them), from
 // the read that finds them, and from Verify, which reads every block of
 // every sstable. Pebble's errors go to Stats.Errors, never to stderr, and
@@ -163,5 +168,8 @@
 // A write is visible to readers as soon as it is in Pebble's WAL buffer, a
 // little before its fsync completes under SyncAlways (as in Pebble itself). If
 // that fsync fails the store enters a failed state: every later write returns
-// ErrFailed and the process should reopen the store.
+// ErrFailed and the process should reopen the store (or let
+// Options.ReopenOnFailure do it in place). A reopen in place replaces the
+// state by what recovery finds: state a host derived from the store (an id
+// allocator, a cache) must follow it (DB.OnReopen, DB.Generation).
 package store

@@ -26,6 +26,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -215,8 +216,16 @@ func appendFamilyMetaKey(dst []byte, prefix byte) []byte {
 // loadFamilies reads the persisted registry and checks the declarations of
 // opts against it. It returns the records to persist (new declarations).
 // Called by recover before anything is written.
+//
+// On a reopen (families already declared) it reloads the persisted records
+// and keeps the declarations: a declared family whose record is missing
+// (its write was not acknowledged, and lost) gets it written again.
 func (db *DB) loadFamilies(specs []FamilySpec) ([]*familyRecord, error) {
 	r := &db.families
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reopen := slices.ContainsFunc(r.declared[:], func(f *Family) bool { return f != nil })
+	r.persist = [256]*familyRecord{}
 	p := appendMetaKey(nil, metaFamily)
 	if err := db.scan(p, prefixEnd(p), func(k, v []byte) error {
 		rec, err := decodeFamilyRecord(v)
@@ -232,6 +241,20 @@ func (db *DB) loadFamilies(specs []FamilySpec) ([]*familyRecord, error) {
 		return nil, err
 	}
 	var fresh []*familyRecord
+	if reopen {
+		for _, f := range r.declared {
+			if f == nil {
+				continue
+			}
+			rec := f.spec.record()
+			if p := r.persist[rec.prefix]; p == nil {
+				fresh = append(fresh, rec)
+			} else if err := p.conflicts(rec); err != nil {
+				return nil, err
+			}
+		}
+		return fresh, nil
+	}
 	for i := range specs {
 		f, rec, err := db.declare(specs[i])
 		if err != nil {
@@ -305,7 +328,7 @@ func (db *DB) RegisterFamily(spec FamilySpec) (*Family, error) {
 		if err := db.writable(); err != nil {
 			return nil, err
 		}
-		if err := db.pdb.Set(appendFamilyMetaKey(nil, rec.prefix), appendFamilyRecord(nil, rec), pebble.Sync); err != nil {
+		if err := db.pdb().Set(appendFamilyMetaKey(nil, rec.prefix), appendFamilyRecord(nil, rec), pebble.Sync); err != nil {
 			return nil, fmt.Errorf("tally: write family record: %w", err)
 		}
 		r.persist[rec.prefix] = rec
@@ -478,7 +501,9 @@ func (f *Family) FamilyEnd() []byte { return f.end() }
 // whether the key exists. It does not allocate when dst has room. A value
 // the family's decoders reject is ErrCorrupt naming the family and key.
 func (f *Family) Get(key, dst []byte) ([]byte, bool, error) {
-	return f.get(f.db.pdb, key, dst)
+	in := f.db.acquire()
+	defer in.unref()
+	return f.get(in.pdb, key, dst)
 }
 
 func (f *Family) get(r pebble.Reader, key, dst []byte) ([]byte, bool, error) {
@@ -565,6 +590,7 @@ type IterOptions struct {
 type Iter struct {
 	f       *Family
 	it      *pebble.Iterator
+	inst    *instance // referenced while open (reopen.go); nil for a snapshot's
 	reverse bool
 	started bool
 	valid   bool
@@ -576,7 +602,14 @@ type Iter struct {
 // NewIter returns an iterator over the family's keys within o's bounds
 // (nil o: the whole family). Close it when done.
 func (f *Family) NewIter(o *IterOptions) (*Iter, error) {
-	return f.newIter(f.db.pdb, o)
+	in := f.db.acquire()
+	it, err := f.newIter(in.pdb, o)
+	if err != nil {
+		in.unref()
+		return nil, err
+	}
+	it.inst = in
+	return it, nil
 }
 
 func (f *Family) newIter(r pebble.Reader, o *IterOptions) (*Iter, error) {
@@ -721,6 +754,10 @@ func (it *Iter) Err() error { return it.err }
 // Close releases the iterator.
 func (it *Iter) Close() error {
 	err := it.it.Close()
+	if it.inst != nil {
+		it.inst.unref()
+		it.inst = nil
+	}
 	if it.err != nil {
 		return it.err
 	}
@@ -738,6 +775,7 @@ func (it *Iter) Close() error {
 type Snapshot struct {
 	db   *DB
 	snap *pebble.Snapshot
+	inst *instance // referenced until Close (reopen.go)
 }
 
 // NewSnapshot takes a snapshot of every family.
@@ -745,7 +783,8 @@ func (db *DB) NewSnapshot() (*Snapshot, error) {
 	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	return &Snapshot{db: db, snap: db.pdb.NewSnapshot()}, nil
+	in := db.acquire()
+	return &Snapshot{db: db, snap: in.pdb.NewSnapshot(), inst: in}, nil
 }
 
 // Get reads key of family f as of the snapshot (see Family.Get).
@@ -759,7 +798,14 @@ func (s *Snapshot) NewIter(f *Family, o *IterOptions) (*Iter, error) {
 }
 
 // Close releases the snapshot.
-func (s *Snapshot) Close() error { return s.snap.Close() }
+func (s *Snapshot) Close() error {
+	err := s.snap.Close()
+	if s.inst != nil {
+		s.inst.unref()
+		s.inst = nil
+	}
+	return err
+}
 
 // AppendUint64 appends v big-endian: the building block of family keys, so
 // Pebble's byte order is numeric order.

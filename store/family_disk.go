@@ -18,7 +18,9 @@ func (f *Family) DiskUsage() (uint64, error) {
 	// Pebble's bounds are inclusive: the family's last possible key is
 	// below its end, and no key equals the end itself (one byte, the next
 	// prefix, which is not a key of any family with keys after the prefix).
-	n, err := db.pdb.EstimateDiskUsage([]byte{f.spec.Prefix}, f.end())
+	in := db.acquire()
+	defer in.unref()
+	n, err := in.pdb.EstimateDiskUsage([]byte{f.spec.Prefix}, f.end())
 	if err != nil {
 		return 0, fmt.Errorf("tally: disk usage of family %s: %w", f.spec.Name, err)
 	}

@@ -135,8 +135,8 @@ func TestFamilyCustomMergeUndeclared(t *testing.T) {
 	// compacts everything.
 	db, err := Open("d", testOptions(fs))
 	must(t, err)
-	must(t, db.pdb.Flush())
-	must(t, db.pdb.Compact(context.Background(), []byte{0xe2}, []byte{0xe3}, true))
+	must(t, db.pdb().Flush())
+	must(t, db.pdb().Compact(context.Background(), []byte{0xe2}, []byte{0xe3}, true))
 	must(t, db.Verify(context.Background()))
 	must(t, db.Close())
 
@@ -327,8 +327,8 @@ func TestFamilyCorruptValue(t *testing.T) {
 // Data under a prefix nobody ever declared cannot be accounted for.
 func TestVerifyUndeclaredPrefix(t *testing.T) {
 	db := openTest(t, vfs.NewMem(), "d", nil)
-	must(t, db.pdb.Set([]byte{0x99, 1}, []byte("?"), pebble.Sync))
-	must(t, db.pdb.Set([]byte{0x09, 1}, []byte("?"), pebble.Sync))
+	must(t, db.pdb().Set([]byte{0x99, 1}, []byte("?"), pebble.Sync))
+	must(t, db.pdb().Set([]byte{0x09, 1}, []byte("?"), pebble.Sync))
 	err := db.Verify(context.Background())
 	if !errors.Is(err, ErrCorrupt) || !bytes.Contains([]byte(err.Error()), []byte("0x99")) || !bytes.Contains([]byte(err.Error()), []byte("0x09")) {
 		t.Fatalf("verify = %v", err)

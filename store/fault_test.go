@@ -149,7 +149,7 @@ func TestFaultMatrix(t *testing.T) {
 		if err := c.Set(500, 1, 1, 1); err != nil {
 			return err
 		}
-		if _, err := db.pdb.AsyncFlush(); err != nil {
+		if _, err := db.pdb().AsyncFlush(); err != nil {
 			return err
 		}
 		for range 100 {
@@ -175,8 +175,8 @@ func TestFaultMatrix(t *testing.T) {
 			func(t *testing.T, db *DB, c *Counter) error {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 				defer cancel()
-				err := db.pdb.Compact(ctx, []byte{0}, []byte{0xff}, false)
-				if r := db.env.refusal(); r != nil {
+				err := db.pdb().Compact(ctx, []byte{0}, []byte{0xff}, false)
+				if r := db.env().refusal(); r != nil {
 					return r
 				}
 				return err
@@ -201,7 +201,7 @@ func TestFaultMatrix(t *testing.T) {
 				for i := uint64(0); i < 40; i++ {
 					must(t, c.Set(100+i, i, i, i))
 					if i%10 == 9 {
-						must(t, db.pdb.Flush()) // L0 files for the compaction
+						must(t, db.pdb().Flush()) // L0 files for the compaction
 					}
 				}
 				for range 20 {
@@ -209,7 +209,7 @@ func TestFaultMatrix(t *testing.T) {
 					must(t, err)
 					acked++
 				}
-				must(t, db.pdb.Flush()) // nothing left for a compaction to wait for
+				must(t, db.pdb().Flush()) // nothing left for a compaction to wait for
 				named := ErrFailed
 				if errno == syscall.ENOSPC {
 					named = ErrDiskFull
@@ -266,7 +266,7 @@ func TestFaultMatrix(t *testing.T) {
 					fault.Off()
 					deadline := time.Now().Add(10 * time.Second)
 					for db.writable() != nil && time.Now().Before(deadline) {
-						db.pdb.AsyncFlush()
+						db.pdb().AsyncFlush()
 						time.Sleep(20 * time.Millisecond)
 					}
 					if err := db.writable(); err != nil {
@@ -276,7 +276,7 @@ func TestFaultMatrix(t *testing.T) {
 					must(t, err)
 					acked++
 				}
-				t.Logf("| %s | %s | %v | %v | %v |", tg.name, errno, triggerErr, laterErr, db.env.abandon.Load())
+				t.Logf("| %s | %s | %v | %v | %v |", tg.name, errno, triggerErr, laterErr, db.env().abandon.Load())
 				crashed := mem.CrashClone(vfs.CrashCloneCfg{})
 				within(t, "Close", 10*time.Second, func() { db.Close() })
 				fault.Off()

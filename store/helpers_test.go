@@ -84,7 +84,7 @@ func crashStop(t testing.TB, db *DB) {
 	t.Helper()
 	db.stopBackground()
 	db.closed.Store(true)
-	must(t, db.pdb.Close())
+	must(t, db.pdb().Close())
 	must(t, db.lock.Close())
 }
 

@@ -60,7 +60,7 @@ func TestColdRangeKeyRemoved(t *testing.T) {
 	if u := db.Stats().Recovery.Unaccounted; len(u) != 1 || !strings.Contains(u[0], "no cold range value") {
 		t.Fatalf("Unaccounted = %q", u)
 	}
-	if got := blocksOnDisk(t, db.pdb, 0, 0); !slices.Equal(got, before) {
+	if got := blocksOnDisk(t, db.pdb(), 0, 0); !slices.Equal(got, before) {
 		t.Fatalf("blocks after Open %v, before %v", got, before)
 	}
 	err := db.Verify(context.Background())
@@ -71,7 +71,7 @@ func TestColdRangeKeyRemoved(t *testing.T) {
 	// put new blocks beside the unaccounted ones.
 	must(t, c.Set(2, 9, 9, 9))
 	must(t, db.SealRange(context.Background(), "posts", 0))
-	after := blocksOnDisk(t, db.pdb, 0, 0)
+	after := blocksOnDisk(t, db.pdb(), 0, 0)
 	if !slices.Equal(after[:len(before)], before) || len(after) <= len(before) {
 		t.Fatalf("seal over unaccounted blocks: before %v, after %v", before, after)
 	}
@@ -129,7 +129,7 @@ func TestChunksOfNoCheckpoint(t *testing.T) {
 		if err := db.Verify(context.Background()); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "chunks of checkpoint") {
 			t.Fatalf("offset %d: Verify: %v", off, err)
 		}
-		if _, closer, err := db.pdb.Get(stray); err != nil {
+		if _, closer, err := db.pdb().Get(stray); err != nil {
 			t.Fatalf("offset %d: stray chunk deleted by Open: %v", off, err)
 		} else {
 			closer.Close()
@@ -188,7 +188,7 @@ func TestStaleIntents(t *testing.T) {
 	}
 	m.check(t, c, "after stale intents")
 	checkTidy(t, db, "after stale intents")
-	if got := blocksOnDisk(t, db.pdb, 0, 0); !slices.Equal(got, blocks) {
+	if got := blocksOnDisk(t, db.pdb(), 0, 0); !slices.Equal(got, blocks) {
 		t.Fatalf("blocks %v, want %v", got, blocks)
 	}
 	must(t, db.Verify(context.Background()))
@@ -224,7 +224,7 @@ func TestReplacedBlocksWaitForReaders(t *testing.T) {
 		must(t, db.Compact(ctx))
 		m.incr(t, c, 399*5, 0, 1)
 		must(t, db.Compact(ctx))
-		if n := intentsOnDisk(t, db.pdb); n != 2 {
+		if n := intentsOnDisk(t, db.pdb()); n != 2 {
 			t.Fatalf("%d intents on disk, want 2 obsolete ones", n)
 		}
 		// Every row of v1 still reads from v1's blocks (no cache).

@@ -113,6 +113,9 @@ type coldVersion struct {
 	next     *coldVersion // the version that replaced this one (referenced)
 	obsolete *intent      // the blocks this version alone used; nil if none
 	released atomic.Bool
+	// hold is the retired instance this version keeps open for its
+	// readers after a reopen (reopen.go), nil otherwise.
+	hold atomic.Pointer[instance]
 }
 
 // versionDead is installed by the last unref; any count ≤ 0 means released.
@@ -154,6 +157,9 @@ func (cv *coldVersion) unref() {
 // reader): no I/O here.
 func (cv *coldVersion) release() {
 	cv.released.Store(true)
+	if in := cv.hold.Swap(nil); in != nil {
+		in.unref()
+	}
 	if cv.next != nil {
 		cv.next.unref()
 	}
@@ -199,7 +205,7 @@ func (db *DB) sweep(all bool) {
 	if len(done) == 0 {
 		return
 	}
-	b := db.pdb.NewBatch()
+	b := db.pdb().NewBatch()
 	defer b.Close()
 	var key []byte
 	var gone []*intent
@@ -425,7 +431,7 @@ func (db *DB) beginBlocks(kind byte, cs *counterState, rid uint64, minID uint32)
 		return nil, err
 	}
 	in := db.newIntent(&intent{kind: kind, counterID: cs.id, rangeID: rid, first: first})
-	b := db.pdb.NewBatch()
+	b := db.pdb().NewBatch()
 	defer b.Close()
 	if err := db.commitIntents(b, pebble.Sync, []*intent{in}, nil); err != nil {
 		return nil, fmt.Errorf("tally: write %s: %w", in, err)
@@ -439,10 +445,10 @@ func (db *DB) beginBlocks(kind byte, cs *counterState, rid uint64, minID uint32)
 // deleted here) and no other job runs on the range (DB.jobMu). Best
 // effort: on failure the intent stays and the next Open resolves it.
 func (db *DB) abandonBlocks(in *intent) {
-	if db.env.failed.Load() != nil {
+	if db.env().failed.Load() != nil {
 		return // the switch may have reached disk: leave it to Open
 	}
-	b := db.pdb.NewBatch()
+	b := db.pdb().NewBatch()
 	defer b.Close()
 	if err := b.DeleteRange(appendColdBlockKey(nil, in.counterID, in.rangeID, in.first),
 		prefixEnd(appendColdBlockPrefix(nil, in.counterID, in.rangeID)), nil); err != nil {
@@ -462,7 +468,7 @@ func (db *DB) step(name string) {
 // rid) on disk).
 func (db *DB) firstFreeBlockID(cid uint32, rid uint64, minID uint32) (uint32, error) {
 	prefix := appendColdBlockPrefix(nil, cid, rid)
-	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	it, err := db.pdb().NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return 0, err
 	}

@@ -104,7 +104,7 @@ func stopHard(t testing.TB, db *DB) {
 	db.pebbleMu.Lock()
 	db.pebbleClosed = true
 	db.pebbleMu.Unlock()
-	must(t, db.pdb.Close())
+	must(t, db.pdb().Close())
 	must(t, db.lock.Close())
 }
 
@@ -160,7 +160,7 @@ func intentsOnDisk(t testing.TB, p pebble.Reader) int {
 // on disk are exactly the ones its value references.
 func checkTidy(t testing.TB, db *DB, where string) {
 	t.Helper()
-	if n := intentsOnDisk(t, db.pdb); n != 0 {
+	if n := intentsOnDisk(t, db.pdb()); n != 0 {
 		t.Fatalf("%s: %d intents left", where, n)
 	}
 	for _, cs := range db.cat.Load().byID {
@@ -169,7 +169,7 @@ func checkTidy(t testing.TB, db *DB, where string) {
 			if rs.cold != nil {
 				want = slices.Sorted(slices.Values(rs.cold.v.blockIDs))
 			}
-			if got := blocksOnDisk(t, db.pdb, cs.id, rid); !slices.Equal(got, want) {
+			if got := blocksOnDisk(t, db.pdb(), cs.id, rid); !slices.Equal(got, want) {
 				t.Fatalf("%s: %s range %d: blocks on disk %v, referenced %v", where, cs.name, rid, got, want)
 			}
 		}
@@ -258,7 +258,7 @@ func TestInterruptedJobsCleanedUp(t *testing.T) {
 						if keep == 100 {
 							// A killed process: whatever Pebble wrote
 							// (its WAL buffer included) survives.
-							must(t, db.pdb.LogData(nil, pebble.Sync))
+							must(t, db.pdb().LogData(nil, pebble.Sync))
 						}
 						clone = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: keep, RNG: rand.New(rand.NewPCG(1, 2))})
 						atClone = m.clone() // every acknowledged write is synced

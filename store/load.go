@@ -153,6 +153,13 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 // its values: an all-zero last row must reach the store to delete the row.
 // Keys in the result are full ids.
 func sortForLoad(in LoadRows, n int) *compaction.Rows {
+	sorted := true // the common export order: nothing to sort or drop
+	for i := 1; i < len(in.IDs) && sorted; i++ {
+		sorted = in.IDs[i-1] < in.IDs[i]
+	}
+	if sorted {
+		return &compaction.Rows{NCols: n, Keys: slices.Clone(in.IDs), Vals: slices.Clone(in.Vals[:len(in.IDs)*n])}
+	}
 	keys := slices.Clone(in.IDs)
 	idx := make([]uint32, len(keys))
 	for i := range idx {
@@ -287,7 +294,7 @@ func (db *DB) loadLoggedLocked(cs *counterState, rows *compaction.Rows, st *Load
 	const per = 1024
 	for start := 0; start < rows.Len(); start += per {
 		end := min(start+per, rows.Len())
-		b := &Batch{db: db}
+		b := &Batch{db: db, gen: db.Generation()}
 		for i := start; i < end; i++ {
 			vals := rows.Row(i)
 			b.ops = append(b.ops, batchOp{cs: cs, id: rows.Keys[i], kind: opSet, valOff: len(b.vals), valN: len(vals)})

@@ -252,10 +252,10 @@ func TestMergeThroughPebble(t *testing.T) {
 		must(t, b.Commit())
 		b.Close()
 		if round%10 == 9 {
-			must(t, db.pdb.Flush())
+			must(t, db.pdb().Flush())
 		}
 		if round%20 == 19 {
-			must(t, db.pdb.Compact(context.Background(), []byte{0xe3}, []byte{0xe5}, true))
+			must(t, db.pdb().Compact(context.Background(), []byte{0xe3}, []byte{0xe5}, true))
 		}
 		v, ok := famGet(t, fi, famKey(fi, 1))
 		checkTopWindow(t, v, !ok, live, capacity)

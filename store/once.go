@@ -149,7 +149,7 @@ func (db *DB) ForgetSource(source string) error {
 	if err := db.writable(); err != nil {
 		return err
 	}
-	if err := db.pdb.Delete(appendSourceKey(nil, source), pebble.Sync); err != nil {
+	if err := db.pdb().Delete(appendSourceKey(nil, source), pebble.Sync); err != nil {
 		return fmt.Errorf("tally: forget source: %w", err)
 	}
 	delete(db.sources, source)
@@ -178,7 +178,7 @@ func (db *DB) loadSources() error {
 func (c *Counter) IncrOnce(id uint64, column string, delta int64, source string, seq uint64) (uint64, bool, error) {
 	b := c.db.NewBatch()
 	defer b.Close()
-	if err := b.incr(c.cs, id, column, delta); err != nil {
+	if err := b.incr(c.state(), id, column, delta); err != nil {
 		return 0, false, err
 	}
 	if err := b.Once(source, seq); err != nil {

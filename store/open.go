@@ -95,6 +95,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	db.recovery.Duration = time.Since(start)
 	db.startBackground()
+	db.startHealer()
 	return db, nil
 }
 
@@ -122,14 +123,13 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 			return nil, err
 		}
 	}
-	errs := newErrorLog()
-	env := newPebbleEnv(fs, errs, dir, o.MemTableSize)
-	if o.testOpenGrace > 0 {
-		env.grace = o.testOpenGrace
+	db := &DB{dir: dir, opts: o, errs: newErrorLog(), lock: lock, mergers: mergers,
+		blockCache: cold.NewCache(o.BlockCacheSize),
+		limiter:    compaction.NewLimiter(o.CompactionBytesPerSec),
 	}
-	if o.testProbeInterval > 0 {
-		env.probeGap = o.testProbeInterval
-	}
+	db.heal.kick = make(chan struct{}, 1)
+	db.heal.stop = make(chan struct{})
+	env := db.newEnv()
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
 	popts := env.pebbleOptions(o, cache, exists)
@@ -138,10 +138,7 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{dir: dir, opts: o, pdb: pdb, env: env, errs: errs, lock: lock, mergers: mergers,
-		blockCache: cold.NewCache(o.BlockCacheSize),
-		limiter:    compaction.NewLimiter(o.CompactionBytesPerSec),
-	}
+	db.inst.Store(newInstance(pdb, env))
 	db.cat.Store(&catalog{byName: map[string]*counterState{}, byID: map[uint32]*counterState{}})
 	db.queue.init(o.JobBytesPerSec)
 	db.sources = map[string]uint64{}
@@ -193,7 +190,7 @@ func (db *DB) recoverGuarded(upgraded bool) (err error) {
 		return pebbleErr(err)
 	}
 	if upgraded {
-		if _, err := db.pdb.AsyncFlush(); err != nil {
+		if _, err := db.pdb().AsyncFlush(); err != nil {
 			return fmt.Errorf("tally: rotate the WAL: %w", pebbleErr(err))
 		}
 	}
@@ -331,7 +328,7 @@ func syncDir(fs vfs.FS, dir string) error {
 }
 
 func (db *DB) getMeta(name string) ([]byte, error) {
-	v, closer, err := db.pdb.Get(appendMetaKey(nil, name))
+	v, closer, err := db.pdb().Get(appendMetaKey(nil, name))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
 	}
@@ -344,7 +341,7 @@ func (db *DB) getMeta(name string) ([]byte, error) {
 
 // scan calls fn for every key in [lo, hi).
 func (db *DB) scan(lo, hi []byte, fn func(k, v []byte) error) error {
-	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := db.pdb().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return pebbleErr(err)
 	}

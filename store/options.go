@@ -130,6 +130,20 @@ type Options struct {
 	// read on a full disk (a writable Open needs space to recover) and what
 	// the CLI's read commands use. The default is false.
 	ReadOnly bool
+	// ReopenOnFailure makes the store heal itself after a failure that
+	// would otherwise need a reopen (a failed WAL write or sync, an error
+	// Pebble calls fatal): once a probe shows the disk takes writes again
+	// (free space and a small write+sync+remove, at most once a second), the
+	// DB reopens its Pebble instance in place and recovers its memory from
+	// disk, and writes succeed again through the same *DB. Readers never
+	// see an error on the way; writes before the reopen get ErrFailed, as
+	// without it. State above the store that was derived from writes the
+	// reopen discards must follow Generation or OnReopen (reopen.go; the
+	// packages of this module do). It runs whether or not
+	// DisableBackground is set, and not on a ReadOnly store. The default is
+	// false: a host that caches durable state of its own opts in once those
+	// caches follow a reopen; tally serve turns it on.
+	ReopenOnFailure bool
 
 	// testHookBlockWrite, if set, runs before each cold block is written;
 	// an error fails the job (fault injection in tests).

@@ -108,6 +108,18 @@ type pebbleEnv struct {
 	opening atomic.Bool // pebble.Open is running: check record logs
 	fenced  atomic.Bool // the instance was abandoned (storeFS refuses writes)
 	abandon atomic.Bool // a Pebble goroutine ended in Fatalf: fence, never Close
+	// retired: a reopen replaced the instance (reopen.go). It is fenced,
+	// but its creates wait for its Close and then fail instead of blocking
+	// for good, so that Close can finish once its last reader is gone.
+	retired atomic.Bool
+
+	// onFail, if set, is called (once) when the instance fails: it wakes
+	// the healer of a DB opened with Options.ReopenOnFailure.
+	onFail func()
+	// holdRemove, if set, is asked before every removal of a file: true
+	// means the removal is held back until no retired instance of the DB
+	// is left (reopen.go), since one may still read that file.
+	holdRemove func(name string) bool
 
 	// failed is why the instance takes no more writes (reopen the store).
 	// blocked is why writes are refused until a flush or compaction
@@ -192,10 +204,42 @@ func (e *pebbleEnv) maybeLift() bool {
 		return false
 	}
 	e.lastProbe = time.Now()
-	fs := e.fs.FS
-	if u, err := fs.GetDiskUsage(e.probeDir); err == nil && u.AvailBytes < e.minFree {
+	if !e.probeLocked() {
 		return false
 	}
+	e.succeeded()
+	return true
+}
+
+// probeReopen reports whether the disk takes writes again, for the healer
+// of a failed store (reopen.go), which paces it: the free space a
+// writable Open needs to replay the WAL (preflight: the WAL, an eighth
+// more and 1 MiB, where the filesystem reports usage) and the probe
+// file's write, sync and removal. Room for two memtables, which maybeLift
+// asks, is not needed to reopen: a flush that finds no room refuses
+// writes again, and lifts by itself.
+func (e *pebbleEnv) probeReopen() bool {
+	if preflight(e.fs.FS, e.fs.FS.PathJoin(e.probeDir, pebbleDir)) != nil {
+		return false
+	}
+	e.probeMu.Lock()
+	defer e.probeMu.Unlock()
+	return e.probeWrite()
+}
+
+// probeLocked checks the free space and writes, syncs and removes the
+// probe file. The caller holds probeMu.
+func (e *pebbleEnv) probeLocked() bool {
+	if u, err := e.fs.FS.GetDiskUsage(e.probeDir); err == nil && u.AvailBytes < e.minFree {
+		return false
+	}
+	return e.probeWrite()
+}
+
+// probeWrite writes, syncs and removes the probe file. The caller holds
+// probeMu.
+func (e *pebbleEnv) probeWrite() bool {
+	fs := e.fs.FS
 	path := fs.PathJoin(e.probeDir, probeFile)
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -207,17 +251,16 @@ func (e *pebbleEnv) maybeLift() bool {
 	}
 	f.Close()
 	fs.Remove(path)
-	if err != nil {
-		return false
-	}
-	e.succeeded()
-	return true
+	return err == nil
 }
 
 // fail puts the instance in the failed state (the first cause wins).
 func (e *pebbleEnv) fail(err error) {
 	if e.failed.CompareAndSwap(nil, &err) {
 		e.errs.add(err)
+		if e.onFail != nil {
+			e.onFail()
+		}
 	}
 }
 
@@ -294,6 +337,14 @@ func (e *pebbleEnv) fence() {
 	e.fs.releaseLocks()
 }
 
+// retire fences an instance a reopen replaces: nothing it does reaches the
+// disk any more and its directory lock is released, while its readers go
+// on; its Close, once they are gone, can finish (see retired).
+func (e *pebbleEnv) retire() {
+	e.retired.Store(true)
+	e.fence()
+}
+
 // closePebble closes pdb, or fences it when a Pebble goroutine ended in
 // Fatalf (Close would wait for it forever).
 func (e *pebbleEnv) closePebble(pdb *pebble.DB) (err error) {
@@ -303,7 +354,11 @@ func (e *pebbleEnv) closePebble(pdb *pebble.DB) (err error) {
 		return nil
 	}
 	defer recoverPebble(&err)
-	return pdb.Close()
+	err = pdb.Close()
+	if e.retired.Load() {
+		return nil // its WAL failed for good and it writes nothing: Close reports that
+	}
+	return err
 }
 
 // openPebble runs pebble.Open with a bounded wait: if Pebble cannot write

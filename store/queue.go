@@ -222,6 +222,19 @@ func (q *queue) init(bytesPerSec int64) {
 	q.limiter = compaction.NewLimiter(bytesPerSec)
 }
 
+// reset forgets every job (a reopen reloads them from disk, reopen.go).
+// Handlers, the limiter and the counts stay; the next id stays at least
+// where it was, so no id given out before is given again.
+func (q *queue) reset() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.jobs = map[JobID]*jobState{}
+	q.order = nil
+	q.dead = 0
+	q.byKey = map[string][]JobID{}
+	q.broadcastLocked()
+}
+
 // broadcastLocked wakes everyone waiting for a change. q.mu is held.
 func (q *queue) broadcastLocked() {
 	close(q.changed)
@@ -280,6 +293,8 @@ func (q *queue) removeLocked(id JobID) {
 // loadQueue reads every job record (Open).
 func (db *DB) loadQueue() error {
 	q := &db.queue
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	return db.scan([]byte{famJob}, familyEnd(famJob), func(k, v []byte) error {
 		id, ok := decodeJobKey(k)
 		if !ok {

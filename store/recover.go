@@ -21,14 +21,23 @@ import (
 
 // recover rebuilds memory from the newest checkpoint and the log. It writes
 // nothing to Pebble until everything was read and verified.
-func (db *DB) recover() error {
+//
+// It builds a new catalog and publishes it when everything was read (a
+// reopen's readers keep the old one until then, and after a failure).
+func (db *DB) recover() (err error) {
 	r := &db.recovery
+	cat := &catalog{byName: map[string]*counterState{}, byID: map[uint32]*counterState{}}
+	defer func() {
+		if err == nil {
+			db.cat.Store(cat)
+		}
+	}()
 	formatOld := false
 	if v, err := db.getMeta(metaFormat); err != nil {
 		return err
 	} else if v == nil {
 		if !db.opts.ReadOnly {
-			if err := db.pdb.Set(appendMetaKey(nil, metaFormat), []byte{formatVersion}, pebble.Sync); err != nil {
+			if err := db.pdb().Set(appendMetaKey(nil, metaFormat), []byte{formatVersion}, pebble.Sync); err != nil {
 				return fmt.Errorf("tally: write format: %w", err)
 			}
 		}
@@ -39,7 +48,6 @@ func (db *DB) recover() error {
 	}
 
 	// Schema.
-	cat := db.cat.Load()
 	prefix := appendMetaKey(nil, metaCounter)
 	if err := db.scan(prefix, prefixEnd(prefix), func(k, v []byte) error {
 		ci, err := decodeSchema(v)
@@ -54,7 +62,6 @@ func (db *DB) recover() error {
 	}); err != nil {
 		return err
 	}
-	db.cat.Store(cat)
 
 	// Families, queued jobs, idempotent-write sources.
 	freshFamilies, err := db.loadFamilies(db.opts.Families)
@@ -163,7 +170,7 @@ func (db *DB) recover() error {
 	if err := db.accountBlocks(cat, intents); err != nil {
 		return err
 	}
-	b := db.pdb.NewBatch()
+	b := db.pdb().NewBatch()
 	defer b.Close()
 	for _, in := range intents {
 		if err := db.resolveIntent(cat, in, havePointer, b); err != nil {
@@ -228,7 +235,7 @@ func (db *DB) accountChunks(intents []*intent, havePointer bool) error {
 			interrupted[in.seq] = true
 		}
 	}
-	return forEachChunkSeq(db.pdb, func(seq uint64) error {
+	return forEachChunkSeq(db.pdb(), func(seq uint64) error {
 		switch {
 		case havePointer && seq == r.CheckpointSeq, interrupted[seq]:
 			return nil
@@ -282,7 +289,7 @@ func (db *DB) accountBlocks(cat *catalog, intents []*intent) error {
 			}
 		}
 	}
-	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: []byte{famColdBlock}, UpperBound: familyEnd(famColdBlock)})
+	it, err := db.pdb().NewIter(&pebble.IterOptions{LowerBound: []byte{famColdBlock}, UpperBound: familyEnd(famColdBlock)})
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,9 @@ type Stats struct {
 	// WriteError says why writes are refused now (disk full, a failed
 	// WAL, a read-only store), or is empty.
 	WriteError string
+	// Reopens counts the reopens in place since Open
+	// (Options.ReopenOnFailure): each healed a failure without a restart.
+	Reopens int64
 }
 
 // PebbleStats are figures of the Pebble instance under the store.
@@ -162,7 +165,9 @@ func (c CounterStats) BytesPerRow() float64 {
 
 // Stats returns a snapshot of the store's state.
 func (db *DB) Stats() Stats {
-	s := Stats{Durability: db.opts.Durability, Recovery: db.recovery}
+	db.swap.RLock() // one instance and its state (reopen.go)
+	defer db.swap.RUnlock()
+	s := Stats{Durability: db.opts.Durability, Recovery: db.recovery, Reopens: db.heal.reopens.Load()}
 	db.commit.Lock()
 	s.LastSeq = db.commit.lastSeq
 	db.commit.Unlock()
@@ -172,7 +177,7 @@ func (db *DB) Stats() Stats {
 	s.LogRecords, s.LogBytes = db.logRecords.Load(), db.logBytes.Load()
 	db.pebbleMu.RLock()
 	if !db.pebbleClosed {
-		m := db.pdb.Metrics()
+		m := db.pdb().Metrics()
 		s.DiskBytes = m.DiskSpaceUsage()
 		s.TableBytes = m.Table.Local.LiveSize + m.BlobFiles.LiveSize
 		s.PebbleManualBytes = m.BlockCache.Size + int64(m.MemTable.Size)
@@ -260,8 +265,8 @@ func (db *DB) Stats() Stats {
 	switch {
 	case db.opts.ReadOnly:
 		s.WriteError = ErrReadOnly.Error()
-	case db.env.refusal() != nil:
-		s.WriteError = db.env.refusal().Error()
+	case db.env().refusal() != nil:
+		s.WriteError = db.env().refusal().Error()
 	}
 	return s
 }
@@ -276,10 +281,10 @@ func (db *DB) CompactDisk(ctx context.Context) error {
 	if db.pebbleClosed {
 		return ErrClosed
 	}
-	if err := db.pdb.Flush(); err != nil {
+	if err := db.pdb().Flush(); err != nil {
 		return fmt.Errorf("tally: flush: %w", err)
 	}
-	if err := db.pdb.Compact(ctx, []byte{0}, []byte{0xff}, true); err != nil {
+	if err := db.pdb().Compact(ctx, []byte{0}, []byte{0xff}, true); err != nil {
 		return fmt.Errorf("tally: compact: %w", err)
 	}
 	return nil
@@ -293,7 +298,7 @@ func (db *DB) Flush() error {
 	if db.pebbleClosed {
 		return ErrClosed
 	}
-	if err := db.pdb.Flush(); err != nil {
+	if err := db.pdb().Flush(); err != nil {
 		return fmt.Errorf("tally: flush: %w", err)
 	}
 	return nil

@@ -48,7 +48,13 @@ func (fs *storeFS) Unwrap() vfs.FS { return fs.FS }
 
 func (fs *storeFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
 	if fs.env.fenced.Load() {
-		<-fs.env.never // only an abandoned instance gets here
+		if !fs.env.retired.Load() || fs.env.abandon.Load() {
+			<-fs.env.never // only an abandoned instance gets here
+		}
+		// A retired instance (reopen.go): its flush or compaction waits
+		// for its Close, then fails, so the Close can finish.
+		<-fs.env.closing
+		return nil, errFenced
 	}
 	if isTable(name) {
 		fs.env.backoff()
@@ -105,6 +111,9 @@ func (fs *storeFS) Link(oldname, newname string) error {
 func (fs *storeFS) Remove(name string) error {
 	if fs.env.fenced.Load() {
 		return errFenced
+	}
+	if h := fs.env.holdRemove; h != nil && h(name) {
+		return nil
 	}
 	return fs.FS.Remove(name)
 }

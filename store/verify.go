@@ -38,6 +38,8 @@ func (db *DB) Verify(ctx context.Context) (err error) {
 	if db.closed.Load() {
 		return ErrClosed
 	}
+	db.swap.RLock() // one instance and its catalog (reopen.go)
+	defer db.swap.RUnlock()
 	var problems []error
 	report := func(err error) bool {
 		if !errors.Is(err, ErrCorrupt) {
@@ -49,7 +51,7 @@ func (db *DB) Verify(ctx context.Context) (err error) {
 	if err := db.verifyTables(ctx, report); err != nil {
 		return err
 	}
-	snap := db.pdb.NewSnapshot()
+	snap := db.pdb().NewSnapshot()
 	defer snap.Close()
 	// scan reads [lo, hi); damage Pebble finds in the middle (a block
 	// whose checksum fails) is a problem of its own, and the family's scan
@@ -239,7 +241,7 @@ func (db *DB) Verify(ctx context.Context) (err error) {
 // files whose checksums fail. A table a compaction removes meanwhile is
 // skipped (the compaction read it).
 func (db *DB) verifyTables(ctx context.Context, report func(error) bool) error {
-	levels, err := db.pdb.SSTables()
+	levels, err := db.pdb().SSTables()
 	if err != nil {
 		return pebbleErr(err)
 	}

@@ -277,6 +277,8 @@ type Timeline struct {
 	stop     chan struct{}
 	bg       sync.WaitGroup
 	closeErr error
+
+	unregisterReopen func() // the store.ReopenHook (reopen.go)
 }
 
 // FollowObserver is told of every follow-graph change inside the batch that
@@ -360,6 +362,7 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 			return nil, err
 		}
 	}
+	t.followReopen()
 	if o.ExpireInterval > 0 {
 		t.bg.Add(1)
 		go t.expireTicker(o.ExpireInterval)
@@ -396,6 +399,7 @@ func (t *Timeline) Close() error {
 	}
 	close(t.stop)
 	t.bg.Wait()
+	t.unregisterReopen()
 	return nil
 }
 

@@ -33,9 +33,14 @@ const cacheEntryOverhead = 144
 
 type cacheEntry struct {
 	user, gen uint64
-	n         uint64 // the snapshot's operation count (a reset's g0)
-	count     uint64 // entries (dead ones too, before initialization)
-	live      int    // live entries
+	// sgen is the store generation the snapshot was read in: after a
+	// store reopen (store.Options.ReopenOnFailure) gen may count again
+	// through values a discarded write had reached, so an entry of
+	// another store generation is never used (reopen.go).
+	sgen  uint64
+	n     uint64 // the snapshot's operation count (a reset's g0)
+	count uint64 // entries (dead ones too, before initialization)
+	live  int    // live entries
 	// body holds the snapshot's columns as stored (uncompressed): about 3
 	// bytes a followee, where decoded ids and bases would take 16.
 	// followees decodes them on each read (~1 µs for 200 followees), a
@@ -114,8 +119,8 @@ func (e *cacheEntry) followees(ids, bases []uint64) ([]uint64, []uint64) {
 	return ids, bases
 }
 
-// get returns user's entry if it holds gen.
-func (c *snapCache) get(user, gen uint64) *cacheEntry {
+// get returns user's entry if it holds gen of store generation sgen.
+func (c *snapCache) get(user, gen, sgen uint64) *cacheEntry {
 	if c.limit < 0 {
 		c.misses.Add(1)
 		return nil
@@ -123,7 +128,7 @@ func (c *snapCache) get(user, gen uint64) *cacheEntry {
 	s := c.shard(user)
 	s.mu.Lock()
 	e := s.m[user]
-	if e == nil || e.gen != gen {
+	if e == nil || e.gen != gen || e.sgen != sgen {
 		s.mu.Unlock()
 		c.misses.Add(1)
 		return nil
@@ -145,7 +150,7 @@ func (c *snapCache) put(e *cacheEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.m[e.user]; old != nil {
-		if old.gen > e.gen {
+		if old.sgen > e.sgen || old.sgen == e.sgen && old.gen > e.gen {
 			return
 		}
 		s.unlink(old)

@@ -150,7 +150,7 @@ func (x *Unread) checkFeed(fail func(string, ...any)) error {
 		if err != nil {
 			return err
 		}
-		if gen != e.gen {
+		if gen != e.gen || e.sgen != x.db.Generation() {
 			return nil // stale, never used
 		}
 		if s == nil {

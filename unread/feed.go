@@ -87,6 +87,7 @@ type view struct {
 // snapshotView returns user's snapshot: from the cache if its gen is
 // current, else from Pebble (then cached, once initialized).
 func (x *Unread) snapshotView(user uint64, sc *feedScratch) (view, error) {
+	sgen := x.db.Generation() // before the reads: see cacheEntry.sgen
 	gen, err := x.gen(user, sc)
 	if err != nil {
 		return view{}, err
@@ -96,7 +97,7 @@ func (x *Unread) snapshotView(user uint64, sc *feedScratch) (view, error) {
 		// the user follows nobody.
 		return view{init: x.complete}, nil
 	}
-	if e := x.cache.get(user, gen); e != nil {
+	if e := x.cache.get(user, gen, sgen); e != nil {
 		return view{found: true, init: true, e: e}, nil
 	}
 	sc.key = feedKey(sc.key[:0], user)
@@ -115,6 +116,7 @@ func (x *Unread) snapshotView(user uint64, sc *feedScratch) (view, error) {
 		return view{}, fmt.Errorf("%w: unread feed snapshot of user %d: %v", store.ErrCorrupt, user, err)
 	}
 	if init {
+		e.sgen = sgen
 		x.cache.put(e)
 	}
 	return view{found: true, init: init, e: e}, nil
@@ -212,6 +214,9 @@ func (x *Unread) reset(user uint64, initOnly bool) (resetStatus, error) {
 	mu := x.resetLock(user)
 	mu.Lock()
 	defer mu.Unlock()
+	// The operation is decided on what the View below reads: it must not
+	// commit after a store reopen discarded part of that (reopen.go).
+	sgen := x.db.Generation()
 	sc := x.getScratch()
 	defer x.putScratch(sc)
 	var op feedOp
@@ -271,6 +276,7 @@ func (x *Unread) reset(user uint64, initOnly bool) (resetStatus, error) {
 	}
 	b := x.db.NewBatch()
 	defer b.Close()
+	b.SetGeneration(sgen)
 	if err := x.writeOp(b, user, &op); err != nil {
 		return resetNothing, err
 	}

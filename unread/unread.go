@@ -204,6 +204,7 @@ func New(db *store.DB, opts *Options) (*Unread, error) {
 	if err := x.loadChannels(); err != nil {
 		return nil, err
 	}
+	x.followReopen()
 	if err := x.loadConfig(); err != nil {
 		return nil, err
 	}

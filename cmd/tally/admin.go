@@ -215,6 +215,7 @@ func writeStats(w io.Writer, s store.Stats) {
 	}
 	hotMem, coldPayload := tierBytes(s)
 	fmt.Fprintf(w, "durability %v\n", s.Durability)
+	fmt.Fprintf(w, "reopens %d\n", s.Reopens)
 	users := 0 // the host's counters; packages' appear as PACKAGE.counter.NAME
 	for _, c := range s.Counters {
 		if c.Owner == "" {

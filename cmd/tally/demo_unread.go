@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/bench/workload"
 	"github.com/tallydb/tally/internal/hist"
 	"github.com/tallydb/tally/store"
@@ -28,6 +29,7 @@ import (
 type unreadDemo struct {
 	d   *demo
 	dir string
+	all *tallydb.DB // opened through tally.Open: unread observes the graph
 	db  *store.DB
 	tl  *timeline.Timeline
 	x   *unread.Unread
@@ -76,25 +78,19 @@ func demoUnread(d *demo) (err error) {
 }
 
 func (u *unreadDemo) open() error {
-	var err error
-	u.db, err = store.Open(u.dir, &store.Options{
-		Durability: u.d.durability, CompactionInterval: -1,
-		Families: graphFamilies(),
+	all, err := tallydb.Open(u.dir, &tallydb.Options{
+		Store:    &store.Options{Durability: u.d.durability, CompactionInterval: -1},
+		Timeline: &timeline.Options{ExpireInterval: -1},
 	})
 	if err != nil {
 		return err
 	}
-	if u.tl, err = timeline.New(u.db, &timeline.Options{ExpireInterval: -1}); err != nil {
-		return errors.Join(err, u.db.Close())
-	}
-	if u.x, err = unread.New(u.db, &unread.Options{Graph: u.tl}); err != nil {
-		return errors.Join(err, u.tl.Close(), u.db.Close())
-	}
+	u.all, u.db, u.tl, u.x = all, all.Store(), all.Timeline(), all.Unread()
 	return nil
 }
 
 func (u *unreadDemo) close() error {
-	err := errors.Join(u.tl.Close(), u.db.Close())
+	err := u.all.Close()
 	u.db = nil
 	return err
 }

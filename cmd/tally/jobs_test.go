@@ -90,25 +90,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
-// "tally jobs" says what each job does, not its binary key: a post's
-// fan-out names the post and its author, a follow's backfill the two
-// users.
-func TestJobsDescribed(t *testing.T) {
-	d := "-d=" + newStore(t)
-	mustTally(t, d, "follow", "1", "21")
-	mustTally(t, d, "post", "21", "2001", "--async")
-	out := mustTally(t, d, "jobs")
-	for _, want := range []string{" fan-out of post 2001 by user 21\n", "jobs "} {
-		if !strings.Contains(out, want) {
-			t.Errorf("jobs lacks %q:\n%s", want, out)
-		}
-	}
-	if strings.Contains(out, "key=") {
-		t.Errorf("jobs shows binary keys:\n%s", out)
-	}
-	mustTally(t, d, "jobs", "wait")
-	if out := mustTally(t, d, "jobs"); out != "jobs 0\n" {
-		t.Errorf("jobs after wait:\n%s", out)
-	}
-}

@@ -22,8 +22,9 @@ const likeWriteHelp = `Usage: tally -d DIR %[1]s BIZ ITEM USER%[2]s
 BIZ names the business (videos, posts, comments: 1 to 58 letters, digits,
 '_' or '-'); ITEM and USER are unsigned decimal ids. The item's counts
 change in the same atomic write as the user's state. Repeating it changes
-nothing. Creates the store if DIR is new or empty, and the business if it
-is new. Prints the item's counts after the call:
+nothing. BIZ must have been declared ("tally business add BIZ", or by a
+"likes load" that named it): a write to an unknown business is refused
+and changes nothing. Prints the item's counts after the call:
   ITEM likes=N dislikes=M
 %[4]s
 Example:
@@ -37,7 +38,7 @@ var (
 		synopsis: "USER likes ITEM of business BIZ (replaces a dislike)",
 		help: fmt.Sprintf(likeWriteHelp, "like", " [--owner OWNER]",
 			"Records that USER likes ITEM (a dislike is replaced by the like).",
-			"\nFlags:\n  --owner OWNER   the item's owner, credited with its likes (tally\n                  likes received); set by the first like that names it\n",
+			"\nFlags:\n  --owner OWNER   the item's owner, credited with its likes (LIKE.RECEIVED\n                  over RESP); set by the first like that names it\n",
 			" --owner 7", "1 dislikes=0"),
 	}
 	cmdUnlike = &command{

@@ -19,6 +19,7 @@ import (
 func TestInterruptedLikesLoadReadOnly(t *testing.T) {
 	t.Setenv("TALLY_DIR", "")
 	dir := filepath.Join(t.TempDir(), "db")
+	mustTally(t, "-d", dir, "business", "add", "video")
 	mustTally(t, "-d", dir, "like", "video", "1", "10")
 
 	db, err := store.Open(dir, &store.Options{Families: likes.Families()})

@@ -52,6 +52,8 @@ func TestLikesCommands(t *testing.T) {
 		args []string
 		want string
 	}{
+		{[]string{"business", "add", "video"}, ""},
+		{[]string{"business", "list"}, "video\n"},
 		{[]string{"like", "video", "1", "10", "--owner", "7"}, "1 likes=1 dislikes=0\n"},
 		{[]string{"like", "video", "1", "10"}, "1 likes=1 dislikes=0\n"},
 		{[]string{"like", "video", "1", "11"}, "1 likes=2 dislikes=0\n"},
@@ -116,6 +118,7 @@ func TestLikesBadInput(t *testing.T) {
 	t.Setenv("TALLY_DIR", "")
 	dir := filepath.Join(t.TempDir(), "db")
 	d := "-d=" + dir
+	mustTally(t, d, "business", "add", "video")
 	mustTally(t, d, "like", "video", "1", "10", "--owner", "7")
 	mustTally(t, d, "like", "video", "1", "11")
 	cur := strings.TrimPrefix(strings.Split(strings.TrimSpace(mustTally(t, d, "likers", "video", "1", "--limit", "1")), "\n")[1], "next ")
@@ -134,6 +137,13 @@ func TestLikesBadInput(t *testing.T) {
 		{[]string{"like", "bad biz", "1", "2"}, exitError, "invalid business name"},
 		{[]string{"like", strings.Repeat("v", 59), "1", "2"}, exitError, "invalid business name"},
 		{[]string{"like", "video", "1", "12", "--owner", "8"}, exitError, "another owner"},
+		{[]string{"like", "videos", "1", "12"}, exitError, `likes: unknown business "videos" (businesses: video)`},
+		{[]string{"dislike", "videos", "1", "12"}, exitError, "unknown business"},
+		{[]string{"business", "add", "a b"}, exitError, "invalid business name"},
+		{[]string{"business", "add", "x", "--keep-hot"}, exitUsage, "not a business policy"},
+		{[]string{"business", "add", "x", "--range-bits", "60"}, exitError, "range bits"},
+		{[]string{"business", "add"}, exitUsage, "want exactly one BIZ"},
+		{[]string{"business", "list", "x"}, exitUsage, "takes no arguments"},
 		{[]string{"dislike", "-v", "1", "2"}, exitUsage, ""},
 		{[]string{"unlike", "video", "1", "2", "3"}, exitUsage, "want BIZ ITEM USER"},
 		{[]string{"likes", "video"}, exitUsage, "want BIZ ITEM"},
@@ -217,6 +227,9 @@ func TestServeLikes(t *testing.T) {
 	p := startServe(t, "-d", dir, "--create")
 	rc := p.client(t)
 	ctx := context.Background()
+	if err := rc.Do(ctx, "LIKE.BUSINESS", "ADD", "video").Err(); err != nil {
+		t.Fatal(err)
+	}
 	if v, err := rc.Do(ctx, "LIKE.LIKE", "video", 1, 10, 7).Slice(); err != nil || len(v) != 3 || v[0] != int64(1) {
 		t.Fatalf("LIKE.LIKE = %v, %v", v, err)
 	}

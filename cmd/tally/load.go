@@ -158,10 +158,10 @@ func runLoad(e *env, args []string) error {
 	var st store.LoadStats
 	input := len(res.ids)
 	if input > 0 {
-		ids, vals := sortRows(res.ids, res.vals, len(info.Columns))
-		res.ids, res.vals = nil, nil // let the unsorted copy go
-		bar = newProgress(e.stdout, "loading", "rows", int64(len(ids)))
-		st, err = db.Load(ctx, name, store.LoadRows{IDs: ids, Vals: vals}, func(done int) { bar.update(int64(done)) })
+		// store.Load sorts (radix; nothing to do for sorted input) and
+		// keeps the last of repeated ids, as the CSV's rule says.
+		bar = newProgress(e.stdout, "loading", "rows", int64(input))
+		st, err = db.Load(ctx, name, store.LoadRows{IDs: res.ids, Vals: res.vals}, func(done int) { bar.update(int64(done)) })
 		bar.finish()
 		if err != nil {
 			return closeDB(db, err)

@@ -206,21 +206,6 @@ func TestLoadRefuses(t *testing.T) {
 	}
 }
 
-func TestSortRows(t *testing.T) {
-	ids := []uint64{9, 1 << 40, 3, 9, 1<<63 + 5, 3, 0}
-	vals := []uint64{1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7}
-	gotIDs, gotVals := sortRows(ids, vals, 2)
-	wantIDs := []uint64{0, 3, 9, 1 << 40, 1<<63 + 5}
-	wantVals := []uint64{7, 7, 6, 6, 4, 4, 2, 2, 5, 5}
-	if fmt.Sprint(gotIDs, gotVals) != fmt.Sprint(wantIDs, wantVals) {
-		t.Fatalf("sortRows = %v %v, want %v %v", gotIDs, gotVals, wantIDs, wantVals)
-	}
-	// Sorted input comes back as it is.
-	if i, _ := sortRows(wantIDs, wantVals, 2); &i[0] != &wantIDs[0] {
-		t.Fatal("sorted input was copied")
-	}
-}
-
 // TestLoadParallel parses a file in several parts and checks rows and the
 // line numbers of bad lines come out as a single pass would give them.
 func TestLoadParallel(t *testing.T) {

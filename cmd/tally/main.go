@@ -51,7 +51,7 @@ func init() {
 		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees,
 		cmdTimelineConfig,
 		cmdLike, cmdUnlike, cmdDislike, cmdUndislike, cmdLikes, cmdLiked,
-		cmdLikers, cmdUserLikes, cmdTop, cmdLikesLoad,
+		cmdLikers, cmdUserLikes, cmdTop, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList,
 	}
 	commands = append(commands, unreadCommands...)
 	commands = append(commands, cmdServe, cmdDemo, cmdHelp)
@@ -81,6 +81,9 @@ type env struct {
 	// client then runs the command itself.
 	dirArg   string
 	otherDir bool
+	// reopenOnFailure is store.Options.ReopenOnFailure: serve heals a
+	// failed store in place.
+	reopenOnFailure bool
 }
 
 // usageError marks a malformed command line: exit status 2.
@@ -396,7 +399,7 @@ func (e *env) options() (*store.Options, error) {
 	if err != nil {
 		return nil, usagef("bad --durability %s: want sync, interval or nosync", quote.Input(e.durability))
 	}
-	return &store.Options{Durability: d, Families: e.families}, nil
+	return &store.Options{Durability: d, Families: e.families, ReopenOnFailure: e.reopenOnFailure}, nil
 }
 
 func mustBeStoreDir(dir string) error {

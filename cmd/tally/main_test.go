@@ -131,6 +131,7 @@ last_seq \d+
 duration \S+
 $`},
 		{[]string{d, "stats"}, `^durability sync
+reopens 0
 counters 5
 ranges_hot 1
 ranges_cold 0

@@ -53,6 +53,7 @@ var remoteSetup = [][]string{
 	{"column", "add", "posts", "reposts", "--hint", "8", "--max", "64"},
 	{"unread", "kind", "add", "mention"},
 	{"follow", "1", "2", "3"},
+	{"business", "add", "video"},
 	{"like", "video", "7", "100"},
 }
 
@@ -106,6 +107,9 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("timeline", "config"),
 		c("timeline", "config", "--inbox-cap", "500"),
 		// Likes.
+		c("business", "add", "clips", "--hot-ranges", "2"),
+		c("business", "list"),
+		c("like", "clips", "1", "2"),
 		c("like", "video", "7", "101"),
 		c("like", "video", "7", "102", "--owner", "9"),
 		c("dislike", "video", "8", "101"),
@@ -164,6 +168,9 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("follow", "x", "1"),
 		c("home", "1", "--limit", "-1"),
 		c("like", "no such!", "1", "2"),
+		c("like", "videos", "1", "2"),
+		c("business", "add", "video"),
+		c("business", "add", "bad name"),
 		c("likes", "nosuchbiz", "1"),
 		c("unread", "incr", "1", "nosuch"),
 		c("unread", "kind", "add", "mention"),

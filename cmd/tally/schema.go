@@ -95,12 +95,7 @@ func init() {
 
 func runCounterAdd(e *env, args []string) error {
 	fs := e.flags(cmdCounterAdd)
-	rangeBits := fs.Uint("range-bits", 32, "")
-	keepHot := fs.Bool("keep-hot", false, "")
-	hotRanges := fs.Int("hot-ranges", 0, "")
-	age := fs.Duration("age", 0, "")
-	epoch := fs.Int64("id-epoch-ms", defaultIDEpochMs, "")
-	shift := fs.Uint("id-time-shift", defaultIDTimeShift, "")
+	shape := counterShapeFlags(fs, 32)
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -108,36 +103,9 @@ func runCounterAdd(e *env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want exactly one counter NAME, got %d arguments", len(pos))
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var policies []string
-	for _, p := range []string{"keep-hot", "hot-ranges", "age"} {
-		if set[p] {
-			policies = append(policies, "--"+p)
-		}
-	}
-	if len(policies) > 1 {
-		return usagef("%s are mutually exclusive", strings.Join(policies, " and "))
-	}
-	if (set["id-epoch-ms"] || set["id-time-shift"]) && !set["age"] {
-		return usagef("--id-epoch-ms and --id-time-shift go with --age")
-	}
-	opts := store.CounterOptions{}
-	if opts.RangeBits, err = uint8Flag("range-bits", *rangeBits, false,
-		fmt.Sprintf("%d..%d", limits.MinRangeBits, limits.MaxRangeBits)); err != nil {
+	opts, err := shape()
+	if err != nil {
 		return err
-	}
-	switch {
-	case set["hot-ranges"]:
-		opts.Age = store.AgePolicy{Kind: store.KeepNewest, HotRanges: *hotRanges}
-	case set["age"]:
-		s, err := uint8Flag("id-time-shift", *shift, true, fmt.Sprintf("0..%d", limits.MaxIDTimeShift))
-		if err != nil {
-			return err
-		}
-		opts.Age = store.AgePolicy{Kind: store.AgeByTime, MaxAge: *age, IDEpochMs: *epoch, IDTimeShift: s}
-	default:
-		_ = keepHot // KeepHot is the zero policy
 	}
 	// Check everything before the store is opened: Open creates the store
 	// in a new directory, and a refused counter must leave none behind.
@@ -240,6 +208,56 @@ func runCounterList(e *env, args []string) error {
 // counterLine formats one counter for "counter list": the format of
 // TALLY.COUNTER LIST, from package server, so the two cannot drift.
 func counterLine(ci store.CounterInfo) string { return server.CounterLine(ci) }
+
+// counterShapeFlags defines the flags that shape a counter (counter add,
+// business add): --range-bits (default defBits) and the age policy,
+// --keep-hot | --hot-ranges K | --age D [--id-epoch-ms MS]
+// [--id-time-shift BITS]. The returned function, called after parsing,
+// checks them together and returns the options (a zero Age when no policy
+// flag was given: the caller's default).
+func counterShapeFlags(fs *flag.FlagSet, defBits uint) func() (store.CounterOptions, error) {
+	rangeBits := fs.Uint("range-bits", defBits, "")
+	fs.Bool("keep-hot", false, "")
+	hotRanges := fs.Int("hot-ranges", 0, "")
+	age := fs.Duration("age", 0, "")
+	epoch := fs.Int64("id-epoch-ms", defaultIDEpochMs, "")
+	shift := fs.Uint("id-time-shift", defaultIDTimeShift, "")
+	return func() (store.CounterOptions, error) {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		var policies []string
+		for _, p := range []string{"keep-hot", "hot-ranges", "age"} {
+			if set[p] {
+				policies = append(policies, "--"+p)
+			}
+		}
+		if len(policies) > 1 {
+			return store.CounterOptions{}, usagef("%s are mutually exclusive", strings.Join(policies, " and "))
+		}
+		if (set["id-epoch-ms"] || set["id-time-shift"]) && !set["age"] {
+			return store.CounterOptions{}, usagef("--id-epoch-ms and --id-time-shift go with --age")
+		}
+		opts := store.CounterOptions{}
+		var err error
+		if opts.RangeBits, err = uint8Flag("range-bits", *rangeBits, false,
+			fmt.Sprintf("%d..%d", limits.MinRangeBits, limits.MaxRangeBits)); err != nil {
+			return store.CounterOptions{}, err
+		}
+		switch {
+		case set["keep-hot"]:
+			opts.Age = store.AgePolicy{Kind: store.KeepHot}
+		case set["hot-ranges"]:
+			opts.Age = store.AgePolicy{Kind: store.KeepNewest, HotRanges: *hotRanges}
+		case set["age"]:
+			s, err := uint8Flag("id-time-shift", *shift, true, fmt.Sprintf("0..%d", limits.MaxIDTimeShift))
+			if err != nil {
+				return store.CounterOptions{}, err
+			}
+			opts.Age = store.AgePolicy{Kind: store.AgeByTime, MaxAge: *age, IDEpochMs: *epoch, IDTimeShift: s}
+		}
+		return opts, nil
+	}
+}
 
 // columnFlags defines --hint and --max (a column's width hint and maximum
 // in bits) on fs, for column add and unread kind add; the function it

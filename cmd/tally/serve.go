@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tallydb/tally/server"
+	"github.com/tallydb/tally/store"
 )
 
 var cmdServe = &command{
@@ -38,6 +39,13 @@ unread commands. Counts never go below 0. See
 Prints "key value" lines: addr (the address listened on) and, with
 --metrics-addr, metrics_addr once serving; checkpoint_seq after the
 shutdown checkpoint. Dropped clients and errors are logged on stderr.
+
+A full disk does not need a restart: while it is full, writes get errors
+("disk full", or "store failed" once the WAL could not be written) and
+reads go on; once a probe (once a second) finds room again, serve reopens
+the store in place (replaying its log, as a restart would) and writes
+succeed again. Each reopen is logged and counted (INFO
+tally_store_reopens, tally stats reopens).
 
 Flags:
   --addr HOST:PORT         address to listen on (default 127.0.0.1:6380; port
@@ -122,6 +130,7 @@ func runServe(e *env, args []string) error {
 	// One tally.DB: the store with every package wired; its command
 	// groups, and TALLY.EXEC, which runs the CLI's commands on it for
 	// "tally -d DIR COMMAND" while serve holds DIR (remote.go).
+	e.reopenOnFailure = true // a full disk heals without a restart
 	tdb, err := e.openServe(*create)
 	if err != nil {
 		return err
@@ -131,6 +140,11 @@ func runServe(e *env, args []string) error {
 	if err != nil {
 		return closeTally(tdb, err)
 	}
+	db.OnReopen(store.ReopenHook{After: func(ok bool) {
+		if ok {
+			opts.Logger.Warn("store failed and was reopened in place; writes resume", "reopens", db.Stats().Reopens)
+		}
+	}})
 	for _, cmds := range [][]server.Command{
 		server.TimelineCommands(tdb.Timeline()),
 		server.UnreadCommands(tdb.Unread()),

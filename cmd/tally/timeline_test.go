@@ -206,6 +206,7 @@ func TestReservedCounterNames(t *testing.T) {
 	// Once the packages exist, their counters stay out of the user's
 	// list and refuse the counter commands.
 	mustTally(t, d, "follow", "1", "34")
+	mustTally(t, d, "business", "add", "video")
 	mustTally(t, d, "like", "video", "2", "1")
 	if got := mustTally(t, d, "counter", "list"); !strings.HasPrefix(got, "posts ") || strings.Count(got, "\n") != 1 {
 		t.Fatalf("counter list shows package counters:\n%s", got)

@@ -229,7 +229,7 @@ type graphStore struct {
 }
 
 // graphFamilies are the families of the follow graph and unread, for the
-// hosts that still open the packages themselves (serve, the demo).
+// tests that open the store themselves.
 func graphFamilies() []store.FamilySpec {
 	return append(timeline.Families(), unread.Families()...)
 }

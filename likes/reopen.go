@@ -1,0 +1,61 @@
+package likes
+
+// Following a store reopen (store.Options.ReopenOnFailure).
+//
+// A reopen heals a failed store in place and replaces its state by what
+// recovery finds on disk: a write that failed may turn out durable, and
+// one that was visible but never acknowledged may be gone. What likes keeps
+// in memory:
+//
+//   - the businesses (biz.byName): a business whose record write failed
+//     may exist on disk after all, and taking its id again would make two
+//     businesses share one. They are reloaded after a reopen
+//     (reloadAfterReopen) and before a creation decides an id
+//     (syncBusinessesLocked), and the record is written in a batch pinned
+//     to the generation the ids were read in (putMetaIn).
+//   - user ordinals (ords.next): only ever grows, never reused after a
+//     failed commit, so a durable failed write cannot collide with it.
+//   - the stripes' caches hold only what a committed group wrote (a failed
+//     commit forgets its items); they are cleared after a reopen anyway.
+//   - groups, loads and checks: the hook's Before takes loadMu, so none
+//     runs across a reopen; a group's batch is also pinned to the
+//     generation it read in (group.gen).
+//   - the likes_received and business counters are store.Counter handles,
+//     which follow a reopen by themselves.
+
+// reloadAfterReopen is the After of the store's ReopenHook; its Before
+// took loadMu, so no group, load or check ran across the reopen.
+func (l *Likes) reloadAfterReopen(bool) {
+	defer l.loadMu.Unlock()
+	l.clearCaches()
+	l.biz.mu.Lock()
+	defer l.biz.mu.Unlock()
+	l.syncBusinessesLocked() // an error stays for the next creation to meet
+}
+
+// syncBusinessesLocked reloads the businesses if the store was reopened
+// since they were loaded, and returns the generation they are current
+// with. The caller holds biz.mu.
+func (l *Likes) syncBusinessesLocked() (uint64, error) {
+	gen := l.db.Generation()
+	if gen == l.biz.gen {
+		return gen, nil
+	}
+	if err := l.loadBusinesses(); err != nil {
+		return 0, err
+	}
+	l.biz.gen = gen
+	return gen, nil
+}
+
+// putMetaIn writes one meta record in its own batch, decided on state of
+// store generation gen (store.Batch.SetGeneration).
+func (l *Likes) putMetaIn(gen uint64, key, value []byte) error {
+	b := l.db.NewBatch()
+	defer b.Close()
+	b.SetGeneration(gen)
+	if err := l.fam.meta.Put(b, key, value); err != nil {
+		return err
+	}
+	return b.Commit()
+}

@@ -1,0 +1,93 @@
+package timeline
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/tallydb/tally/store"
+)
+
+// TestOrdinalsAfterReopen: a follow that gives two new users ordinals
+// fails at the WAL sync, yet its write is on disk; the store heals itself
+// in place. The next new user must not get one of those ordinals again
+// (before the timeline followed reopens it did: Check found two users on
+// one ordinal), and the recovered follow is in force.
+func TestOrdinalsAfterReopen(t *testing.T) {
+	mem := vfs.NewMem()
+	fault := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		wal := strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData)
+		if wal || strings.HasSuffix(op.Path, "TALLY.PROBE") {
+			return &os.PathError{Op: "inject", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})}
+	so := storeOptions(errorfs.Wrap(mem, fault))
+	so.Durability = store.SyncAlways
+	so.ReopenOnFailure = true
+	db, err := store.Open("db", so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tl, err := New(db, &Options{ExpireInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = tl.Follow(1, 2)
+	must(err)
+	fault.On()
+	if _, err := tl.Follow(3, 4); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("follow with a failing WAL sync: %v", err)
+	}
+	fault.Off()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := tl.Follow(5, 6)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrFailed) || time.Now().After(deadline) {
+			t.Fatalf("follow after the disk has room: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if db.Generation() == 0 {
+		t.Fatal("the store healed without a reopen")
+	}
+	must(tl.Check())
+	ords := map[uint64]bool{}
+	for _, u := range []uint64{1, 2, 3, 4, 5, 6} {
+		var buf [numCols]uint64
+		r, err := tl.row(u, buf[:0])
+		must(err)
+		if o := r[colOrd]; o != 0 {
+			if ords[o] {
+				t.Fatalf("user %d shares ordinal %d", u, o)
+			}
+			ords[o] = true
+		}
+	}
+	must(tl.Close())
+	must(db.Close())
+	db2, err := store.Open("db", storeOptions(mem))
+	must(err)
+	defer db2.Close()
+	tl2, err := New(db2, &Options{ExpireInterval: -1})
+	must(err)
+	defer tl2.Close()
+	must(tl2.Check())
+}

@@ -1,0 +1,101 @@
+package unread
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/tallydb/tally/store"
+)
+
+// TestChannelsAfterReopen: a channel whose declaration fails at the WAL
+// sync is on disk after the store heals itself in place; the next channel
+// must get the next id (before unread followed reopens, it took the same
+// one and overwrote the first channel's record), and the first channel's
+// tag is the durable one.
+func TestChannelsAfterReopen(t *testing.T) {
+	mem := vfs.NewMem()
+	fault := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		wal := strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData)
+		if wal || strings.HasSuffix(op.Path, "TALLY.PROBE") {
+			return &os.PathError{Op: "inject", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	})}
+	so := storeOptions(errorfs.Wrap(mem, fault))
+	so.ReopenOnFailure = true
+	db, err := store.Open("u", so)
+	must(t, err)
+	defer db.Close()
+	x, err := New(db, nil)
+	must(t, err)
+	_, err = x.Mark("zero")
+	must(t, err)
+	fault.On()
+	if _, err := x.Mark("a"); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("Mark with a failing WAL sync: %v", err)
+	}
+	fault.Off()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := x.Mark("b")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrFailed) || time.Now().After(deadline) {
+			t.Fatalf("Mark after the disk has room: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if db.Generation() == 0 {
+		t.Fatal("the store healed without a reopen")
+	}
+	ids := map[uint32]string{}
+	for _, ch := range x.chans.byID {
+		if other, ok := ids[ch.id]; ok {
+			t.Fatalf("channels %s and %s share id %d", other, ch.name, ch.id)
+		}
+		ids[ch.id] = ch.name
+	}
+	if len(ids) != 3 {
+		t.Fatalf("channels after the reopen: %v (want zero, a, b)", ids)
+	}
+	must(t, x.Check())
+	must(t, db.Close())
+	db2, err := store.Open("u", storeOptions(mem))
+	must(t, err)
+	defer db2.Close()
+	x2, err := New(db2, nil)
+	must(t, err)
+	if n := len(x2.Channels()); n != 3 {
+		t.Fatalf("%d channels after a restart, want 3", n)
+	}
+	must(t, x2.Check())
+}
+
+// TestCacheGeneration: a cached snapshot is used only in the store
+// generation it was read in.
+func TestCacheGeneration(t *testing.T) {
+	c := newSnapCache(1 << 20)
+	c.put(&cacheEntry{user: 7, gen: 3, sgen: 0, size: 100})
+	if c.get(7, 3, 0) == nil {
+		t.Fatal("entry of the current generation not found")
+	}
+	if c.get(7, 3, 1) != nil {
+		t.Fatal("entry of an older store generation used after a reopen")
+	}
+	c.put(&cacheEntry{user: 7, gen: 2, sgen: 1, size: 100})
+	if c.get(7, 2, 1) == nil {
+		t.Fatal("a newer generation's entry with a lower count did not replace the old one")
+	}
+	c.put(&cacheEntry{user: 7, gen: 9, sgen: 0, size: 100})
+	if c.get(7, 2, 1) == nil {
+		t.Fatal("a straggler of an older generation replaced the current entry")
+	}
+}
