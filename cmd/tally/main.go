@@ -181,20 +181,30 @@ func (e *env) run(args []string) (code int) {
 	remote := e.served == nil && !c.local
 	if remote && e.dir != "" {
 		// A server answering for -d runs the command, before this
-		// process reads any input.
-		if code, ok, _ := e.forward(rest); ok {
+		// process reads any input. If none took it, it runs here.
+		code, ferr := e.forward(rest)
+		if ferr == nil {
 			return code
+		}
+		if !errors.Is(ferr, errNotSent) {
+			fmt.Fprintln(e.stderr, errorLine(ferr))
+			return exitError
 		}
 	}
 	err = c.run(e, cargs)
 	if remote && errors.Is(err, store.ErrLocked) {
-		// The directory came with the command's own -d, or the server
-		// started just now.
-		code, ok, reason := e.forward(rest)
-		if ok {
+		// Held by a server that did not take the command up front: the
+		// directory came with the command's own -d, the server started
+		// just now, or it refused (AUTH).
+		code, ferr := e.forward(rest)
+		if ferr == nil {
 			return code
 		}
-		err = fmt.Errorf("%w (and no tally serve answers for it: %v)", err, reason)
+		if errors.Is(ferr, errNotSent) {
+			err = fmt.Errorf("%w (and tally serve did not take the command: %v)", err, ferr)
+		} else {
+			err = ferr
+		}
 	}
 	var ue *usageError
 	switch {

@@ -215,24 +215,39 @@ func writeAddr(dir string, addr net.Addr) (string, error) {
 	return path, nil
 }
 
+// errNotSent matches (errors.Is) why forward did not send a command to a
+// server: no address file, nothing listening there, a connection or AUTH
+// that failed before TALLY.EXEC went out, or a server of another
+// directory. The command has not run anywhere, so the CLI may run it
+// itself.
+var errNotSent = errors.New("tally: command not sent to a server")
+
+// notSentError is a reason forward did not send; it reads as the reason.
+type notSentError struct{ err error }
+
+func (n *notSentError) Error() string        { return n.err.Error() }
+func (n *notSentError) Unwrap() error        { return n.err }
+func (n *notSentError) Is(target error) bool { return target == errNotSent }
+
 // forward sends the command line rest (after the global flags) to the
 // tally serve that holds e.dir, prints its output and returns its exit
-// code with ok. ok is false, with the reason, when no server answers for
-// e.dir (no address file, nothing listening there, or a server of another
-// directory): then the caller runs the command itself. Any other failure
-// (authentication, the connection dropped) is printed and ok is true.
-func (e *env) forward(rest []string) (code int, ok bool, reason error) {
+// code. An error wrapping errNotSent means the command did not run (see
+// there); any other error is a failure after TALLY.EXEC was sent (the
+// connection dropped: the command may have run), which the CLI reports
+// and never retries here.
+func (e *env) forward(rest []string) (int, error) {
+	notSent := func(err error) error { return &notSentError{err} }
 	addr, err := readAddr(e.dir)
 	if err != nil {
-		return 0, false, err
+		return 0, notSent(err)
 	}
 	dir, err := filepath.Abs(e.dir)
 	if err != nil {
-		return 0, false, err
+		return 0, notSent(err)
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return 0, false, err
+		return 0, notSent(err)
 	}
 	args := []any{"TALLY.EXEC", dir, cwd}
 	if e.durabilitySet {
@@ -246,7 +261,8 @@ func (e *env) forward(rest []string) (code int, ok bool, reason error) {
 		Password:         e.password,
 		Protocol:         2,
 		DisableIndentity: true,
-		PoolSize:         1,
+		// One connection: the PING's, authenticated, carries TALLY.EXEC.
+		PoolSize: 1,
 		// NB: never retried: the command may have run.
 		MaxRetries:  -1,
 		DialTimeout: 5 * time.Second,
@@ -255,32 +271,32 @@ func (e *env) forward(rest []string) (code int, ok bool, reason error) {
 		WriteTimeout: time.Minute,
 	})
 	defer rdb.Close()
-	res, err := rdb.Do(context.Background(), args...).Slice()
-	if err != nil {
-		var oe *net.OpError
-		if errors.As(err, &oe) && oe.Op == "dial" {
-			return 0, false, fmt.Errorf("tally serve at %s (from %s): %w", addr, addrFile, err)
-		}
-		if strings.HasPrefix(err.Error(), msgNotServed) {
-			return 0, false, fmt.Errorf("tally serve at %s: %w", addr, err)
-		}
+	ctx := context.Background()
+	// The connection, HELLO, AUTH and a PING (which needs AUTH) first, so
+	// a failure up to here is known to have run nothing.
+	if err := rdb.Ping(ctx).Err(); err != nil {
 		msg := err.Error()
-		if strings.HasPrefix(msg, "NOAUTH") {
-			msg += " (set TALLY_PASSWORD or give --password)"
+		if strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "WRONGPASS") {
+			msg += " (give the server's --requirepass with --password or $TALLY_PASSWORD)"
 		}
-		fmt.Fprintf(e.stderr, "tally: tally serve at %s holds %s: %s\n", addr, e.dir, msg)
-		return exitError, true, nil
+		return 0, notSent(fmt.Errorf("tally serve at %s (from %s): %s", addr, addrFile, msg))
+	}
+	res, err := rdb.Do(ctx, args...).Slice()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), msgNotServed) {
+			return 0, notSent(fmt.Errorf("tally serve at %s: %w", addr, err))
+		}
+		return 0, fmt.Errorf("tally serve at %s holds %s: %w", addr, e.dir, err)
 	}
 	if len(res) != 3 {
-		fmt.Fprintf(e.stderr, "tally: tally serve at %s: bad TALLY.EXEC reply of %d elements\n", addr, len(res))
-		return exitError, true, nil
+		return 0, fmt.Errorf("tally serve at %s: bad TALLY.EXEC reply of %d elements", addr, len(res))
 	}
 	n, _ := res[0].(int64)
 	out, _ := res[1].(string)
 	errOut, _ := res[2].(string)
 	fmt.Fprint(e.stdout, out)
 	fmt.Fprint(e.stderr, errOut)
-	return int(n), true, nil
+	return int(n), nil
 }
 
 // execCommand is TALLY.EXEC DIR CWD ARG...: the command line ARG... of

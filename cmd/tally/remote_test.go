@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -412,7 +413,23 @@ func TestRemoteStaleAddress(t *testing.T) {
 	dir := newStore(t)
 	other := newStore(t)
 	p := startServe(t, "-d", other)
-	for _, addr := range []string{"127.0.0.1:1", p.addr} {
+	// A port another program took since: it answers, but not RESP.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	for _, addr := range []string{"127.0.0.1:1", p.addr, ln.Addr().String()} {
 		if err := os.WriteFile(filepath.Join(dir, addrFile), []byte("addr "+addr+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -428,7 +445,7 @@ func TestRemoteStaleAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut, code := tally(t, "-d", dir, "get", "posts", "5")
-	if code != exitError || !regexp.MustCompile(`directory is locked.*no tally serve answers for it: tally serve at 127\.0\.0\.1:1`).MatchString(errOut) {
+	if code != exitError || !regexp.MustCompile(`directory is locked.*tally serve did not take the command: tally serve at 127\.0\.0\.1:1 \(from TALLY.SERVE\): dial`).MatchString(errOut) {
 		t.Fatalf("locked, stale address: exit %d, %q", code, errOut)
 	}
 	_ = lockedBy // killed at cleanup
