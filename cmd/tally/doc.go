@@ -156,8 +156,13 @@
 // codes are therefore those of embedded mode by construction, and a new
 // command is reachable through a running server with no extra code;
 // remote.go has the design, the alternatives rejected and every
-// difference. A file that names no listening server, or a server of
-// another directory (a stale file), is ignored: the command runs here.
+// difference. The CLI connects, authenticates and PINGs before it sends
+// TALLY.EXEC: a failure up to there (a stale file naming a port nothing or
+// something else listens on, a server of another directory, a refused
+// AUTH) has run nothing, so the command runs here, and if the directory
+// is locked after all, the lock error names why the server did not take
+// it. A failure after sending (the connection dropped) is reported and
+// never retried: the command may have run.
 //
 // The commands that only read (get, counter list, verify, replay, stats)
 // open the store read-only (store.Options.ReadOnly): they write nothing, so
