@@ -307,7 +307,7 @@ func execCommand(db *tallydb.DB) server.Command {
 		Name:  "TALLY.EXEC",
 		Arity: -4,
 		Flags: server.FlagWrite | server.FlagAdmin,
-		Group: "server", Since: "1.0.0", Complexity: "that of the command",
+		Group: "tally", Since: "0.1.0", Complexity: "that of the command",
 		Summary: "runs a tally CLI command on the served database (what tally -d DIR COMMAND sends while tally serve holds DIR)",
 		Args: []server.Arg{
 			{Name: "dir", Type: "string"},
