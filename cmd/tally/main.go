@@ -108,7 +108,8 @@ its name):
   -d DIR               the store directory; the default is $TALLY_DIR
   --durability MODE    sync, interval or nosync; the default is sync
   --password PASSWORD  the password of the "tally serve" holding DIR, if it
-                       has one; the default is $TALLY_PASSWORD
+                       has one; the default is $TALLY_PASSWORD (prefer it:
+                       a command line is visible to other local users)
 
 While "tally serve" holds DIR, commands run inside it: the CLI sends them
 over RESP to the address the server records in DIR (see "tally help serve").
