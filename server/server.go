@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tallydb/tally/store"
 )
@@ -361,13 +365,28 @@ const (
 	reasonWriteError  dropReason = "write_error"
 	reasonReadError   dropReason = "read_error"
 	reasonIdle        dropReason = "idle_timeout"
+	reasonCrossProto  dropReason = "cross_protocol"
 )
+
+// allDropReasons lists every reason, for the metric's zero values.
+var allDropReasons = []dropReason{reasonTooLarge, reasonTooManyArgs, reasonProtocol, reasonWriteError,
+	reasonReadError, reasonIdle, reasonCrossProto}
 
 // dropped records a client the server drops.
 func (s *Server) dropped(c *Conn, reason dropReason, err error) {
 	s.stats.dropped.Add(1)
 	s.metrics.dropped.WithLabelValues(string(reason)).Inc()
 	s.opts.Logger.Info("client dropped", "client", c.addr, "id", c.id, "reason", string(reason), "err", err)
+}
+
+// crossProtocol records a client dropped for sending HTTP (see
+// Conn.httpRequest), with Redis's warning.
+func (s *Server) crossProtocol(c *Conn) {
+	s.stats.dropped.Add(1)
+	s.metrics.dropped.WithLabelValues(string(reasonCrossProto)).Inc()
+	s.opts.Logger.Warn("Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: "+
+		"commands to tally. This is likely due to an attacker attempting to use Cross Protocol Scripting "+
+		"to compromise your tally instance. Connection aborted.", "client", c.addr, "id", c.id)
 }
 
 // Shutdown stops the server gracefully: it stops accepting, lets every
@@ -431,8 +450,41 @@ func (s *Server) closeConns() {
 }
 
 // MetricsHandler serves the server's Prometheus metrics (commands, latency,
-// connections, store and Go runtime figures) from its own registry.
-func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler() }
+// connections, store and Go runtime figures) from its own registry. With
+// Options.Password it requires HTTP basic authentication with that
+// password and any user name (Prometheus: basic_auth with any username);
+// a request without it is answered 401.
+func (s *Server) MetricsHandler() http.Handler {
+	h := s.metrics.handler()
+	if s.opts.Password == "" {
+		return h
+	}
+	return &basicAuth{h: h, want: sha256.Sum256([]byte(s.opts.Password)), failures: s.metrics.authFailures}
+}
+
+// basicAuth guards a handler with a password. Both sides are hashed
+// before the constant-time compare, so neither the password's bytes nor
+// its length leak through timing.
+type basicAuth struct {
+	h        http.Handler
+	want     [sha256.Size]byte
+	failures prometheus.Counter
+}
+
+func (a *basicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, pass, ok := r.BasicAuth()
+	got := sha256.Sum256([]byte(pass))
+	if !ok || subtle.ConstantTimeCompare(got[:], a.want[:]) != 1 {
+		if ok {
+			a.failures.Inc()
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="tally metrics", charset="UTF-8"`)
+		http.Error(w, "401 Unauthorized: the server requires a password (HTTP basic auth, any user name)",
+			http.StatusUnauthorized)
+		return
+	}
+	a.h.ServeHTTP(w, r)
+}
 
 // Clients returns the number of connections being served.
 func (s *Server) Clients() int { return int(s.stats.clients.Load()) }
