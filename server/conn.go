@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -109,6 +110,12 @@ func (c *Conn) Name() string { return c.name }
 
 // RemoteAddr returns the client's address.
 func (c *Conn) RemoteAddr() string { return c.addr }
+
+// Context is the context a command that waits (for a job, a long scan)
+// must wait under: it ends when the server closes its connections (Close,
+// or Shutdown when its own context ends first), so no command holds
+// Shutdown past its deadline.
+func (c *Conn) Context() context.Context { return c.s.ctx }
 
 // Server returns the server the connection belongs to.
 func (c *Conn) Server() *Server { return c.s }

@@ -144,7 +144,12 @@ type Server struct {
 	nextID     atomic.Uint64
 	closing    atomic.Bool
 	conns      sync.WaitGroup
-	stats      struct {
+	// ctx is what long commands wait under (Conn.Context); it ends when
+	// the connections are closed (Close, or Shutdown out of time), so
+	// Shutdown never waits for a command past its context.
+	ctx    context.Context
+	cancel context.CancelFunc
+	stats  struct {
 		clients, accepted, rejected, dropped atomic.Int64
 		commands, errorReplies               atomic.Int64
 		netIn, netOut                        atomic.Uint64
@@ -175,6 +180,7 @@ func New(db *store.DB, opts *Options) (*Server, error) {
 		return nil, err
 	}
 	s.runID = hex.EncodeToString(id[:])
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = map[net.Listener]struct{}{}
 	s.mu.conns = map[*Conn]struct{}{}
 	s.cmds.byName = map[string]*Command{}
@@ -393,8 +399,9 @@ func (s *Server) crossProtocol(c *Conn) {
 // connection finish the commands it has already received (their replies
 // are sent), then closes the connections and returns. Commands a client
 // has only partly sent are not run. If ctx ends first, Shutdown closes the
-// remaining connections at once, waits for their goroutines, and returns
-// ctx's error. The store is left open for the caller to checkpoint and
+// remaining connections at once, ends the context of the commands still
+// running (Conn.Context), waits for their goroutines, and returns ctx's
+// error. The store is left open for the caller to checkpoint and
 // close.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
@@ -442,6 +449,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) closeConns() {
+	s.cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.mu.conns {
