@@ -32,7 +32,7 @@ func TestServeShutdownWithStuckClient(t *testing.T) {
 		"*9223372036854775807\r\n",
 		"*4\r\n$7\r\nHINCRBY\r\n$7\r\nposts:1\r\n$5\r\nlik",            // a partial bulk, then nothing
 		"*3\r\n$4\r\nECHO\r\n$1000000\r\n" + strings.Repeat("x", 5000), // a long bulk, stalled
-		"HINCRBY posts:1 likes 1", // an inline line without its end
+		"HINCRBY posts:1 likes 1",                                      // an inline line without its end
 	} {
 		nc, err := net.Dial("tcp", p.addr)
 		if err != nil {
