@@ -47,8 +47,9 @@ type Options struct {
 	// default is 4 MiB.
 	MaxRequestBytes int
 	// MaxArgs is the most arguments of one command, its name included; a
-	// client that sends more is answered with an error and dropped. The
-	// default is 65536 (Redis allows 1M).
+	// client that sends more is answered with an error and dropped (at the
+	// *N header, before the arguments are read). The default is 65536
+	// (Redis allows 1M).
 	MaxArgs int
 	// WriteTimeout bounds each write of replies; a client that reads none of
 	// them for this long is dropped. The default is 10s.
@@ -57,7 +58,9 @@ type Options struct {
 	// (Redis's "timeout"). Zero means never. The default is 0.
 	IdleTimeout time.Duration
 	// Logger receives a line for each client dropped for breaking a limit
-	// and for accept errors. The default discards them.
+	// or for a protocol error, a warning for each HTTP request
+	// ("Possible SECURITY ATTACK detected"), and accept errors. The
+	// default discards them.
 	Logger *slog.Logger
 }
 
