@@ -40,7 +40,10 @@ unread commands. Counts never go below 0. See
 
 Prints "key value" lines: addr (the address listened on) and, with
 --metrics-addr, metrics_addr once serving; checkpoint_seq after the
-shutdown checkpoint. Dropped clients and errors are logged on stderr.
+shutdown checkpoint. Dropped clients and errors are logged on stderr; a
+connection that sends an HTTP request (a web page reaching the port) is
+closed before anything runs and logged as "Possible SECURITY ATTACK
+detected".
 
 A full disk does not need a restart: while it is full, writes get errors
 ("disk full", or "store failed" once the WAL could not be written) and
@@ -56,7 +59,9 @@ Flags:
                            $TALLY_REQUIREPASS; none if unset); note that a
                            command line is visible to other local users
   --maxclients N           connections served at once (default 10000)
-  --metrics-addr HOST:PORT serve Prometheus metrics at /metrics there
+  --metrics-addr HOST:PORT serve Prometheus metrics at /metrics there; with
+                           --requirepass they need HTTP basic auth with that
+                           password (any user name)
   --allow-remote           allow a non-loopback --addr or --metrics-addr
                            without --requirepass (refused otherwise: anyone
                            who can reach the port could change counts)
@@ -109,10 +114,12 @@ func runServe(e *env, args []string) error {
 		return usagef("bad --addr %q: %v", *addr, err)
 	}
 	if *metricsAddr != "" {
-		// A password does not guard /metrics: only --allow-remote opens it.
-		if err := server.CheckAddr(*metricsAddr, &server.Options{AllowRemote: *allowRemote}); err != nil {
+		// With a password /metrics requires it (basic auth, see
+		// server.MetricsHandler), so the same rule as --addr holds.
+		if err := server.CheckAddr(*metricsAddr, opts); err != nil {
 			if errors.Is(err, server.ErrRemoteNotAllowed) {
-				return usagef("--metrics-addr %s is not a loopback address: add --allow-remote to publish metrics remotely", *metricsAddr)
+				return usagef("--metrics-addr %s is not a loopback address: set --requirepass (metrics then need it), "+
+					"or --allow-remote to publish metrics without a password", *metricsAddr)
 			}
 			return usagef("bad --metrics-addr %q: %v", *metricsAddr, err)
 		}
