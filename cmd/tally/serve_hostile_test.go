@@ -81,7 +81,8 @@ func TestServeCrossProtocol(t *testing.T) {
 	p := startServe(t, "-d", dir)
 	rc := p.client(t)
 	bg := context.Background()
-	for _, cmd := range [][]any{{"TALLY.COUNTER", "ADD", "c"}, {"TALLY.COLUMN", "ADD", "c", "a"}, {"HINCRBY", "c:1", "a", 1}} {
+	for _, cmd := range [][]any{{"TALLY.COUNTER", "ADD", "c"}, {"TALLY.COLUMN", "ADD", "c", "a"}, {"HINCRBY", "c:1", "a", 1},
+		{"LIKE.BUSINESS", "ADD", "bz"}} {
 		if err := rc.Do(bg, cmd...).Err(); err != nil {
 			t.Fatal(cmd, err)
 		}
