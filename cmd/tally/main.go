@@ -61,9 +61,8 @@ type env struct {
 	dir            string // -d, or TALLY_DIR
 	durability     string // --durability
 	durabilitySet  bool   // --durability was given before the command
-	// families are declared at Open (store.Options.Families) by commands
-	// that open packages above store (see openGraph).
-	families []store.FamilySpec
+	// serving is set by serve: packages keep their background work.
+	serving bool
 	// reopenOnFailure is store.Options.ReopenOnFailure: serve heals a
 	// failed store in place.
 	reopenOnFailure bool
@@ -309,13 +308,6 @@ func (e *env) open(create bool) (*store.DB, error) {
 	return store.Open(e.dir, opts)
 }
 
-// openFamilies is open with the key families of packages above store
-// declared (so they are merged from the moment Pebble opens).
-func (e *env) openFamilies(create bool, fams []store.FamilySpec) (*store.DB, error) {
-	e.families = append(e.families, fams...)
-	return e.open(create)
-}
-
 // openRead opens the store named by -d read-only, for commands that only
 // read (get, counter list, verify, replay, stats): they write nothing to
 // the directory, so they work on a full disk and change nothing on a
@@ -341,7 +333,7 @@ func (e *env) options() (*store.Options, error) {
 	if err != nil {
 		return nil, usagef("bad --durability %s: want sync, interval or nosync", quote.Input(e.durability))
 	}
-	return &store.Options{Durability: d, Families: e.families, ReopenOnFailure: e.reopenOnFailure}, nil
+	return &store.Options{Durability: d, ReopenOnFailure: e.reopenOnFailure}, nil
 }
 
 func mustBeStoreDir(dir string) error {

@@ -39,12 +39,13 @@ func (e *env) openDB(mode openMode) (*tallydb.DB, error) {
 		}
 	}
 	opts.ReadOnly = mode == openReadOnly
-	return tallydb.Open(e.dir, &tallydb.Options{
-		Store: opts,
-		// The CLI runs no background expiry: each command is short.
-		Timeline:     &timeline.Options{ExpireInterval: -1},
-		ExistingOnly: mode == openExisting,
-	})
+	o := &tallydb.Options{Store: opts, ExistingOnly: mode == openExisting}
+	if !e.serving {
+		// A command runs no background expiry: it is short. The server
+		// keeps the timeline's default (hourly).
+		o.Timeline = &timeline.Options{ExpireInterval: -1}
+	}
+	return tallydb.Open(e.dir, o)
 }
 
 // closeTally closes db; err (the command's error) wins over Close's.

@@ -13,11 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/server"
 	"github.com/tallydb/tally/store"
-	"github.com/tallydb/tally/timeline"
-	"github.com/tallydb/tally/unread"
 )
 
 var cmdServe = &command{
@@ -125,24 +122,22 @@ func runServe(e *env, args []string) error {
 		}
 	}
 
-	// The follow graph and unread live on the same store; one Timeline
-	// serves every command group that needs it, so unread's observer sees
-	// every follow.
-	e.families = graphFamilies()
+	// Every package on the one store, wired by tally.Open (unread observes
+	// the timeline's follow graph); their command groups, job handlers
+	// (fan-outs, backfills, board prunes run by the store's workers) and
+	// the timeline's hourly expiry of inactive inboxes.
+	e.serving = true
 	e.reopenOnFailure = true // a full disk heals without a restart
-	db, err := e.openFamilies(*create, likes.Families())
+	mode := openWrite
+	if *create {
+		mode = openCreate
+	}
+	all, err := e.openDB(mode)
 	if err != nil {
 		return err
 	}
-	tl, err := timeline.New(db, nil)
-	if err != nil {
-		return closeDB(db, err)
-	}
-	defer tl.Close()
-	x, err := unread.New(db, &unread.Options{Graph: tl})
-	if err != nil {
-		return closeDB(db, err)
-	}
+	db := all.Store()
+	closeDB := func(_ *store.DB, err error) error { return closeTally(all, err) }
 	srv, err := server.New(db, opts)
 	if err != nil {
 		return closeDB(db, err)
@@ -152,22 +147,12 @@ func runServe(e *env, args []string) error {
 			opts.Logger.Warn("store failed and was reopened in place; writes resume", "reopens", db.Stats().Reopens)
 		}
 	}})
-	// The packages above store: their command groups (one Timeline for
-	// every group, so unread's observer sees every follow), their job
-	// handlers (fan-outs, backfills run by the store's workers) and, for
-	// the timeline, the hourly expiry of inactive inboxes.
-	if err := srv.Register(server.TimelineCommands(tl)...); err != nil {
-		return closeDB(db, err)
-	}
-	if err := srv.Register(server.UnreadCommands(x)...); err != nil {
-		return closeDB(db, err)
-	}
-	lk, err := likes.New(db, nil)
-	if err != nil {
-		return closeDB(db, err)
-	}
-	if err := srv.Register(server.LikesCommands(lk)...); err != nil {
-		return closeDB(db, err)
+	for _, group := range [][]server.Command{
+		server.TimelineCommands(all.Timeline()), server.UnreadCommands(all.Unread()), server.LikesCommands(all.Likes()),
+	} {
+		if err := srv.Register(group...); err != nil {
+			return closeDB(db, err)
+		}
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -209,7 +194,9 @@ func runServe(e *env, args []string) error {
 	if metrics != nil {
 		metrics.Shutdown(sctx)
 	}
-	tl.Close() // its background expiry stops before the store closes
+	for _, p := range all.Packages() {
+		p.Close() // background work (the timeline's expiry) stops first
+	}
 	if err := db.Checkpoint(); err != nil {
 		return closeDB(db, err)
 	}
