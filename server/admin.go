@@ -82,8 +82,8 @@ func authHandler(c *Conn, args [][]byte) {
 }
 
 // helloHandler is HELLO [protover [AUTH user pass] [SETNAME name]]. Only
-// RESP2 is spoken: redcon encodes RESP2 only, so HELLO 3 is refused with
-// NOPROTO and clients stay on RESP2.
+// RESP2 is spoken (the reply encoders, resp.go, are RESP2 only), so HELLO
+// 3 is refused with NOPROTO and clients stay on RESP2.
 func helloHandler(c *Conn, args [][]byte) {
 	if len(args) >= 2 {
 		v, ok := parseInt(args[1])

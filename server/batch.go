@@ -4,8 +4,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
 // Pipelined writes share one store commit.
@@ -39,7 +37,7 @@ type pending struct {
 // runBatch stages the run of batchable commands at the start of cmds (the
 // first is first, already resolved), commits it and writes the replies. It
 // returns the number of commands it consumed (at least one).
-func (c *Conn) runBatch(first *Command, cmds []redcon.Command) int {
+func (c *Conn) runBatch(first *Command, cmds []request) int {
 	if c.batch == nil {
 		c.batch = c.s.db.NewBatch()
 	}

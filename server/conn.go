@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,15 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/tallydb/tally/store"
 )
 
 // Connection handling.
 //
 // Each connection has one goroutine running Conn.serve: read every complete
-// command the client has sent (redcon's Reader parses RESP and inline
+// command the client has sent (reader, resp.go, parses RESP and inline
 // commands), run them in order, flush the replies with one write, repeat.
 // Pipelining therefore costs one read and one write per batch of commands,
 // and a run of batchable writes in one batch commits as one store batch
@@ -25,23 +25,28 @@ import (
 //
 // Why not redcon.Server: its Close closes every connection at once, so
 // replies of commands already executed are lost (we want "finish in-flight
-// commands" on shutdown); its reader grows without bound for a large or
-// never-ending request; it has no write deadline, so a client that stops
+// commands" on shutdown); it has no write deadline, so a client that stops
 // reading parks its goroutine forever; and it cannot answer "max number of
-// clients reached" before closing. The loop below keeps redcon's parser and
-// its RESP encoders and owns those four things.
+// clients reached" before closing. Nor its reader: resp.go says why. The
+// loop below owns those things.
 //
 // Limits, per connection:
 //   - input: at most Options.MaxRequestBytes are read while waiting for the
-//     next complete command; a client over it is sent an error and dropped
-//     (the input buffer therefore stays within about twice the limit);
+//     next complete command, and a bulk length or argument count over the
+//     limits is refused at its header; a client over them is sent an error
+//     and dropped (the input buffer therefore stays within about the limit
+//     plus one read);
 //   - arguments: a command with more than Options.MaxArgs arguments is
-//     answered with an error and the client dropped;
+//     answered with an error and the client dropped, before the arguments
+//     are read;
 //   - output: replies are flushed whenever 64 KiB are pending, and every
 //     write has a deadline of Options.WriteTimeout; a client that does not
 //     read its replies for that long is dropped. While a write blocks, the
 //     connection reads nothing more, so its memory stays bounded and other
 //     connections (their own goroutines) are not slowed.
+//   - cross-protocol requests: a command named POST or "Host:" anywhere in
+//     a batch, or a first command shaped like an HTTP request line, closes
+//     the connection before anything of the batch runs (see httpRequest).
 
 // flushAt is the size of pending output that triggers a write in the
 // middle of a batch of commands.
@@ -50,17 +55,13 @@ const flushAt = 64 << 10
 // maxKeptBuffer is the largest output buffer kept between batches.
 const maxKeptBuffer = 1 << 20
 
-// errRequestTooLarge is returned by limitedReader past the request limit.
-var errRequestTooLarge = errors.New("request too large")
-
 // Conn is one client connection as a command handler sees it: its state
 // and its reply writer. A Conn is used by one goroutine at a time (its
 // connection's); handlers must not keep it after they return.
 type Conn struct {
 	s      *Server
 	nc     net.Conn
-	in     limitedReader
-	rd     *redcon.Reader
+	rd     *reader
 	out    []byte
 	werr   error // sticky: the first write error; later writes are dropped
 	id     uint64
@@ -70,6 +71,7 @@ type Conn struct {
 	name, libName, libVer string
 	authed                bool
 	quit                  bool // QUIT: close after this reply
+	served                bool // a batch of commands was read: the next is not the first
 	errReply              bool // the running command replied with an error
 
 	// Scratch reused by commands.
@@ -81,32 +83,21 @@ type Conn struct {
 	ents  []*counterEntry
 }
 
-// limitedReader counts the bytes read while the connection waits for one
-// complete command and refuses to read past the limit.
-type limitedReader struct {
-	nc    net.Conn
-	s     *Server
-	n     int
-	limit int
+// countingReader counts the bytes read from clients.
+type countingReader struct {
+	nc net.Conn
+	s  *Server
 }
 
-func (r *limitedReader) Read(p []byte) (int, error) {
-	if r.n >= r.limit {
-		return 0, errRequestTooLarge
-	}
-	if len(p) > r.limit-r.n {
-		p = p[:r.limit-r.n]
-	}
+func (r countingReader) Read(p []byte) (int, error) {
 	n, err := r.nc.Read(p)
-	r.n += n
 	r.s.stats.netIn.Add(uint64(n))
 	return n, err
 }
 
 func newConn(s *Server, nc net.Conn, id uint64) *Conn {
 	c := &Conn{s: s, nc: nc, id: id, addr: nc.RemoteAddr().String(), opened: time.Now()}
-	c.in = limitedReader{nc: nc, s: s, limit: s.opts.MaxRequestBytes}
-	c.rd = redcon.NewReader(&c.in)
+	c.rd = newReader(countingReader{nc: nc, s: s}, s.opts.MaxRequestBytes, s.opts.MaxArgs)
 	c.authed = s.opts.Password == ""
 	return c
 }
@@ -119,6 +110,12 @@ func (c *Conn) Name() string { return c.name }
 
 // RemoteAddr returns the client's address.
 func (c *Conn) RemoteAddr() string { return c.addr }
+
+// Context is the context a command that waits (for a job, a long scan)
+// must wait under: it ends when the server closes its connections (Close,
+// or Shutdown when its own context ends first), so no command holds
+// Shutdown past its deadline.
+func (c *Conn) Context() context.Context { return c.s.ctx }
 
 // Server returns the server the connection belongs to.
 func (c *Conn) Server() *Server { return c.s }
@@ -137,8 +134,7 @@ func (c *Conn) serve() {
 				c.nc.SetReadDeadline(aLongTimeAgo)
 			}
 		}
-		c.in.n = 0
-		cmds, err := c.readCommands()
+		cmds, err := c.rd.read()
 		if err != nil {
 			c.readFailed(err)
 			return
@@ -162,44 +158,33 @@ func (c *Conn) serve() {
 // return at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// readCommands reads the next batch of complete commands. redcon's parser
-// can panic on a bulk length near the int maximum (its bounds check
-// overflows); that is bad input from one client, so it becomes a protocol
-// error that drops that client.
-func (c *Conn) readCommands() (cmds []redcon.Command, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			cmds, err = nil, fmt.Errorf("Protocol error: malformed request (%v)", r)
-		}
-	}()
-	return c.rd.ReadCommands()
-}
-
 // readFailed ends the connection after a read error, telling the client why
 // when it is its fault.
 func (c *Conn) readFailed(err error) {
 	var ne net.Error
+	var pe *protocolError
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 	case errors.As(err, &ne) && ne.Timeout():
 		if !c.s.closing.Load() {
 			c.s.dropped(c, reasonIdle, err)
 		}
-	case errors.Is(err, errRequestTooLarge):
-		c.writeError(fmt.Sprintf("ERR Protocol error: request larger than %d bytes", c.s.opts.MaxRequestBytes))
+	case errors.As(err, &pe):
+		c.writeError("ERR " + pe.Error())
 		c.flush()
-		c.s.dropped(c, reasonTooLarge, err)
-	case strings.HasPrefix(err.Error(), "Protocol error"):
-		c.writeError("ERR " + err.Error())
-		c.flush()
-		c.s.dropped(c, reasonProtocol, err)
+		c.s.dropped(c, pe.reason, err)
 	default:
 		c.s.dropped(c, reasonReadError, err)
 	}
 }
 
 // execute runs one batch of commands in order.
-func (c *Conn) execute(cmds []redcon.Command) {
+func (c *Conn) execute(cmds []request) {
+	if c.httpRequest(cmds) {
+		c.quit = true
+		c.s.crossProtocol(c)
+		return
+	}
 	for i := 0; i < len(cmds) && !c.quit && c.werr == nil; {
 		args := cmds[i].Args
 		cmd, ok := c.resolve(args)
@@ -245,9 +230,6 @@ func (c *Conn) resolve(args [][]byte) (*Command, bool) {
 // find is resolve without side effects: the command, or the error reply
 // and whether the client must be dropped.
 func (c *Conn) find(args [][]byte) (*Command, string, dropReason) {
-	if len(args) > c.s.opts.MaxArgs {
-		return nil, fmt.Sprintf("ERR Protocol error: more than %d arguments", c.s.opts.MaxArgs), reasonTooManyArgs
-	}
 	name := args[0]
 	cmd := lookupIn(c.s.cmds.byName, name)
 	if cmd == nil {
@@ -279,6 +261,42 @@ func (c *Conn) find(args [][]byte) (*Command, string, dropReason) {
 		return cmd, fmt.Sprintf("ERR wrong number of arguments for '%s' command", cmd.fullName), ""
 	}
 	return cmd, "", ""
+}
+
+// httpRequest reports whether a batch is (part of) an HTTP request, which
+// a web page can make a browser send to any local port (issue 16: curl -X
+// POST with commands in its body ran them). Redis closes a connection that
+// sends a command named POST or "Host:" (securityWarningCommand); a browser
+// sends both in every request with a body. We check every command of the
+// batch before running any, and also refuse a first command shaped like a
+// request line (METHOD target HTTP/x.y), which any HTTP client sends
+// first: no RESP client starts with that.
+func (c *Conn) httpRequest(cmds []request) bool {
+	first := !c.served
+	c.served = true
+	for i := range cmds {
+		name := cmds[i].Args[0]
+		if len(name) == 4 && bytes.EqualFold(name, []byte("post")) ||
+			len(name) == 5 && bytes.EqualFold(name, []byte("host:")) {
+			return true
+		}
+	}
+	return first && requestLine(cmds[0].Args)
+}
+
+// requestLine reports whether args is an HTTP request line: an upper-case
+// method token, a target, a version "HTTP/" and a digit.
+func requestLine(args [][]byte) bool {
+	if len(args) != 3 || len(args[0]) > 16 {
+		return false
+	}
+	for _, ch := range args[0] {
+		if ch < 'A' || ch > 'Z' {
+			return false
+		}
+	}
+	v := args[2]
+	return len(v) > 5 && string(v[:5]) == "HTTP/" && v[5] >= '0' && v[5] <= '9'
 }
 
 // printable reports whether a command name is plain ASCII text.
@@ -370,7 +388,7 @@ func (c *Conn) more() {
 // writeError writes an error reply; msg starts with its code ("ERR ...").
 func (c *Conn) writeError(msg string) {
 	c.errReply = true
-	c.out = redcon.AppendError(c.out, msg)
+	c.out = appendLine(c.out, '-', msg)
 	c.more()
 }
 
@@ -391,19 +409,19 @@ func (c *Conn) WriteErr(err error) { c.writeError(replyFor(err)) }
 
 // WriteOK writes the simple string OK.
 func (c *Conn) WriteOK() {
-	c.out = redcon.AppendOK(c.out)
+	c.out = append(c.out, "+OK\r\n"...)
 	c.more()
 }
 
 // WriteSimple writes a simple string (line breaks become spaces).
 func (c *Conn) WriteSimple(s string) {
-	c.out = redcon.AppendString(c.out, s)
+	c.out = appendLine(c.out, '+', s)
 	c.more()
 }
 
 // WriteInt writes an integer reply.
 func (c *Conn) WriteInt(v int64) {
-	c.out = redcon.AppendInt(c.out, v)
+	c.out = appendPrefix(c.out, ':', v)
 	c.more()
 }
 
@@ -415,19 +433,19 @@ func (c *Conn) WriteUint(v uint64) {
 		c.WriteBulkUint(v)
 		return
 	}
-	c.out = redcon.AppendInt(c.out, int64(v))
+	c.out = appendPrefix(c.out, ':', int64(v))
 	c.more()
 }
 
 // WriteBulk writes a bulk string.
 func (c *Conn) WriteBulk(b []byte) {
-	c.out = redcon.AppendBulk(c.out, b)
+	c.out = appendBulk(c.out, b)
 	c.more()
 }
 
 // WriteBulkString writes a bulk string.
 func (c *Conn) WriteBulkString(s string) {
-	c.out = redcon.AppendBulkString(c.out, s)
+	c.out = appendBulkString(c.out, s)
 	c.more()
 }
 
@@ -439,13 +457,13 @@ func (c *Conn) WriteBulkUint(v uint64) {
 
 // WriteNull writes a null bulk string.
 func (c *Conn) WriteNull() {
-	c.out = redcon.AppendNull(c.out)
+	c.out = append(c.out, "$-1\r\n"...)
 	c.more()
 }
 
 // WriteArray writes an array header; n replies must follow.
 func (c *Conn) WriteArray(n int) {
-	c.out = redcon.AppendArray(c.out, n)
+	c.out = appendPrefix(c.out, '*', int64(n))
 	c.more()
 }
 

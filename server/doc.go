@@ -3,9 +3,10 @@
 // clients (redis-cli, redis-benchmark, any Redis client library) use it over
 // TCP, with pipelining. It uses only the public API of package store.
 //
-// RESP is parsed and encoded with github.com/tidwall/redcon; connection
-// handling (limits, deadlines, graceful shutdown) is this package's own, see
-// conn.go for why redcon.Server is not used.
+// Requests are read by a RESP2 reader of this package's own (resp.go: why
+// not redcon's, which tally used until issue 16), replies encoded by it
+// too; connection handling (limits, deadlines, graceful shutdown) is this
+// package's own as well, see conn.go for why redcon.Server is not used.
 //
 // # API
 //
@@ -102,7 +103,7 @@
 //     first (TALLY.COUNTER ADD, TALLY.COLUMN ADD). Unknown counters and
 //     columns are errors for writes; GET and HGET of a row never written
 //     return "0", not nil.
-//   - Only RESP2 (redcon encodes RESP2): HELLO 3 is refused with NOPROTO, and
+//   - Only RESP2: HELLO 3 is refused with NOPROTO, and
 //     clients fall back to RESP2.
 //   - One database (SELECT 0); no expiry, no other data types.
 //
@@ -134,15 +135,45 @@
 // block each other, and an HSET never loses a concurrent increment. Writes
 // to the same store outside this server are not ordered against it.
 //
-// # Limits
+// # Requests
+//
+// A request is a multibulk array of bulk strings (*N\r\n$L\r\n...\r\n,
+// what every client library sends) or an inline line (words separated by
+// blanks, ending in \n; "double" and 'single' quotes as redis-cli and Redis
+// take them: "\x41\n" escapes in double quotes, \' in single ones). Redis
+// ignores an empty request (*0, *-1, a blank line), and so does tally.
+//
+// # Limits and protocol errors
+//
+// Input that breaks a limit or is not a request is answered with an error
+// in Redis's words, then the client is dropped. Every complete command the
+// client sent before it runs and is answered first, as Redis does. The
+// limits are checked at the header that breaks them, before anything is
+// read, looped over or allocated for it.
+//
+//	input                                          reply (then the client is dropped)
+//	---------------------------------------------  ---------------------------------------------------
+//	*N not a decimal integer, N > MaxArgs          ERR Protocol error: invalid multibulk length
+//	an element not a bulk ('*' nested, ':' ...)    ERR Protocol error: expected '$', got 'c'
+//	$L not a decimal integer, L < 0 ($-1),         ERR Protocol error: invalid bulk length
+//	  L > MaxRequestBytes, bulk without \r\n
+//	bulks adding up past MaxRequestBytes           ERR Protocol error: request larger than N bytes
+//	inline line reaching MaxRequestBytes           ERR Protocol error: too big inline request
+//	inline line of more than MaxArgs words         ERR Protocol error: more than N arguments
+//	inline quote not closed, or closed before      ERR Protocol error: unbalanced quotes in request
+//	  other than a blank
+//	a command name with control or non-ASCII bytes ERR Protocol error: unreadable command name
+//
+// The limits:
 //
 //   - Options.MaxRequestBytes (default 4 MiB): the most bytes read while
-//     waiting for one complete command. Over it: "ERR Protocol error:
-//     request larger than N bytes" and the client is dropped.
-//   - Options.MaxArgs (default 65536): arguments of one command. Over it:
-//     "ERR Protocol error: more than N arguments", client dropped.
-//   - Garbage (not RESP, or an inline command with control bytes in its
-//     name): "ERR Protocol error: ...", client dropped.
+//     waiting for one complete command. A connection's input buffer holds
+//     at most one incomplete command plus one read (1 KiB or more), so it
+//     stays within about the limit; arguments are slices of it (24 bytes
+//     each, at most MaxArgs of them for one command), never copies.
+//   - Options.MaxArgs (default 65536): arguments of one command.
+//   - Reading is linear in the input: an inline line is split in one pass,
+//     a request that arrives in pieces is not scanned again from its start.
 //   - Options.WriteTimeout (default 10s): a client that reads none of its
 //     replies for that long is dropped. Replies are flushed every 64 KiB, and
 //     a connection reads nothing while its write waits, so its memory stays
@@ -151,6 +182,24 @@
 //   - Options.MaxClients (default 10000): one more connection gets "ERR max
 //     number of clients reached" and is closed.
 //   - Options.IdleTimeout (default none) closes silent connections.
+//
+// Differences from Redis: Redis does not check the \r\n after a bulk, has
+// no argument limit for inline commands, and refuses an inline line at 64 KiB
+// (tally at MaxRequestBytes). Redis also bounds a client that has not
+// authenticated to 10 arguments of 16 KiB; tally's limits are the same for
+// every client.
+//
+// # HTTP requests (cross-protocol attacks)
+//
+// A web page can make a browser send an HTTP request to any port on the
+// machine, and an inline-command server would run the lines of its body. As
+// Redis does, a connection that sends a command named POST or "Host:"
+// (any case) is closed without a reply, and nothing of that read runs, not
+// even the commands before it; tally also closes a connection whose first
+// command is an HTTP request line (an upper-case method, a target,
+// HTTP/x.y). The server logs "Possible SECURITY ATTACK detected ..." at
+// warning level with the client's address, and counts it in
+// tally_server_clients_dropped_total{reason="cross_protocol"}.
 //
 // # Authentication and remote clients
 //
@@ -174,11 +223,22 @@
 // serve" does db.Close, which checkpoints). Every command the store ran was
 // answered, and every answered write is durable as the store's durability
 // promises; after a kill -9, Open recovers every acknowledged write (under
-// sync durability, the default of "tally serve").
+// sync durability, the default of "tally serve"). A client cannot hold
+// Shutdown up: a partial or malformed request ends at the read deadline or
+// at its header, and a command that waits (TL.POST WAIT, TL.EXPIRE) waits
+// under Conn.Context, which ends when Shutdown's context does.
 //
 // # Metrics
 //
-// MetricsHandler serves, from a registry of the server's own:
+// MetricsHandler serves the metrics below. With Options.Password it
+// requires HTTP basic authentication with that password and any user name
+// (Prometheus: basic_auth with any username, e.g. "default"); a request
+// without it gets 401, one with a wrong password also counts in
+// tally_server_auth_failures_total. "tally serve" applies CheckAddr to
+// --metrics-addr as to --addr: a non-loopback metrics address needs a
+// password (which then guards it) or AllowRemote.
+//
+// From a registry of the server's own:
 // tally_server_commands_total{command,outcome}, tally_server_command_
 // duration_seconds{command} (a histogram), tally_server_connections,
 // tally_server_connections_accepted_total, tally_server_connections_
@@ -195,9 +255,14 @@
 // The tests drive an in-process server over loopback with go-redis and raw
 // sockets: every command, each bad input, limits, garbage, stuck and idle
 // clients, protected mode, pipelining, 100 concurrent clients, AUTH,
-// shutdown and metrics, in a few seconds. FuzzRequest's seeds run with
-// them; "go test -fuzz=FuzzRequest ./server/" explores arbitrary client
-// input. cmd/tally's tests run "tally serve" as a child process (SIGTERM,
+// shutdown and metrics, in a few seconds. TestReader checks the request
+// reader against Redis's parsing rules and error texts, TestHostileClients
+// runs issue 16's hostile requests and Redis's protocol-error cases against
+// a running server (goroutines, clients, allocations and data checked after
+// each). FuzzRequest feeds arbitrary bytes to the reader, each input
+// bounded to 100 ms and twice its size (plus a fixed cost) in allocations;
+// FuzzConn sends them through a server. Their seeds run with the tests;
+// "go test -fuzz=FuzzRequest ./server/" explores further. cmd/tally's tests run "tally serve" as a child process (SIGTERM,
 // kill -9 under writes, redis-cli and redis-benchmark when installed).
 // BenchmarkServer measures commands through 50 pipelining connections in
 // this process; bench/cmd/servebench compares "tally serve" with

@@ -45,15 +45,17 @@ func newMetrics(s *Server) *metrics {
 	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tally_server_clients_dropped_total",
 		Help: "Connections the server closed: request_too_large, too_many_args, protocol_error, write_error " +
-			"(a client that stopped reading), read_error, idle_timeout.",
+			"(a client that stopped reading), read_error, idle_timeout, cross_protocol (an HTTP request: " +
+			"\"Possible SECURITY ATTACK detected\" is logged).",
 	}, []string{"reason"})
 	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tally_server_auth_failures_total", Help: "AUTH or HELLO AUTH with a wrong user or password.",
+		Name: "tally_server_auth_failures_total",
+		Help: "AUTH or HELLO AUTH with a wrong user or password, and metrics requests with a wrong basic-auth password.",
 	})
 	for _, r := range []string{"maxclients", "protected"} {
 		m.rejected.WithLabelValues(r)
 	}
-	for _, r := range []dropReason{reasonTooLarge, reasonTooManyArgs, reasonProtocol, reasonWriteError, reasonReadError, reasonIdle} {
+	for _, r := range allDropReasons {
 		m.dropped.WithLabelValues(string(r))
 	}
 	m.reg.MustRegister(m.commands, m.latency, m.rejected, m.dropped, m.authFailures,

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tallydb/tally/store"
 )
@@ -43,8 +47,9 @@ type Options struct {
 	// default is 4 MiB.
 	MaxRequestBytes int
 	// MaxArgs is the most arguments of one command, its name included; a
-	// client that sends more is answered with an error and dropped. The
-	// default is 65536 (Redis allows 1M).
+	// client that sends more is answered with an error and dropped (at the
+	// *N header, before the arguments are read). The default is 65536
+	// (Redis allows 1M).
 	MaxArgs int
 	// WriteTimeout bounds each write of replies; a client that reads none of
 	// them for this long is dropped. The default is 10s.
@@ -53,7 +58,9 @@ type Options struct {
 	// (Redis's "timeout"). Zero means never. The default is 0.
 	IdleTimeout time.Duration
 	// Logger receives a line for each client dropped for breaking a limit
-	// and for accept errors. The default discards them.
+	// or for a protocol error, a warning for each HTTP request
+	// ("Possible SECURITY ATTACK detected"), and accept errors. The
+	// default discards them.
 	Logger *slog.Logger
 }
 
@@ -140,7 +147,12 @@ type Server struct {
 	nextID     atomic.Uint64
 	closing    atomic.Bool
 	conns      sync.WaitGroup
-	stats      struct {
+	// ctx is what long commands wait under (Conn.Context); it ends when
+	// the connections are closed (Close, or Shutdown out of time), so
+	// Shutdown never waits for a command past its context.
+	ctx    context.Context
+	cancel context.CancelFunc
+	stats  struct {
 		clients, accepted, rejected, dropped atomic.Int64
 		commands, errorReplies               atomic.Int64
 		netIn, netOut                        atomic.Uint64
@@ -171,6 +183,7 @@ func New(db *store.DB, opts *Options) (*Server, error) {
 		return nil, err
 	}
 	s.runID = hex.EncodeToString(id[:])
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = map[net.Listener]struct{}{}
 	s.mu.conns = map[*Conn]struct{}{}
 	s.cmds.byName = map[string]*Command{}
@@ -361,7 +374,12 @@ const (
 	reasonWriteError  dropReason = "write_error"
 	reasonReadError   dropReason = "read_error"
 	reasonIdle        dropReason = "idle_timeout"
+	reasonCrossProto  dropReason = "cross_protocol"
 )
+
+// allDropReasons lists every reason, for the metric's zero values.
+var allDropReasons = []dropReason{reasonTooLarge, reasonTooManyArgs, reasonProtocol, reasonWriteError,
+	reasonReadError, reasonIdle, reasonCrossProto}
 
 // dropped records a client the server drops.
 func (s *Server) dropped(c *Conn, reason dropReason, err error) {
@@ -370,12 +388,23 @@ func (s *Server) dropped(c *Conn, reason dropReason, err error) {
 	s.opts.Logger.Info("client dropped", "client", c.addr, "id", c.id, "reason", string(reason), "err", err)
 }
 
+// crossProtocol records a client dropped for sending HTTP (see
+// Conn.httpRequest), with Redis's warning.
+func (s *Server) crossProtocol(c *Conn) {
+	s.stats.dropped.Add(1)
+	s.metrics.dropped.WithLabelValues(string(reasonCrossProto)).Inc()
+	s.opts.Logger.Warn("Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: "+
+		"commands to tally. This is likely due to an attacker attempting to use Cross Protocol Scripting "+
+		"to compromise your tally instance. Connection aborted.", "client", c.addr, "id", c.id)
+}
+
 // Shutdown stops the server gracefully: it stops accepting, lets every
 // connection finish the commands it has already received (their replies
 // are sent), then closes the connections and returns. Commands a client
 // has only partly sent are not run. If ctx ends first, Shutdown closes the
-// remaining connections at once, waits for their goroutines, and returns
-// ctx's error. The store is left open for the caller to checkpoint and
+// remaining connections at once, ends the context of the commands still
+// running (Conn.Context), waits for their goroutines, and returns ctx's
+// error. The store is left open for the caller to checkpoint and
 // close.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
@@ -423,6 +452,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) closeConns() {
+	s.cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.mu.conns {
@@ -431,8 +461,41 @@ func (s *Server) closeConns() {
 }
 
 // MetricsHandler serves the server's Prometheus metrics (commands, latency,
-// connections, store and Go runtime figures) from its own registry.
-func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler() }
+// connections, store and Go runtime figures) from its own registry. With
+// Options.Password it requires HTTP basic authentication with that
+// password and any user name (Prometheus: basic_auth with any username);
+// a request without it is answered 401.
+func (s *Server) MetricsHandler() http.Handler {
+	h := s.metrics.handler()
+	if s.opts.Password == "" {
+		return h
+	}
+	return &basicAuth{h: h, want: sha256.Sum256([]byte(s.opts.Password)), failures: s.metrics.authFailures}
+}
+
+// basicAuth guards a handler with a password. Both sides are hashed
+// before the constant-time compare, so neither the password's bytes nor
+// its length leak through timing.
+type basicAuth struct {
+	h        http.Handler
+	want     [sha256.Size]byte
+	failures prometheus.Counter
+}
+
+func (a *basicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, pass, ok := r.BasicAuth()
+	got := sha256.Sum256([]byte(pass))
+	if !ok || subtle.ConstantTimeCompare(got[:], a.want[:]) != 1 {
+		if ok {
+			a.failures.Inc()
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="tally metrics", charset="UTF-8"`)
+		http.Error(w, "401 Unauthorized: the server requires a password (HTTP basic auth, any user name)",
+			http.StatusUnauthorized)
+		return
+	}
+	a.h.ServeHTTP(w, r)
+}
 
 // Clients returns the number of connections being served.
 func (s *Server) Clients() int { return int(s.stats.clients.Load()) }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tallydb/tally/store"
 )
 
 // TestShutdown checks the shutdown sequence: stop accepting, finish every
@@ -161,4 +164,94 @@ func TestMetrics(t *testing.T) {
 	if strings.Contains(w.Body.String(), `command="hincrby",outcome="ok"} 3`) {
 		t.Error("the second server reports the first one's commands")
 	}
+}
+
+// TestMetricsAuth is issue 16 item 9: with a password, /metrics needs it
+// (HTTP basic auth, any user name); without one it is open.
+func TestMetricsAuth(t *testing.T) {
+	ts := newTestServer(t, &Options{Password: "s3cret"})
+	h := ts.s.MetricsHandler()
+	for _, tc := range []struct {
+		name       string
+		user, pass string
+		basic      bool
+		code       int
+	}{
+		{"no credentials", "", "", false, 401},
+		{"wrong password", "default", "s3cre", true, 401},
+		{"longer password", "default", "s3cret!", true, 401},
+		{"empty password", "default", "", true, 401},
+		{"user default", "default", "s3cret", true, 200},
+		{"any user", "prometheus", "s3cret", true, 200},
+		{"no user", "", "s3cret", true, 200},
+	} {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		if tc.basic {
+			req.SetBasicAuth(tc.user, tc.pass)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != tc.code {
+			t.Errorf("%s: %d, want %d", tc.name, w.Code, tc.code)
+		}
+		if tc.code == 401 {
+			if !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Basic ") {
+				t.Errorf("%s: WWW-Authenticate %q", tc.name, w.Header().Get("WWW-Authenticate"))
+			}
+			if strings.Contains(w.Body.String(), "tally_server") {
+				t.Errorf("%s: metrics served without the password", tc.name)
+			}
+		} else if !strings.Contains(w.Body.String(), "tally_server_auth_failures_total 3") {
+			t.Errorf("%s: wrong passwords are not counted as auth failures", tc.name)
+		}
+	}
+	open := newTestServer(t, nil)
+	w := httptest.NewRecorder()
+	open.s.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if w.Code != 200 {
+		t.Fatalf("without a password: %d", w.Code)
+	}
+}
+
+// TestShutdownEndsWaitingCommands checks that Shutdown returns soon after
+// its context ends although a command waits (as TL.POST WAIT waits for a
+// job): the command waits under Conn.Context, which Shutdown ends.
+func TestShutdownEndsWaitingCommands(t *testing.T) {
+	ts := newTestServerWith(t, []Command{{Name: "TEST.WAIT", Arity: 1, Handler: func(c *Conn, _ [][]byte) {
+		<-c.Context().Done()
+		c.WriteErr(c.Context().Err())
+	}}})
+	r := ts.raw(t)
+	r.send(resp("TEST.WAIT"))
+	// A stuck hostile client and a partial request too.
+	ts.raw(t).send("*9223372036854775807\r\n")
+	ts.raw(t).send("*2\r\n$4\r\nECHO\r\n$100\r\nab")
+	time.Sleep(50 * time.Millisecond)
+	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ts.s.Shutdown(sctx) }()
+	select {
+	case err := <-done:
+		if err != context.DeadlineExceeded {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown did not return")
+	}
+	if ts.s.Clients() != 0 {
+		t.Fatalf("%d clients after Shutdown", ts.s.Clients())
+	}
+}
+
+// newTestServerWith is newTestServer with more commands.
+func newTestServerWith(t *testing.T, cmds []Command) *testServer {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "db")
+	db, err := store.Open(dir, &store.Options{Durability: store.NoSync, DisableBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSchema(t, db)
+	return startServerWith(t, db, dir, nil, cmds)
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -201,7 +200,7 @@ func (t *tlCommands) post(c *Conn, args [][]byte) {
 			c.WriteBulkString("published")
 		default:
 			if r.Job != 0 {
-				if err := t.tl.DB().WaitJob(context.Background(), r.Job); err != nil {
+				if err := t.tl.DB().WaitJob(c.Context(), r.Job); err != nil {
 					c.WriteBulkString("error: " + err.Error())
 					continue
 				}
@@ -351,7 +350,7 @@ func (t *tlCommands) active(c *Conn, args [][]byte) {
 	if !ok || !tlCheck(c, ids...) {
 		return
 	}
-	n, err := t.tl.MarkActiveMany(context.Background(), ids)
+	n, err := t.tl.MarkActiveMany(c.Context(), ids)
 	if err != nil {
 		c.WriteErr(err)
 		return
@@ -412,7 +411,7 @@ func (t *tlCommands) config(c *Conn, args [][]byte) {
 }
 
 func (t *tlCommands) expire(c *Conn, _ [][]byte) {
-	n, err := t.tl.Expire(context.Background())
+	n, err := t.tl.Expire(c.Context())
 	if err != nil {
 		c.WriteErr(err)
 		return

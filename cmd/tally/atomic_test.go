@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	tallydb "github.com/tallydb/tally"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,7 @@ func TestFollowAtLimit(t *testing.T) {
 	t.Setenv("TALLY_DIR", "")
 	dir := filepath.Join(t.TempDir(), "db")
 	d := "-d=" + dir
-	db, err := store.Open(dir, &store.Options{Families: graphFamilies()})
+	db, err := store.Open(dir, &store.Options{Families: tallydb.Families()})
 	if err != nil {
 		t.Fatal(err)
 	}

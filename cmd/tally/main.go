@@ -64,10 +64,7 @@ type env struct {
 	dir            string // -d, or TALLY_DIR
 	durability     string // --durability
 	durabilitySet  bool   // --durability was given before the command
-	// families are declared at Open (store.Options.Families) by commands
-	// that open packages above store (see openGraph).
-	families []store.FamilySpec
-	password string // --password, or TALLY_PASSWORD: AUTH to a running server
+	password       string // --password, or TALLY_PASSWORD: AUTH to a running server
 
 	// served is set when the command runs inside tally serve for a client
 	// (TALLY.EXEC, remote.go): every open returns the server's database and
@@ -81,6 +78,8 @@ type env struct {
 	// client then runs the command itself.
 	dirArg   string
 	otherDir bool
+	// serving is set by serve: packages keep their background work.
+	serving bool
 	// reopenOnFailure is store.Options.ReopenOnFailure: serve heals a
 	// failed store in place.
 	reopenOnFailure bool
@@ -178,6 +177,12 @@ func (e *env) run(args []string) (code int) {
 		fmt.Fprintf(e.stderr, "tally: %v\n", err)
 		fmt.Fprintln(e.stderr, `Run "tally help" for the list of commands.`)
 		return exitUsage
+	}
+	if e.served != nil && c.local {
+		// Never sent by the CLI; refused should another client send it
+		// (a serve inside the server would hold it until a signal).
+		fmt.Fprintf(e.stderr, "%v: %s runs in the CLI only\n", errNotRemote, c.name)
+		return exitError
 	}
 	remote := e.served == nil && !c.local
 	if remote && e.dir != "" {
@@ -372,13 +377,6 @@ func (e *env) open(create bool) (*store.DB, error) {
 	return store.Open(e.dir, opts)
 }
 
-// openFamilies is open with the key families of packages above store
-// declared (so they are merged from the moment Pebble opens).
-func (e *env) openFamilies(create bool, fams []store.FamilySpec) (*store.DB, error) {
-	e.families = append(e.families, fams...)
-	return e.open(create)
-}
-
 // openRead opens the store named by -d read-only, for commands that only
 // read (get, counter list, verify, replay, stats): they write nothing to
 // the directory, so they work on a full disk and change nothing on a
@@ -410,7 +408,7 @@ func (e *env) options() (*store.Options, error) {
 	if err != nil {
 		return nil, usagef("bad --durability %s: want sync, interval or nosync", quote.Input(e.durability))
 	}
-	return &store.Options{Durability: d, Families: e.families, ReopenOnFailure: e.reopenOnFailure}, nil
+	return &store.Options{Durability: d, ReopenOnFailure: e.reopenOnFailure}, nil
 }
 
 func mustBeStoreDir(dir string) error {

@@ -44,27 +44,13 @@ func (e *env) openDB(mode openMode) (*tallydb.DB, error) {
 		}
 	}
 	opts.ReadOnly = mode == openReadOnly
-	return tallydb.Open(e.dir, &tallydb.Options{
-		Store: opts,
-		// The CLI runs no background expiry: each command is short.
-		Timeline:     &timeline.Options{ExpireInterval: -1},
-		ExistingOnly: mode == openExisting,
-	})
-}
-
-// openServe opens the database named by -d for tally serve: every package,
-// with the timeline's background expiry of inactive inboxes.
-func (e *env) openServe(create bool) (*tallydb.DB, error) {
-	opts, err := e.options()
-	if err != nil {
-		return nil, err
+	o := &tallydb.Options{Store: opts, ExistingOnly: mode == openExisting}
+	if !e.serving {
+		// A command runs no background expiry: it is short. The server
+		// keeps the timeline's default (hourly).
+		o.Timeline = &timeline.Options{ExpireInterval: -1}
 	}
-	if !create {
-		if err := mustBeStoreDir(e.dir); err != nil {
-			return nil, err
-		}
-	}
-	return tallydb.Open(e.dir, &tallydb.Options{Store: opts})
+	return tallydb.Open(e.dir, o)
 }
 
 // closeTally closes db; err (the command's error) wins over Close's.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -320,6 +321,15 @@ func TestRemoteRefused(t *testing.T) {
 		}
 		if tc.args[0] != "serve" && !strings.Contains(errOut, errNotRemote.Error()) {
 			t.Errorf("tally %s: stderr %q does not name %q", strings.Join(tc.args, " "), errOut, errNotRemote)
+		}
+	}
+	// Sent by another client, serve and demo are refused by the server
+	// (a serve inside the server would hold the connection until a signal).
+	for _, name := range []string{"serve", "demo"} {
+		res, err := p.client(t).Do(context.Background(), "TALLY.EXEC", dir, "/", name).Slice()
+		if err != nil || len(res) != 3 || res[0] != int64(exitError) ||
+			res[2] != fmt.Sprintf("%v: %s runs in the CLI only\n", errNotRemote, name) {
+			t.Errorf("TALLY.EXEC %s: %q, %v", name, res, err)
 		}
 	}
 	if after, _, _ := tally(t, "-d", dir, "get", "posts", "1", "5", "9"); after != before {

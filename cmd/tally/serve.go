@@ -38,7 +38,10 @@ unread commands. Counts never go below 0. See
 
 Prints "key value" lines: addr (the address listened on) and, with
 --metrics-addr, metrics_addr once serving; checkpoint_seq after the
-shutdown checkpoint. Dropped clients and errors are logged on stderr.
+shutdown checkpoint. Dropped clients and errors are logged on stderr; a
+connection that sends an HTTP request (a web page reaching the port) is
+closed before anything runs and logged as "Possible SECURITY ATTACK
+detected".
 
 A full disk does not need a restart: while it is full, writes get errors
 ("disk full", or "store failed" once the WAL could not be written) and
@@ -54,7 +57,9 @@ Flags:
                            $TALLY_REQUIREPASS; none if unset); note that a
                            command line is visible to other local users
   --maxclients N           connections served at once (default 10000)
-  --metrics-addr HOST:PORT serve Prometheus metrics at /metrics there
+  --metrics-addr HOST:PORT serve Prometheus metrics at /metrics there; with
+                           --requirepass they need HTTP basic auth with that
+                           password (any user name)
   --allow-remote           allow a non-loopback --addr or --metrics-addr
                            without --requirepass (refused otherwise: anyone
                            who can reach the port could change counts)
@@ -118,53 +123,62 @@ func runServe(e *env, args []string) error {
 		return usagef("bad --addr %q: %v", *addr, err)
 	}
 	if *metricsAddr != "" {
-		// A password does not guard /metrics: only --allow-remote opens it.
-		if err := server.CheckAddr(*metricsAddr, &server.Options{AllowRemote: *allowRemote}); err != nil {
+		// With a password /metrics requires it (basic auth, see
+		// server.MetricsHandler), so the same rule as --addr holds.
+		if err := server.CheckAddr(*metricsAddr, opts); err != nil {
 			if errors.Is(err, server.ErrRemoteNotAllowed) {
-				return usagef("--metrics-addr %s is not a loopback address: add --allow-remote to publish metrics remotely", *metricsAddr)
+				return usagef("--metrics-addr %s is not a loopback address: set --requirepass (metrics then need it), "+
+					"or --allow-remote to publish metrics without a password", *metricsAddr)
 			}
 			return usagef("bad --metrics-addr %q: %v", *metricsAddr, err)
 		}
 	}
 
-	// One tally.DB: the store with every package wired; its command
-	// groups, and TALLY.EXEC, which runs the CLI's commands on it for
-	// "tally -d DIR COMMAND" while serve holds DIR (remote.go).
+	// Every package on the one store, wired by tally.Open (unread observes
+	// the timeline's follow graph); their command groups, job handlers
+	// (fan-outs, backfills, board prunes run by the store's workers) and
+	// the timeline's hourly expiry of inactive inboxes; and TALLY.EXEC,
+	// which runs the CLI's commands on it for "tally -d DIR COMMAND" while
+	// serve holds DIR (remote.go).
+	e.serving = true
 	e.reopenOnFailure = true // a full disk heals without a restart
-	tdb, err := e.openServe(*create)
+	mode := openWrite
+	if *create {
+		mode = openCreate
+	}
+	all, err := e.openDB(mode)
 	if err != nil {
 		return err
 	}
-	db := tdb.Store()
+	db := all.Store()
+	closeDB := func(_ *store.DB, err error) error { return closeTally(all, err) }
 	srv, err := server.New(db, opts)
 	if err != nil {
-		return closeTally(tdb, err)
+		return closeDB(db, err)
 	}
 	db.OnReopen(store.ReopenHook{After: func(ok bool) {
 		if ok {
 			opts.Logger.Warn("store failed and was reopened in place; writes resume", "reopens", db.Stats().Reopens)
 		}
 	}})
-	for _, cmds := range [][]server.Command{
-		server.TimelineCommands(tdb.Timeline()),
-		server.UnreadCommands(tdb.Unread()),
-		server.LikesCommands(tdb.Likes()),
-		{execCommand(tdb)},
+	for _, group := range [][]server.Command{
+		server.TimelineCommands(all.Timeline()), server.UnreadCommands(all.Unread()), server.LikesCommands(all.Likes()),
+		{execCommand(all)},
 	} {
-		if err := srv.Register(cmds...); err != nil {
-			return closeTally(tdb, err)
+		if err := srv.Register(group...); err != nil {
+			return closeDB(db, err)
 		}
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		return closeTally(tdb, err)
+		return closeDB(db, err)
 	}
 	var metrics *http.Server
 	if *metricsAddr != "" {
 		mln, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {
 			ln.Close()
-			return closeTally(tdb, err)
+			return closeDB(db, err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", srv.MetricsHandler())
@@ -178,7 +192,7 @@ func runServe(e *env, args []string) error {
 	addrPath, err := writeAddr(db.Dir(), ln.Addr())
 	if err != nil {
 		ln.Close()
-		return closeTally(tdb, fmt.Errorf("serve: record the address in %s: %w", addrFile, err))
+		return closeDB(db, fmt.Errorf("serve: record the address in %s: %w", addrFile, err))
 	}
 	defer os.Remove(addrPath)
 	// From here until shutdown, closes by TALLY.EXEC's commands leave the
@@ -209,13 +223,15 @@ func runServe(e *env, args []string) error {
 	}
 	os.Remove(addrPath) // the CLI opens the store itself from now on
 	setServed(db, false)
-	tdb.Timeline().Close() // its background expiry stops before the store closes
+	for _, p := range all.Packages() {
+		p.Close() // background work (the timeline's expiry) stops first
+	}
 	if err := db.Checkpoint(); err != nil {
-		return closeTally(tdb, err)
+		return closeDB(db, err)
 	}
 	fmt.Fprintf(e.stdout, "checkpoint_seq %d\n", db.Stats().CheckpointSeq)
 	if serveErr != nil && !errors.Is(serveErr, server.ErrServerClosed) {
-		return closeTally(tdb, fmt.Errorf("serve: %w", serveErr))
+		return closeDB(db, fmt.Errorf("serve: %w", serveErr))
 	}
-	return closeTally(tdb, nil)
+	return closeDB(db, nil)
 }

@@ -155,7 +155,7 @@ func TestServeUsage(t *testing.T) {
 	}{
 		{[]string{d, "serve", "--addr", "0.0.0.0:0"}, 2, "is not a loopback address: set --requirepass, or --allow-remote"},
 		{[]string{d, "serve", "--addr", ":0"}, 2, "is not a loopback address"},
-		{[]string{d, "serve", "--metrics-addr", "0.0.0.0:0", "--requirepass", "x"}, 2, "--metrics-addr 0.0.0.0:0 is not a loopback address"},
+		{[]string{d, "serve", "--metrics-addr", "0.0.0.0:0"}, 2, "--metrics-addr 0.0.0.0:0 is not a loopback address: set --requirepass"},
 		{[]string{d, "serve", "--addr", "nonsense"}, 2, "bad --addr"},
 		{[]string{d, "serve", "--maxclients", "0"}, 2, "bad --maxclients"},
 		{[]string{d, "serve", "extra"}, 2, "takes no arguments"},

@@ -287,12 +287,6 @@ func init() {
 	cmdTimelineConfig.run = runTimelineConfig
 }
 
-// openTimeline opens the timeline package on db (registering its families
-// and job handlers).
-func openTimeline(db *store.DB) (*timeline.Timeline, error) {
-	return timeline.New(db, &timeline.Options{ExpireInterval: -1})
-}
-
 // withTimeline opens the store and the timeline, runs fn, and closes both.
 // Unread is opened on the timeline too (openGraph), so its observer sees
 // the follows and unfollows fn makes: the feed snapshots must agree with

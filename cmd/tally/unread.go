@@ -228,12 +228,6 @@ type graphStore struct {
 	x   *unread.Unread
 }
 
-// graphFamilies are the families of the follow graph and unread, for the
-// tests that open the store themselves.
-func graphFamilies() []store.FamilySpec {
-	return append(timeline.Families(), unread.Families()...)
-}
-
 // openGraph opens the database named by -d with every package.
 func (e *env) openGraph(create bool) (*graphStore, error) {
 	mode := openWrite

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	tallydb "github.com/tallydb/tally"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,7 @@ import (
 // API (as a host would), runs fn and closes it.
 func withGraphAPI(t *testing.T, dir string, fn func(tl *timeline.Timeline, x *unread.Unread)) {
 	t.Helper()
-	db, err := store.Open(dir, &store.Options{Families: graphFamilies()})
+	db, err := store.Open(dir, &store.Options{Families: tallydb.Families()})
 	if err != nil {
 		t.Fatal(err)
 	}
