@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
 	"time"
 
@@ -124,7 +122,7 @@ func runCompact(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := e.interruptContext()
 	defer stop()
 	before := db.Stats()
 	start := time.Now()
@@ -213,7 +211,7 @@ func runVerify(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := e.interruptContext()
 	defer stop()
 	if err := db.Verify(ctx); err != nil {
 		if !errors.Is(err, store.ErrCorrupt) {

@@ -183,7 +183,8 @@
 // packages' Check expects no concurrent writes, so a package problem
 // reported under load should be confirmed on a quiet server; interrupting
 // the CLI does not stop a command the server is running (compact, jobs
-// wait run to their end, or until the server's SIGINT); TALLY.EXEC makes
+// wait run to their end, or until the server's shutdown deadline closes
+// the connections: they wait under server.Conn.Context); TALLY.EXEC makes
 // the server read any file its user can read (the loads), so the address
 // file is private and --requirepass guards it like every command.
 // incr, set, get and delete take their flags before NAME, so that a negative

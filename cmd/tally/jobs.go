@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/signal"
 
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
@@ -97,7 +94,7 @@ func runJobsWait(e *env, args []string) error {
 	}
 	db := tdb.Store()
 	return closeTally(tdb, func() error {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		ctx, stop := e.interruptContext()
 		defer stop()
 		start := db.QueuedJobs()
 		before := db.Stats().Queue.Finished

@@ -3,13 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"os/signal"
 	"slices"
 	"time"
 
@@ -92,7 +89,7 @@ func runLikesLoad(e *env, args []string) error {
 	if _, err := e.options(); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := e.interruptContext()
 	defer stop()
 
 	start := time.Now()

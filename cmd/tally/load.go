@@ -3,13 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"sync"
@@ -142,7 +140,7 @@ func runLoad(e *env, args []string) error {
 	if len(info.Columns) == 0 {
 		return closeDB(db, fmt.Errorf("%w: counter %s has no columns (add them with: tally column add %s COLUMN)", store.ErrColumnCount, name, name))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := e.interruptContext()
 	defer stop()
 
 	start := time.Now()

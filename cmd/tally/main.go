@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -78,6 +79,8 @@ type env struct {
 	// client then runs the command itself.
 	dirArg   string
 	otherDir bool
+	// base is the served command's context (interruptContext).
+	base context.Context
 	// serving is set by serve: packages keep their background work.
 	serving bool
 	// reopenOnFailure is store.Options.ReopenOnFailure: serve heals a

@@ -41,7 +41,10 @@ package main
 //     directory it serves (errOtherDir): another directory makes the
 //     client run the command itself, on that directory.
 //   - serve, demo and help never go to a server (command.local).
-//   - Interrupting the CLI does not stop a command the server runs.
+//   - Interrupting the CLI does not stop a command the server runs; a
+//     command that waits (compact, jobs wait, loads) waits under the
+//     connection's context (interruptContext), which the server's shutdown
+//     ends at its deadline.
 //   - No progress bars: the server's buffers are not a terminal.
 //
 // Security: TALLY.EXEC is an admin command. With --requirepass it needs
@@ -56,6 +59,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -166,6 +170,18 @@ func (e *env) openInput(path string) (*input, error) {
 	}
 	in.name = path
 	return in, nil
+}
+
+// interruptContext is the context of a command that waits (compact,
+// verify, jobs wait, loads, post's fan-out). Embedded it ends at SIGINT;
+// in the server it is the connection's (server.Conn.Context), which ends
+// when the server closes its connections, so no command outlives the
+// shutdown deadline or runs on a closed store.
+func (e *env) interruptContext() (context.Context, context.CancelFunc) {
+	if e.served != nil {
+		return context.WithCancel(e.base)
+	}
+	return signal.NotifyContext(context.Background(), os.Interrupt)
 }
 
 // readAddr returns the address recorded in dir's address file.
@@ -321,7 +337,7 @@ func execCommand(db *tallydb.DB) server.Command {
 				return
 			}
 			var stdout, stderr bytes.Buffer
-			e := &env{stdout: &stdout, stderr: &stderr, dir: db.Store().Dir(), served: db, cwd: cwd}
+			e := &env{stdout: &stdout, stderr: &stderr, dir: db.Store().Dir(), served: db, cwd: cwd, base: c.Context()}
 			cargs := make([]string, len(args)-3)
 			for i, a := range args[3:] {
 				cargs[i] = string(a)

@@ -10,8 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -389,7 +387,7 @@ func runFollowsLoad(e *env, args []string) error {
 	if err := res.report(e, shown, "follows load", *skipBad); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := e.interruptContext()
 	defer stop()
 	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
 		bar := newProgress(e.stdout, "loading", "edges", int64(len(res.edges)))
@@ -524,7 +522,7 @@ func runPost(e *env, args []string) error {
 		for i, p := range posts {
 			done[i] = pub{p, res[i]}
 		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		ctx, stop := e.interruptContext()
 		defer stop()
 		for _, d := range done {
 			switch {
