@@ -1,6 +1,15 @@
-// Package testutil holds helpers shared by the tests of several packages:
-// store fixtures kept as tarballs and the like. It is imported by _test
-// files only.
+// Package testutil is the module's one test-support package, shared by
+// the tests of every package so that each does not keep its own copy with
+// its own semantics:
+//
+//   - EnvInt: a test's size from an environment variable (unset: the
+//     default; set: a positive integer or the test fails).
+//   - RunChild, ChildPrintf, ChildFatal: the kill-child harness of crash
+//     tests, which re-execute their own binary and SIGKILL it mid-write.
+//   - Untar: store fixtures kept as tarballs under testdata.
+//
+// It imports nothing of tally, so the tests of any package, store's own
+// included, can use it. It is imported by _test files only.
 package testutil
 
 import (
