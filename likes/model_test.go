@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tallydb/tally/internal/testutil"
 )
 
 // The model: every (business, item, user) state and every item's owner, in
@@ -193,13 +192,6 @@ type modelRun struct {
 	step  int
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 // TestModel drives random transitions, owner changes, bulk loads (some
 // crashed part-way and run again), clock moves, prunes, checkpoints,
 // reopens and crashes (a crash keeps exactly what was synced: every
@@ -210,15 +202,15 @@ func envInt(name string, def int) int {
 // (default 400) and TALLY_LIKES_MODEL_SEEDS (default 2) scale it;
 // TALLY_LIKES_SEED repeats one seed.
 func TestModel(t *testing.T) {
-	steps := envInt("TALLY_LIKES_MODEL_STEPS", 400)
-	seeds := envInt("TALLY_LIKES_MODEL_SEEDS", 2)
+	steps := testutil.EnvInt(t, "TALLY_LIKES_MODEL_STEPS", 400)
+	seeds := testutil.EnvInt(t, "TALLY_LIKES_MODEL_SEEDS", 2)
 	if testing.Short() {
 		steps = 150
 		seeds = 1
 	}
-	base := uint64(time.Now().UnixNano())
-	if s, err := strconv.ParseUint(os.Getenv("TALLY_LIKES_SEED"), 10, 64); err == nil {
-		base, seeds = s, 1
+	base, repeat := testutil.EnvSeed(t, "TALLY_LIKES_SEED", uint64(time.Now().UnixNano()))
+	if repeat {
+		seeds = 1
 	}
 	for i := range seeds {
 		seed := base + uint64(i)

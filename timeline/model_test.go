@@ -6,12 +6,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -108,15 +108,6 @@ func (m *model) posts(a uint64) uint64 {
 	return n
 }
 
-func envInt(name string, def int) int {
-	if s := os.Getenv(name); s != "" {
-		if v, err := strconv.Atoi(s); err == nil {
-			return v
-		}
-	}
-	return def
-}
-
 // modelEnv is an env on a crashable filesystem with synced commits, so a
 // crash keeps every acknowledged operation.
 func newModelEnv(t *testing.T, cfg Config) *env {
@@ -164,16 +155,14 @@ func (e *env) crash(rng *rand.Rand) {
 // TALLY_TL_MODEL_STEPS (default 400) and TALLY_TL_MODEL_SEEDS (default 3)
 // scale it; TALLY_TL_MODEL_SEED repeats one seed.
 func TestModel(t *testing.T) {
-	steps := envInt("TALLY_TL_MODEL_STEPS", 400)
-	seeds := envInt("TALLY_TL_MODEL_SEEDS", 3)
+	steps := testutil.EnvInt(t, "TALLY_TL_MODEL_STEPS", 400)
+	seeds := testutil.EnvInt(t, "TALLY_TL_MODEL_SEEDS", 3)
 	if testing.Short() {
 		steps, seeds = 150, 1
 	}
-	first := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TALLY_TL_MODEL_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		must(t, err)
-		first, seeds = v, 1
+	first, repeat := testutil.EnvSeed(t, "TALLY_TL_MODEL_SEED", uint64(time.Now().UnixNano()))
+	if repeat {
+		seeds = 1
 	}
 	for i := range seeds {
 		seed := first + uint64(i)

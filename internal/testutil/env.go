@@ -23,3 +23,20 @@ func EnvInt(t testing.TB, name string, def int) int {
 	}
 	return v
 }
+
+// EnvSeed returns the seed in environment variable name, which repeats a
+// randomized test's run, and true; unset or empty, it returns def and
+// false. Set, it must be a decimal uint64 (0 included), or t fails with a
+// message naming the variable.
+func EnvSeed(t testing.TB, name string, def uint64) (uint64, bool) {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def, false
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: want a seed, a decimal uint64", name, s)
+	}
+	return v, true
+}
