@@ -275,7 +275,7 @@ func (c *checker) checkPosts() error {
 	c.outboxOf = map[uint64]uint64{}
 	if err := c.scan(c.t.fam.outbox, func(k, _ []byte) bool {
 		a, p := binary.BigEndian.Uint64(k[1:]), postOfOutboxKey(k)
-		if checkID("", a) != nil || checkID("", p) != nil {
+		if CheckID("", a) != nil || CheckID("", p) != nil {
 			return c.failf("outbox key %x out of range", k)
 		}
 		if prev, dup := c.outboxOf[p]; dup {

@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"encoding/binary"
+	"errors"
 	"strings"
 	"testing"
 
@@ -94,5 +95,31 @@ func TestCheckFindsDamage(t *testing.T) {
 			}
 			e.close() // not checked again at cleanup
 		})
+	}
+}
+
+// TestCheckIDAndEdge pins the exported rules hosts use to refuse input
+// before calling the package: ids 1..MaxID, no self-follow.
+func TestCheckIDAndEdge(t *testing.T) {
+	if err := CheckID("user", 1, MaxID); err != nil {
+		t.Fatalf("valid ids: %v", err)
+	}
+	for _, ids := range [][]uint64{{0}, {MaxID + 1}, {5, 0}} {
+		if err := CheckID("user", ids...); !errors.Is(err, ErrBadID) || !strings.Contains(err.Error(), "user id") {
+			t.Fatalf("CheckID(%v) = %v, want ErrBadID naming the user", ids, err)
+		}
+	}
+	for _, c := range []struct {
+		e    Edge
+		want error
+	}{
+		{Edge{1, 2}, nil},
+		{Edge{0, 2}, ErrBadID},
+		{Edge{1, MaxID + 1}, ErrBadID},
+		{Edge{3, 3}, ErrSelfFollow},
+	} {
+		if err := c.e.Check(); !errors.Is(err, c.want) || (err == nil) != (c.want == nil) {
+			t.Fatalf("%+v.Check() = %v, want %v", c.e, err, c.want)
+		}
 	}
 }
