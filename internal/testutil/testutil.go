@@ -6,10 +6,14 @@
 //     default; set: a positive integer or the test fails).
 //   - RunChild, ChildPrintf, ChildFatal: the kill-child harness of crash
 //     tests, which re-execute their own binary and SIGKILL it mid-write.
+//   - OpenStore and Store: a test's store opened through Hooks, reopened
+//     and crashed (Pebble's crashable memory filesystem) in one place,
+//     with Check and Close at cleanup.
 //   - Untar: store fixtures kept as tarballs under testdata.
 //
-// It imports nothing of tally, so the tests of any package, store's own
-// included, can use it. It is imported by _test files only.
+// It imports nothing of tally (Pebble's vfs only), so the tests of any
+// package, store's own included, can use it. It is imported by _test
+// files only.
 package testutil
 
 import (
