@@ -185,7 +185,6 @@ type modelRun struct {
 	rng   *rand.Rand
 	m     *model
 	e     *env
-	mem   *vfs.MemFS
 	bizs  []string
 	items uint64
 	users uint64
@@ -223,16 +222,11 @@ func TestModel(t *testing.T) {
 
 func runModel(t *testing.T, seed uint64, steps int) {
 	mem := vfs.NewCrashableMem()
-	e := &env{t: t, dir: "likes", fs: mem, clock: newClock(epoch)}
+	e := &env{t: t, dir: "likes", clock: newClock(epoch)}
 	e.opts = Options{BoardDays: 3, RoaringThreshold: MinRoaringThreshold, Stripes: 8, Now: e.clock.Now, CreateBusinesses: true}
 	e.syncAlways = true
-	e.open()
-	t.Cleanup(func() {
-		if e.db != nil {
-			e.db.Close()
-		}
-	})
-	r := &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), m: newModel(), e: e, mem: mem,
+	e.start(mem)
+	r := &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), m: newModel(), e: e,
 		bizs: []string{"video", "post"}, items: 24, users: 60}
 	for r.step = 0; r.step < steps; r.step++ {
 		r.once()
@@ -367,11 +361,7 @@ func (r *modelRun) randomLoad() (string, []LoadLike) {
 // crash reopens the store from a crash image: only synced data.
 func (r *modelRun) crash() {
 	e := r.e
-	crashed := r.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: r.rng.IntN(100), RNG: r.rng})
-	e.db.Close()
-	r.mem = crashed
-	e.fs = crashed
-	e.open()
+	e.st.Crash(r.rng.IntN(100), r.rng)
 }
 
 // crashDuringLoad crashes while a load runs, reopens (which recounts), and
@@ -386,14 +376,11 @@ func (r *modelRun) crashDuringLoad() {
 		done <- err
 	}()
 	time.Sleep(time.Duration(r.rng.IntN(400)) * time.Microsecond)
-	crashed := r.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: r.rng.IntN(100), RNG: r.rng})
+	crashed := e.st.FS().(*vfs.MemFS).CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: r.rng.IntN(100), RNG: r.rng})
 	if err := <-done; err != nil {
 		r.fatalf("load before the crash: %v", err)
 	}
-	e.db.Close()
-	r.mem = crashed
-	e.fs = crashed
-	e.open()
+	e.st.RestartOn(crashed)
 	e.check() // recounted on open
 	if _, err := e.l.Load(context.Background(), biz, likes, nil); err != nil {
 		r.fatalf("load again: %v", err)

@@ -70,20 +70,26 @@ func (s *Store) Reopen() {
 // data (rng picks which), and opens the store on what is left, as a
 // restart after a power loss would. The filesystem must be a crashable
 // *vfs.MemFS (vfs.NewCrashableMem). The old handles are closed after the
-// crash image is taken; their errors are ignored, a crash has none to
-// report.
+// crash image is taken, which changes nothing in it; a Close error fails
+// the test.
 func (s *Store) Crash(keepPercent int, rng *rand.Rand) {
 	s.t.Helper()
 	mem, ok := s.fs.(*vfs.MemFS)
 	if !ok {
 		s.t.Fatalf("crash on %T: want a crashable *vfs.MemFS", s.fs)
 	}
-	clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: keepPercent, RNG: rng})
+	s.RestartOn(mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: keepPercent, RNG: rng}))
+}
+
+// RestartOn closes the store, if open, and opens it on fs: for a crash
+// image the test took itself, at a moment Crash cannot choose (while
+// another goroutine is writing). A Close error fails the test.
+func (s *Store) RestartOn(fs vfs.FS) {
+	s.t.Helper()
 	if s.open {
-		s.open = false
-		_ = s.h.Close()
+		s.Close()
 	}
-	s.fs = clone
+	s.fs = fs
 	s.h.Open(s.fs)
 	s.open = true
 }
