@@ -23,6 +23,9 @@ import (
 func CheckID(what string, ids ...uint64) error {
 	for _, id := range ids {
 		if id == 0 || id > MaxID {
+			if what == "" { // the caller does not know which: just the id
+				return fmt.Errorf("%w: %d (want 1..%d)", ErrBadID, id, uint64(MaxID))
+			}
 			return fmt.Errorf("%w: %s id %d (want 1..%d)", ErrBadID, what, id, uint64(MaxID))
 		}
 	}
