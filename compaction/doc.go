@@ -1,7 +1,9 @@
-// Package compaction holds tally's background work on counter ranges: aging
-// (sealing) a hot range into cold blocks and merging a cold range's delta
-// into rewritten blocks, plus the pacing and progress machinery the store
-// uses to run them.
+// Package compaction holds the mechanics of tally's background work on
+// counter ranges: encoding a hot range's rows into cold blocks (the seal)
+// and merging a cold range's delta into rewritten blocks, plus the pacing
+// and progress machinery the store uses to run them. What is due is
+// decided in store (policy.go), and the jobs are run and published there
+// (age.go, merge.go): this package only transforms rows and blocks.
 //
 // It knows the hot and cold formats but nothing of Pebble, the log or what
 // the data means: the store gives it a table or a reader and an emit

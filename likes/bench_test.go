@@ -25,6 +25,7 @@ import (
 	"github.com/tallydb/tally/bench/workload"
 	"github.com/tallydb/tally/internal/hist"
 	"github.com/tallydb/tally/internal/procmem"
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -37,8 +38,8 @@ var benchEnd = time.Now()
 func benchWorkload(b *testing.B) *workload.Likes {
 	w, err := workload.NewLikes(workload.LikesConfig{
 		Seed:  1,
-		Items: uint64(envInt("TALLY_LIKES_BENCH_ITEMS", 100_000)),
-		Users: uint64(envInt("TALLY_LIKES_BENCH_USERS", 100_000)),
+		Items: uint64(testutil.EnvInt(b, "TALLY_LIKES_BENCH_ITEMS", 100_000)),
+		Users: uint64(testutil.EnvInt(b, "TALLY_LIKES_BENCH_USERS", 100_000)),
 		End:   benchEnd,
 	})
 	if err != nil {
@@ -47,7 +48,7 @@ func benchWorkload(b *testing.B) *workload.Likes {
 	return w
 }
 
-func benchLikes() int { return envInt("TALLY_LIKES_BENCH_LIKES", 200_000) }
+func benchLikes(b testing.TB) int { return testutil.EnvInt(b, "TALLY_LIKES_BENCH_LIKES", 200_000) }
 
 var (
 	templMu sync.Mutex
@@ -59,7 +60,8 @@ var (
 func benchStore(b *testing.B, d store.Durability, opts *Options) (*store.DB, *Likes, *workload.Likes) {
 	b.Helper()
 	w := benchWorkload(b)
-	key := fmt.Sprint(w.Config().Items, w.Config().Users, benchLikes(), opts != nil && opts.RoaringThreshold != 0)
+	n := benchLikes(b)
+	key := fmt.Sprint(w.Config().Items, w.Config().Users, n, opts != nil && opts.RoaringThreshold != 0)
 	templMu.Lock()
 	src := templ[key]
 	if src == "" {
@@ -69,7 +71,7 @@ func benchStore(b *testing.B, d store.Durability, opts *Options) (*store.DB, *Li
 			b.Fatal(err)
 		}
 		db, l := openBenchStore(b, dir, store.NoSync, opts)
-		if _, err := l.Load(context.Background(), benchBiz, history(w, benchLikes()), nil); err != nil {
+		if _, err := l.Load(context.Background(), benchBiz, history(w, n), nil); err != nil {
 			b.Fatal(err)
 		}
 		if err := db.Close(); err != nil {
@@ -342,7 +344,7 @@ func BenchmarkBytesPerLike(b *testing.B) {
 	}{{"adaptive", 0}, {"lists", MaxRoaringThreshold}} {
 		b.Run(c.name, func(b *testing.B) {
 			w := benchWorkload(b)
-			likes := history(w, benchLikes())
+			likes := history(w, benchLikes(b))
 			for range b.N {
 				dir := b.TempDir()
 				base := procmem.Measure()

@@ -1,17 +1,15 @@
 package likes
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -34,27 +32,17 @@ func TestKillChild(t *testing.T) {
 	dir := t.TempDir()
 	acked := map[pair]State{}
 	for round := range 3 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "TALLY_LIKES_KILL_DIR="+dir, fmt.Sprint("TALLY_LIKES_KILL_SEED=", round))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
 		type try struct {
 			p    pair
 			kind opKind
 		}
 		inflight := map[int]try{}
-		sc := bufio.NewScanner(out)
 		lines := 0
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
+		env := []string{"TALLY_LIKES_KILL_DIR=" + dir, fmt.Sprint("TALLY_LIKES_KILL_SEED=", round)}
+		testutil.RunChild(t, "TestKillChild", env, func(line string) bool {
+			f := strings.Fields(line)
 			if len(f) != 6 {
-				continue
+				return false
 			}
 			w, _ := strconv.Atoi(f[1])
 			kind, _ := strconv.Atoi(f[2])
@@ -68,13 +56,9 @@ func TestKillChild(t *testing.T) {
 				acked[pair{item, user}] = State(state)
 				delete(inflight, w)
 			}
-			if lines++; lines == 1500+round*500 {
-				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		cmd.Wait()
+			lines++
+			return lines >= 1500+round*500
+		})
 		if lines < 1500 {
 			t.Fatalf("child stopped early after %d lines", lines)
 		}
@@ -142,17 +126,13 @@ func next(s State, kind opKind) State {
 func killChild(dir string) {
 	db, err := store.Open(dir, &store.Options{Families: Families(), CheckpointLogBytes: 64 << 10})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child open:", err)
-		os.Exit(2)
+		testutil.ChildFatal("child open", err)
 	}
 	l, err := New(db, &Options{RoaringThreshold: 32, Stripes: 16, CreateBusinesses: true})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child new:", err)
-		os.Exit(2)
+		testutil.ChildFatal("child new", err)
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("TALLY_LIKES_KILL_SEED"), 10, 64)
-	var mu sync.Mutex
-	stdout := bufio.NewWriter(os.Stdout)
 	var wg sync.WaitGroup
 	for w := range 6 {
 		wg.Add(1)
@@ -163,10 +143,7 @@ func killChild(dir string) {
 				item := uint64(rng.IntN(20))
 				user := uint64(w*100 + rng.IntN(60))
 				kind := []opKind{opLike, opLike, opUnlike, opDislike, opUndislike}[rng.IntN(5)]
-				mu.Lock()
-				fmt.Fprintf(stdout, "try %d %d %d %d 0\n", w, kind, item, user)
-				stdout.Flush()
-				mu.Unlock()
+				testutil.ChildPrintf("try %d %d %d %d 0", w, kind, item, user)
 				var res Result
 				var err error
 				switch kind {
@@ -180,13 +157,9 @@ func killChild(dir string) {
 					res, err = l.Undislike("video", item, user)
 				}
 				if err != nil {
-					fmt.Fprintln(os.Stderr, "child transition:", err)
-					os.Exit(3)
+					testutil.ChildFatal("child transition", err)
 				}
-				mu.Lock()
-				fmt.Fprintf(stdout, "ack %d %d %d %d %d\n", w, kind, item, user, res.State)
-				stdout.Flush()
-				mu.Unlock()
+				testutil.ChildPrintf("ack %d %d %d %d %d", w, kind, item, user, res.State)
 			}
 		}()
 	}

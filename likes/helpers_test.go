@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -25,12 +26,12 @@ func (c *clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 var epoch = time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
 
-// env is a store and a Likes on it, closed by the test's cleanup, which
-// also runs Check.
+// env is a store and a Likes on it. Its lifecycle is testutil.Store's:
+// the cleanup runs Check and closes.
 type env struct {
 	t     *testing.T
 	dir   string
-	fs    vfs.FS
+	st    *testutil.Store
 	clock *clock
 	db    *store.DB
 	l     *Likes
@@ -44,7 +45,7 @@ type env struct {
 
 func newEnv(t *testing.T, opts *Options) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), fs: vfs.Default, clock: newClock(epoch)}
+	e := &env{t: t, dir: t.TempDir(), clock: newClock(epoch)}
 	if opts != nil {
 		e.opts = *opts
 	}
@@ -52,29 +53,26 @@ func newEnv(t *testing.T, opts *Options) *env {
 	// Most tests like in businesses they never declared: that is
 	// TestUndeclaredBusiness's subject, not theirs.
 	e.opts.CreateBusinesses = true
-	e.open()
-	t.Cleanup(func() {
-		if e.db != nil {
-			if err := e.l.Check(); err != nil {
-				t.Errorf("cleanup Check: %v", err)
-			}
-			e.db.Close()
-		}
-	})
+	e.start(vfs.Default)
 	return e
 }
 
-func (e *env) storeOptions() *store.Options {
+// start opens e on fs, with Check and Close at the test's cleanup.
+func (e *env) start(fs vfs.FS) {
+	e.st = testutil.OpenStore(e.t, fs, testutil.Hooks{Open: e.open, Check: func() error { return e.l.Check() }, Close: e.close})
+}
+
+func (e *env) storeOptions(fs vfs.FS) *store.Options {
 	d := store.NoSync
 	if e.syncAlways {
 		d = store.SyncAlways
 	}
-	return &store.Options{Durability: d, FS: e.fs, Families: Families(), Now: e.clock.Now, DisableBackground: true, JobWorkers: cmp.Or(e.jobWorkers, -1)}
+	return &store.Options{Durability: d, FS: fs, Families: Families(), Now: e.clock.Now, DisableBackground: true, JobWorkers: cmp.Or(e.jobWorkers, -1)}
 }
 
-func (e *env) open() {
+func (e *env) open(fs vfs.FS) {
 	e.t.Helper()
-	db, err := store.Open(e.dir, e.storeOptions())
+	db, err := store.Open(e.dir, e.storeOptions(fs))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -86,14 +84,14 @@ func (e *env) open() {
 	e.db, e.l = db, l
 }
 
-func (e *env) reopen() {
-	e.t.Helper()
-	if err := e.db.Close(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.db = nil
-	e.open()
+func (e *env) close() error {
+	err := e.db.Close()
+	e.db, e.l = nil, nil
+	return err
 }
+
+// reopen checks, closes and opens the store again.
+func (e *env) reopen() { e.st.Reopen() }
 
 func (e *env) check() {
 	e.t.Helper()

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tallydb/tally/internal/testutil"
 )
 
 // The model: every (business, item, user) state and every item's owner, in
@@ -186,18 +185,10 @@ type modelRun struct {
 	rng   *rand.Rand
 	m     *model
 	e     *env
-	mem   *vfs.MemFS
 	bizs  []string
 	items uint64
 	users uint64
 	step  int
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }
 
 // TestModel drives random transitions, owner changes, bulk loads (some
@@ -210,15 +201,15 @@ func envInt(name string, def int) int {
 // (default 400) and TALLY_LIKES_MODEL_SEEDS (default 2) scale it;
 // TALLY_LIKES_SEED repeats one seed.
 func TestModel(t *testing.T) {
-	steps := envInt("TALLY_LIKES_MODEL_STEPS", 400)
-	seeds := envInt("TALLY_LIKES_MODEL_SEEDS", 2)
+	steps := testutil.EnvInt(t, "TALLY_LIKES_MODEL_STEPS", 400)
+	seeds := testutil.EnvInt(t, "TALLY_LIKES_MODEL_SEEDS", 2)
 	if testing.Short() {
 		steps = 150
 		seeds = 1
 	}
-	base := uint64(time.Now().UnixNano())
-	if s, err := strconv.ParseUint(os.Getenv("TALLY_LIKES_SEED"), 10, 64); err == nil {
-		base, seeds = s, 1
+	base, repeat := testutil.EnvSeed(t, "TALLY_LIKES_SEED", uint64(time.Now().UnixNano()))
+	if repeat {
+		seeds = 1
 	}
 	for i := range seeds {
 		seed := base + uint64(i)
@@ -231,16 +222,11 @@ func TestModel(t *testing.T) {
 
 func runModel(t *testing.T, seed uint64, steps int) {
 	mem := vfs.NewCrashableMem()
-	e := &env{t: t, dir: "likes", fs: mem, clock: newClock(epoch)}
+	e := &env{t: t, dir: "likes", clock: newClock(epoch)}
 	e.opts = Options{BoardDays: 3, RoaringThreshold: MinRoaringThreshold, Stripes: 8, Now: e.clock.Now, CreateBusinesses: true}
 	e.syncAlways = true
-	e.open()
-	t.Cleanup(func() {
-		if e.db != nil {
-			e.db.Close()
-		}
-	})
-	r := &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), m: newModel(), e: e, mem: mem,
+	e.start(mem)
+	r := &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), m: newModel(), e: e,
 		bizs: []string{"video", "post"}, items: 24, users: 60}
 	for r.step = 0; r.step < steps; r.step++ {
 		r.once()
@@ -375,11 +361,7 @@ func (r *modelRun) randomLoad() (string, []LoadLike) {
 // crash reopens the store from a crash image: only synced data.
 func (r *modelRun) crash() {
 	e := r.e
-	crashed := r.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: r.rng.IntN(100), RNG: r.rng})
-	e.db.Close()
-	r.mem = crashed
-	e.fs = crashed
-	e.open()
+	e.st.Crash(r.rng.IntN(100), r.rng)
 }
 
 // crashDuringLoad crashes while a load runs, reopens (which recounts), and
@@ -394,14 +376,11 @@ func (r *modelRun) crashDuringLoad() {
 		done <- err
 	}()
 	time.Sleep(time.Duration(r.rng.IntN(400)) * time.Microsecond)
-	crashed := r.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: r.rng.IntN(100), RNG: r.rng})
+	crashed := e.st.FS().(*vfs.MemFS).CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: r.rng.IntN(100), RNG: r.rng})
 	if err := <-done; err != nil {
 		r.fatalf("load before the crash: %v", err)
 	}
-	e.db.Close()
-	r.mem = crashed
-	e.fs = crashed
-	e.open()
+	e.st.RestartOn(crashed)
 	e.check() // recounted on open
 	if _, err := e.l.Load(context.Background(), biz, likes, nil); err != nil {
 		r.fatalf("load again: %v", err)

@@ -192,24 +192,14 @@ func appendLoadIntentKey(dst []byte, biz uint32) []byte {
 	return be32(appendMetaKey(dst, metaLoadPre), biz)
 }
 
-// appendCRC appends the CRC-32C of dst[start:], big-endian.
-func appendCRC(dst []byte, start int) []byte {
-	return binary.BigEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
-}
-
-// checkCRC verifies and strips a trailing CRC-32C and the version byte.
+// checkCRC verifies and strips a trailing CRC-32C and the version byte
+// (checksum.CutRecord), marking a failure as corruption.
 func checkCRC(v []byte, what string) ([]byte, error) {
-	if len(v) < 5 {
-		return nil, fmt.Errorf("%w: %s of %d bytes", errCorrupt, what, len(v))
+	body, err := checksum.CutRecord(v, metaVersion)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errCorrupt, what, err)
 	}
-	body := v[:len(v)-4]
-	if binary.BigEndian.Uint32(v[len(v)-4:]) != checksum.CRC32C(body) {
-		return nil, fmt.Errorf("%w: %s checksum mismatch", errCorrupt, what)
-	}
-	if body[0] != metaVersion {
-		return nil, fmt.Errorf("%w: %s version %d", errCorrupt, what, body[0])
-	}
-	return body[1:], nil
+	return body, nil
 }
 
 // config is the persisted part of Options.
@@ -231,7 +221,7 @@ func appendConfig(dst []byte, c config) []byte {
 	dst = append(dst, metaVersion)
 	dst = binary.AppendUvarint(dst, uint64(c.boardDays))
 	dst = binary.AppendUvarint(dst, uint64(c.roaringThreshold))
-	return appendCRC(dst, start)
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeConfig(v []byte) (config, error) {
@@ -268,7 +258,7 @@ func appendBiz(dst []byte, r bizRec) []byte {
 	start := len(dst)
 	dst = be32(append(dst, metaVersion), r.id)
 	dst = binary.AppendUvarint(dst, uint64(r.created))
-	return appendCRC(dst, start)
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeBiz(v []byte) (bizRec, error) {
@@ -297,7 +287,7 @@ func decodeBiz(v []byte) (bizRec, error) {
 func appendSecret(dst []byte, key []byte) []byte {
 	start := len(dst)
 	dst = append(append(dst, metaVersion), key...)
-	return appendCRC(dst, start)
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeSecret(v []byte) ([]byte, error) {
@@ -323,7 +313,7 @@ func decodeSecret(v []byte) ([]byte, error) {
 func appendLoadIntent(dst []byte, started int64) []byte {
 	start := len(dst)
 	dst = binary.AppendUvarint(append(dst, metaVersion), uint64(started))
-	return appendCRC(dst, start)
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeLoadIntent(v []byte) (int64, error) {

@@ -3,6 +3,7 @@ package likes
 import (
 	"context"
 	"fmt"
+	"github.com/tallydb/tally/internal/testutil"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,7 @@ import (
 // count with the writers' record, and sometimes a reopen.
 // TALLY_LIKES_SIM_ROUNDS (default 6) scales it.
 func TestSimulation(t *testing.T) {
-	rounds := envInt("TALLY_LIKES_SIM_ROUNDS", 6)
+	rounds := testutil.EnvInt(t, "TALLY_LIKES_SIM_ROUNDS", 6)
 	if testing.Short() {
 		rounds = 2
 	}

@@ -14,13 +14,6 @@ import (
 // Schema commands, mirroring the CLI's "counter add", "counter list" and
 // "column add".
 
-// Snowflake defaults for AGE, as the CLI's: Twitter's epoch and 22
-// sequence bits.
-const (
-	defaultIDEpochMs   = 1288834974657
-	defaultIDTimeShift = 22
-)
-
 // counterAddHandler is TALLY.COUNTER ADD NAME [RANGEBITS n]
 // [KEEPHOT | HOTRANGES k | AGE dur [EPOCHMS ms] [TIMESHIFT bits]].
 func counterAddHandler(c *Conn, args [][]byte) {
@@ -28,7 +21,7 @@ func counterAddHandler(c *Conn, args [][]byte) {
 	opts := store.CounterOptions{RangeBits: 32}
 	policy := ""
 	var epochSet, shiftSet bool
-	age := store.AgePolicy{IDEpochMs: defaultIDEpochMs, IDTimeShift: defaultIDTimeShift}
+	age := store.AgePolicy{IDEpochMs: store.DefaultIDEpochMs, IDTimeShift: store.DefaultIDTimeShift}
 	rest := args[3:]
 	next := func(opt string) (string, bool) {
 		if len(rest) < 2 {

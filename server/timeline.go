@@ -113,14 +113,12 @@ func tlIDs(c *Conn, args [][]byte) ([]uint64, bool) {
 	return out, true
 }
 
-// tlCheck answers an id of the timeline's out-of-range ids before anything
-// is done.
+// tlCheck answers the first out-of-range id before anything is done, by
+// the timeline's own rule (timeline.CheckID).
 func tlCheck(c *Conn, ids ...uint64) bool {
-	for _, id := range ids {
-		if id == 0 || id > timeline.MaxID {
-			c.WriteErr(fmt.Errorf("%w: %d (want 1..%d)", timeline.ErrBadID, id, uint64(timeline.MaxID)))
-			return false
-		}
+	if err := timeline.CheckID("", ids...); err != nil {
+		c.WriteErr(err)
+		return false
 	}
 	return true
 }

@@ -168,5 +168,11 @@ func (cs *counterState) readRow(id uint64, out []uint64) error {
 		if err := rs.readRow(id&cs.keyMask, out); err != errRetired {
 			return err
 		}
+		if cs.dead.Load() {
+			// A reopen replaced this state and released its versions: its
+			// ranges never change again, so the caller must read the live
+			// state (Counter.state), not loop here.
+			return errRetired
+		}
 	}
 }

@@ -63,9 +63,14 @@ func (c *Counter) Get(id uint64, dst []uint64) ([]uint64, error) {
 	if c.db.closed.Load() {
 		return dst[:0], ErrClosed
 	}
-	cs := c.state()
-	dst = grow(dst, len(cs.cols.Load().cols))
-	return dst, cs.readRow(id, dst)
+	for {
+		cs := c.state()
+		dst = grow(dst, len(cs.cols.Load().cols))
+		if err := cs.readRow(id, dst); err != errRetired {
+			return dst, err
+		}
+		// cs died in a reopen: read the live state.
+	}
 }
 
 // GetColumn returns one column of row id.
@@ -81,7 +86,9 @@ func (c *Counter) GetColumn(id uint64, column string) (uint64, error) {
 	}
 	var tmp [MaxColumns]uint64
 	row := tmp[:len(cols.cols)]
-	if err := cs.readRow(id, row); err != nil {
+	if err := cs.readRow(id, row); err == errRetired {
+		return c.GetColumn(id, column) // cs died in a reopen: read the live state
+	} else if err != nil {
 		return 0, err
 	}
 	return row[col], nil
@@ -109,6 +116,11 @@ func (c *Counter) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
 		}
 		err := cs.multiGetRange(rs, ids[i:j], dst[i*n:j*n], n)
 		if err == errRetired {
+			if cs.dead.Load() {
+				// A reopen replaced the counter's state: read everything
+				// again from the live one (its ranges never change again).
+				return c.MultiGet(ids, dst)
+			}
 			// A merge replaced the range's blocks after the load: read
 			// this run again from the current state (lifetime.go).
 			ranges = cs.ranges.Load()

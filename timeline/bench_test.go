@@ -27,19 +27,11 @@ import (
 	"github.com/tallydb/tally/internal/hist"
 	"github.com/tallydb/tally/internal/procmem"
 	"github.com/tallydb/tally/internal/socialgraph"
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/internal/tlworld"
 	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
 )
-
-func benchEnv(name string, def int) int {
-	if s := os.Getenv(name); s != "" {
-		if v, err := strconv.Atoi(s); err == nil && v > 0 {
-			return v
-		}
-	}
-	return def
-}
 
 // world is a built store shared by benchmarks.
 type world struct {
@@ -97,7 +89,7 @@ const benchReaders = 200
 // getWorld returns the world of the configured size, building it on
 // first use; every benchmark of a run shares it.
 func getWorld(b *testing.B) *world {
-	users := benchEnv("TALLY_TL_BENCH_USERS", 20_000)
+	users := testutil.EnvInt(b, "TALLY_TL_BENCH_USERS", 20_000)
 	key := strconv.Itoa(users)
 	worlds.Lock()
 	defer worlds.Unlock()
@@ -120,11 +112,11 @@ func getWorld(b *testing.B) *world {
 		b.Fatal(err)
 	}
 	g := socialgraph.New(socialgraph.Config{
-		Users: users, MeanFollowees: benchEnv("TALLY_TL_BENCH_FOLLOWEES", 20),
+		Users: users, MeanFollowees: testutil.EnvInt(b, "TALLY_TL_BENCH_FOLLOWEES", 20),
 		BigAuthor: 1, BigFollowers: users - 1, ActiveFraction: 0.2, Seed: 1,
 	})
 	w, err := tlworld.Build(context.Background(), db, tl, g, tlworld.Options{
-		PostsPerUser: benchEnv("TALLY_TL_BENCH_POSTS", 3), Readers: benchReaders, FollowsPerReader: 500, Seed: 2, Publishers: 4,
+		PostsPerUser: testutil.EnvInt(b, "TALLY_TL_BENCH_POSTS", 3), Readers: benchReaders, FollowsPerReader: 500, Seed: 2, Publishers: 4,
 	})
 	if err != nil {
 		b.Fatal(err)

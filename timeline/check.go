@@ -41,7 +41,79 @@ func (t *Timeline) Check() error {
 	return t.db.Check()
 }
 
+// check runs the phases below in order; each reads what the earlier ones
+// gathered (a phase that needs the ordinals runs after checkOrdinals) and
+// returns the first violation it finds.
 func (t *Timeline) check() error {
+	c := &checker{t: t, idOf: map[uint32]uint64{}}
+	for _, phase := range []func() error{
+		c.checkConfig,
+		c.checkOrdinals,
+		c.checkFollowGraph,
+		c.checkPosts,
+		c.checkPushSet,
+		c.checkInboxes,
+		c.checkPending,
+		c.checkPulled,
+		c.checkRemoved,
+	} {
+		if err := phase(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checker holds what Check's phases learn for the later ones.
+type checker struct {
+	t *Timeline
+
+	idOf      map[uint32]uint64   // ordinal -> user (checkOrdinals)
+	followees map[uint32][]uint64 // ordinal -> followee list (checkFollowGraph)
+	outboxOf  map[uint64]uint64   // post -> author (checkPosts)
+
+	// err is the first violation a scan callback found; the callback
+	// returns failf's false to stop the scan.
+	err error
+	buf [numCols]uint64
+}
+
+// failf records a violation, if it is the first, and returns false, so a
+// scan callback can end with return c.failf(...).
+func (c *checker) failf(format string, args ...any) bool {
+	if c.err == nil {
+		c.err = fmt.Errorf(format, args...)
+	}
+	return false
+}
+
+// row returns id's row in a buffer the next call reuses; an error reading
+// it is recorded as the violation and reads as an empty row.
+func (c *checker) row(id uint64) []uint64 {
+	r, err := c.t.row(id, c.buf[:0])
+	if err != nil {
+		if c.err == nil {
+			c.err = err
+		}
+		c.buf = [numCols]uint64{}
+		return c.buf[:]
+	}
+	return r
+}
+
+// scan runs fn over every key of f and returns the scan's error or the
+// first violation fn recorded.
+func (c *checker) scan(f *store.Family, fn func(k, v []byte) bool) error {
+	if err := c.t.scan(f, nil, fn); err != nil {
+		return err
+	}
+	return c.err
+}
+
+// checkConfig checks the required observers and that the stored config is
+// the one in force.
+func (c *checker) checkConfig() error {
+	t := c.t
 	if err := t.checkRequired(); err != nil {
 		return err
 	}
@@ -52,121 +124,57 @@ func (t *Timeline) check() error {
 	if !ok {
 		return errors.New("no config")
 	}
-	if c, err := decodeConfig(v); err != nil || c != t.Config() {
-		return fmt.Errorf("config %+v (%v), in force %+v", c, err, t.Config())
+	if cfg, err := decodeConfig(v); err != nil || cfg != t.Config() {
+		return fmt.Errorf("config %+v (%v), in force %+v", cfg, err, t.Config())
 	}
+	return nil
+}
 
-	// Ordinals.
-	idOf := map[uint32]uint64{}
-	var firstErr error
-	fail := func(format string, args ...any) bool {
-		if firstErr == nil {
-			firstErr = fmt.Errorf(format, args...)
-		}
-		return false
-	}
-	var row [numCols]uint64
-	rowOf := func(id uint64) []uint64 {
-		r, err := t.row(id, row[:0])
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-		return r
-	}
+// checkOrdinals checks that every ordinal maps to a user whose row names
+// it back, that none is a chunk sentinel or at or past the next free one,
+// and gathers idOf.
+func (c *checker) checkOrdinals() error {
 	var maxSeen uint32
-	if err := t.scan(t.fam.ords, nil, func(k, v []byte) bool {
+	if err := c.scan(c.t.fam.ords, func(k, v []byte) bool {
 		o := binary.BigEndian.Uint32(k[1:])
 		id := binary.BigEndian.Uint64(v)
 		if o&0xffff == 0 {
-			return fail("ordinal %d is a chunk sentinel", o)
+			return c.failf("ordinal %d is a chunk sentinel", o)
 		}
-		if r := rowOf(id); uint32(r[colOrd]) != o {
-			return fail("ordinal %d maps to user %d, whose row names ordinal %d", o, id, r[colOrd])
+		if r := c.row(id); uint32(r[colOrd]) != o {
+			return c.failf("ordinal %d maps to user %d, whose row names ordinal %d", o, id, r[colOrd])
 		}
-		idOf[o] = id
+		c.idOf[o] = id
 		maxSeen = max(maxSeen, o)
 		return true
 	}); err != nil {
 		return err
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	t.allocMu.Lock()
-	next := t.nextOrd
-	t.allocMu.Unlock()
+	c.t.allocMu.Lock()
+	next := c.t.nextOrd
+	c.t.allocMu.Unlock()
 	if maxSeen >= next {
 		return fmt.Errorf("ordinal %d allocated at or above the next free one %d", maxSeen, next)
 	}
+	return nil
+}
 
-	// Followees and followers.
-	want := map[uint32]*roaring.Bitmap{} // author ordinal -> follower ordinals
-	followees := map[uint32][]uint64{}
-	if err := t.scan(t.fam.followees, nil, func(k, v []byte) bool {
-		o := binary.BigEndian.Uint32(k[1:])
-		id, ok := idOf[o]
-		if !ok {
-			return fail("followee list of unknown ordinal %d", o)
-		}
-		list, err := decodeFollowees(v, nil)
-		if err != nil {
-			return fail("followees of %d: %v", id, err)
-		}
-		if len(list) == 0 {
-			return fail("empty followee list of %d kept", id)
-		}
-		if len(list) > MaxFollowees {
-			return fail("user %d follows %d accounts, past MaxFollowees", id, len(list))
-		}
-		followees[o] = list
-		for _, f := range list {
-			if f == id {
-				return fail("user %d follows themselves", id)
-			}
-			fo := uint32(rowOf(f)[colOrd])
-			if fo == 0 {
-				return fail("user %d follows %d, who has no ordinal", id, f)
-			}
-			if want[fo] == nil {
-				want[fo] = roaring.New()
-			}
-			want[fo].Add(o)
-		}
-		return true
-	}); err != nil {
+// checkFollowGraph checks the follow graph both ways: followee lists
+// (sorted by their codec, non-empty, at most MaxFollowees, no self-follow,
+// every followee a user), follower bitmaps (sentinel, one chunk each,
+// exactly the reverse of the lists), and both counts of every user. It
+// gathers followees.
+func (c *checker) checkFollowGraph() error {
+	want, err := c.followeeLists()
+	if err != nil {
 		return err
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	got := map[uint32]*roaring.Bitmap{}
-	if err := t.scan(t.fam.followers, nil, func(k, v []byte) bool {
-		a := binary.BigEndian.Uint32(k[1:])
-		c := binary.BigEndian.Uint16(k[5:])
-		bm, _, err := store.DecodeRoaring(v)
-		if err != nil {
-			return fail("followers of ordinal %d chunk %d: %v", a, c, err)
-		}
-		if !bm.Contains(sentinel(c)) {
-			return fail("followers of ordinal %d chunk %d lack the sentinel", a, c)
-		}
-		bm.Remove(sentinel(c))
-		if !bm.IsEmpty() && (chunkOf(bm.Minimum()) != c || chunkOf(bm.Maximum()) != c) {
-			return fail("followers of ordinal %d chunk %d hold ordinals of another chunk", a, c)
-		}
-		if got[a] == nil {
-			got[a] = roaring.New()
-		}
-		got[a].Or(bm)
-		return true
-	}); err != nil {
+	got, err := c.followerSets()
+	if err != nil {
 		return err
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	for o, id := range idOf {
-		r := rowOf(id)
+	for o, id := range c.idOf {
+		r := c.row(id)
 		w, g := want[o], got[o]
 		if w == nil {
 			w = roaring.New()
@@ -180,85 +188,156 @@ func (t *Timeline) check() error {
 		if r[colFollowers] != w.GetCardinality() {
 			return fmt.Errorf("user %d: followers count %d, set holds %d", id, r[colFollowers], w.GetCardinality())
 		}
-		if r[colFollowees] != uint64(len(followees[o])) {
-			return fmt.Errorf("user %d: followees count %d, list holds %d", id, r[colFollowees], len(followees[o]))
+		if r[colFollowees] != uint64(len(c.followees[o])) {
+			return fmt.Errorf("user %d: followees count %d, list holds %d", id, r[colFollowees], len(c.followees[o]))
 		}
 	}
 	for a := range got {
-		if _, ok := idOf[a]; !ok {
+		if _, ok := c.idOf[a]; !ok {
 			return fmt.Errorf("followers of unknown ordinal %d", a)
 		}
 	}
+	return c.err
+}
 
-	// Posts and outboxes.
+// followeeLists checks every followee list, gathers followees, and returns
+// the follower sets the lists imply: author ordinal -> follower ordinals.
+func (c *checker) followeeLists() (map[uint32]*roaring.Bitmap, error) {
+	want := map[uint32]*roaring.Bitmap{}
+	c.followees = map[uint32][]uint64{}
+	err := c.scan(c.t.fam.followees, func(k, v []byte) bool {
+		o := binary.BigEndian.Uint32(k[1:])
+		id, ok := c.idOf[o]
+		if !ok {
+			return c.failf("followee list of unknown ordinal %d", o)
+		}
+		list, err := decodeFollowees(v, nil)
+		if err != nil {
+			return c.failf("followees of %d: %v", id, err)
+		}
+		if len(list) == 0 {
+			return c.failf("empty followee list of %d kept", id)
+		}
+		if len(list) > MaxFollowees {
+			return c.failf("user %d follows %d accounts, past MaxFollowees", id, len(list))
+		}
+		c.followees[o] = list
+		for _, f := range list {
+			if f == id {
+				return c.failf("user %d follows themselves", id)
+			}
+			fo := uint32(c.row(f)[colOrd])
+			if fo == 0 {
+				return c.failf("user %d follows %d, who has no ordinal", id, f)
+			}
+			if want[fo] == nil {
+				want[fo] = roaring.New()
+			}
+			want[fo].Add(o)
+		}
+		return true
+	})
+	return want, err
+}
+
+// followerSets checks every follower bitmap chunk and returns their union
+// per author ordinal, sentinels removed.
+func (c *checker) followerSets() (map[uint32]*roaring.Bitmap, error) {
+	got := map[uint32]*roaring.Bitmap{}
+	err := c.scan(c.t.fam.followers, func(k, v []byte) bool {
+		a := binary.BigEndian.Uint32(k[1:])
+		ch := binary.BigEndian.Uint16(k[5:])
+		bm, _, err := store.DecodeRoaring(v)
+		if err != nil {
+			return c.failf("followers of ordinal %d chunk %d: %v", a, ch, err)
+		}
+		if !bm.Contains(sentinel(ch)) {
+			return c.failf("followers of ordinal %d chunk %d lack the sentinel", a, ch)
+		}
+		bm.Remove(sentinel(ch))
+		if !bm.IsEmpty() && (chunkOf(bm.Minimum()) != ch || chunkOf(bm.Maximum()) != ch) {
+			return c.failf("followers of ordinal %d chunk %d hold ordinals of another chunk", a, ch)
+		}
+		if got[a] == nil {
+			got[a] = roaring.New()
+		}
+		got[a].Or(bm)
+		return true
+	})
+	return got, err
+}
+
+// checkPosts checks that every outbox entry has its post record naming the
+// same author and the reverse, and that post counts equal outbox sizes. It
+// gathers outboxOf.
+func (c *checker) checkPosts() error {
 	postsOf := map[uint64]uint64{}
-	outboxOf := map[uint64]uint64{} // post -> author
-	if err := t.scan(t.fam.outbox, nil, func(k, _ []byte) bool {
+	c.outboxOf = map[uint64]uint64{}
+	if err := c.scan(c.t.fam.outbox, func(k, _ []byte) bool {
 		a, p := binary.BigEndian.Uint64(k[1:]), postOfOutboxKey(k)
-		if checkID("", a) != nil || checkID("", p) != nil {
-			return fail("outbox key %x out of range", k)
+		if CheckID("", a) != nil || CheckID("", p) != nil {
+			return c.failf("outbox key %x out of range", k)
 		}
-		if prev, dup := outboxOf[p]; dup {
-			return fail("post %d in the outboxes of %d and %d", p, prev, a)
+		if prev, dup := c.outboxOf[p]; dup {
+			return c.failf("post %d in the outboxes of %d and %d", p, prev, a)
 		}
-		outboxOf[p] = a
+		c.outboxOf[p] = a
 		postsOf[a]++
 		return true
 	}); err != nil {
 		return err
 	}
-	if firstErr != nil {
-		return firstErr
-	}
 	nposts := 0
-	if err := t.scan(t.fam.posts, nil, func(k, v []byte) bool {
+	if err := c.scan(c.t.fam.posts, func(k, v []byte) bool {
 		p := binary.BigEndian.Uint64(k[1:])
 		rec, err := decodePost(v)
 		if err != nil {
-			return fail("post %d: %v", p, err)
+			return c.failf("post %d: %v", p, err)
 		}
-		if outboxOf[p] != rec.author {
-			return fail("post %d: record names author %d, outbox %d", p, rec.author, outboxOf[p])
+		if c.outboxOf[p] != rec.author {
+			return c.failf("post %d: record names author %d, outbox %d", p, rec.author, c.outboxOf[p])
 		}
 		nposts++
 		return true
 	}); err != nil {
 		return err
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	if nposts != len(outboxOf) {
-		return fmt.Errorf("%d post records for %d outbox entries", nposts, len(outboxOf))
+	if nposts != len(c.outboxOf) {
+		return fmt.Errorf("%d post records for %d outbox entries", nposts, len(c.outboxOf))
 	}
 	for a, n := range postsOf {
-		if r := rowOf(a); r[colPosts] != n {
+		if r := c.row(a); r[colPosts] != n {
 			return fmt.Errorf("user %d: posts count %d, outbox holds %d", a, r[colPosts], n)
 		}
 	}
-	for _, id := range idOf {
-		if r := rowOf(id); r[colPosts] != postsOf[id] {
+	for _, id := range c.idOf {
+		if r := c.row(id); r[colPosts] != postsOf[id] {
 			return fmt.Errorf("user %d: posts count %d, outbox holds %d", id, r[colPosts], postsOf[id])
 		}
 	}
+	return c.err
+}
 
-	// Push set and read marks.
+// checkPushSet checks the push set's chunks (sentinel, only ordinals of
+// users, each in its own chunk), that it equals its in-memory copy, and
+// that every user with a read mark is in it.
+func (c *checker) checkPushSet() error {
 	active := roaring.New()
-	if err := t.scan(t.fam.active, nil, func(k, v []byte) bool {
-		c := binary.BigEndian.Uint16(k[1:])
+	if err := c.scan(c.t.fam.active, func(k, v []byte) bool {
+		ch := binary.BigEndian.Uint16(k[1:])
 		bm, _, err := store.DecodeRoaring(v)
 		if err != nil {
-			return fail("push set chunk %d: %v", c, err)
+			return c.failf("push set chunk %d: %v", ch, err)
 		}
-		if !bm.Contains(sentinel(c)) {
-			return fail("push set chunk %d lacks the sentinel", c)
+		if !bm.Contains(sentinel(ch)) {
+			return c.failf("push set chunk %d lacks the sentinel", ch)
 		}
-		bm.Remove(sentinel(c))
+		bm.Remove(sentinel(ch))
 		it := bm.Iterator()
 		for it.HasNext() {
 			o := it.Next()
-			if _, ok := idOf[o]; !ok || chunkOf(o) != c {
-				return fail("push set chunk %d holds ordinal %d", c, o)
+			if _, ok := c.idOf[o]; !ok || chunkOf(o) != ch {
+				return c.failf("push set chunk %d holds ordinal %d", ch, o)
 			}
 		}
 		active.Or(bm)
@@ -266,57 +345,56 @@ func (t *Timeline) check() error {
 	}); err != nil {
 		return err
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	t.push.RLock()
-	same := active.Equals(t.push.bm)
-	t.push.RUnlock()
+	c.t.push.RLock()
+	same := active.Equals(c.t.push.bm)
+	c.t.push.RUnlock()
 	if !same {
 		return errors.New("push set differs from its in-memory copy")
 	}
-	for o, id := range idOf {
-		if r := rowOf(id); r[colRead] != 0 && !active.Contains(o) {
+	for o, id := range c.idOf {
+		if r := c.row(id); r[colRead] != 0 && !active.Contains(o) {
 			return fmt.Errorf("user %d has a read mark but is not in the push set", id)
 		}
 	}
+	return c.err
+}
 
-	// Inboxes.
-	if err := t.scan(t.fam.inbox, nil, func(k, v []byte) bool {
+// checkInboxes checks that inboxes belong to users and hold entries of
+// valid ids, the sentinel (key 0) only with value 0.
+func (c *checker) checkInboxes() error {
+	return c.scan(c.t.fam.inbox, func(k, v []byte) bool {
 		o := binary.BigEndian.Uint32(k[1:])
-		if _, ok := idOf[o]; !ok {
-			return fail("inbox of unknown ordinal %d", o)
+		if _, ok := c.idOf[o]; !ok {
+			return c.failf("inbox of unknown ordinal %d", o)
 		}
 		tl, err := store.DecodeTopList(v)
 		if err != nil {
-			return fail("inbox of ordinal %d: %v", o, err)
+			return c.failf("inbox of ordinal %d: %v", o, err)
 		}
 		for _, e := range tl.Entries {
 			if e.Key == 0 && e.Value != 0 || e.Key != 0 && (e.Key > MaxID || e.Value == 0 || e.Value > MaxID) {
-				return fail("inbox of ordinal %d: entry %+v", o, e)
+				return c.failf("inbox of ordinal %d: entry %+v", o, e)
 			}
 		}
 		return true
-	}); err != nil {
-		return err
-	}
-	if firstErr != nil {
-		return firstErr
-	}
+	})
+}
 
-	// Pending marks, pulled authors, fan-outs in flight.
+// checkPending checks that pending backfill marks name a followed account
+// and a user with a read mark, and equal their in-memory index.
+func (c *checker) checkPending() error {
 	pend := map[uint32]map[uint64]struct{}{}
-	if err := t.scan(t.fam.pending, nil, func(k, _ []byte) bool {
+	if err := c.scan(c.t.fam.pending, func(k, _ []byte) bool {
 		o, a := binary.BigEndian.Uint32(k[1:]), binary.BigEndian.Uint64(k[5:])
-		id, ok := idOf[o]
+		id, ok := c.idOf[o]
 		if !ok {
-			return fail("pending mark of unknown ordinal %d", o)
+			return c.failf("pending mark of unknown ordinal %d", o)
 		}
-		if !contains(followees[o], a) {
-			return fail("pending mark of %d for %d, not followed", id, a)
+		if !contains(c.followees[o], a) {
+			return c.failf("pending mark of %d for %d, not followed", id, a)
 		}
-		if rowOf(id)[colRead] == 0 {
-			return fail("pending mark of %d, who has no read mark", id)
+		if c.row(id)[colRead] == 0 {
+			return c.failf("pending mark of %d, who has no read mark", id)
 		}
 		if pend[o] == nil {
 			pend[o] = map[uint64]struct{}{}
@@ -326,42 +404,48 @@ func (t *Timeline) check() error {
 	}); err != nil {
 		return err
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	t.pending.RLock()
-	same = maps.EqualFunc(pend, t.pending.m, func(a, b map[uint64]struct{}) bool { return maps.Equal(a, b) })
-	t.pending.RUnlock()
+	c.t.pending.RLock()
+	same := maps.EqualFunc(pend, c.t.pending.m, func(a, b map[uint64]struct{}) bool { return maps.Equal(a, b) })
+	c.t.pending.RUnlock()
 	if !same {
 		return errors.New("pending marks differ from their in-memory index")
 	}
+	return nil
+}
+
+// checkPulled checks that the pulled authors equal their in-memory list.
+func (c *checker) checkPulled() error {
 	var pulled []uint64
-	if err := t.scan(t.fam.pulled, nil, func(k, _ []byte) bool {
+	if err := c.scan(c.t.fam.pulled, func(k, _ []byte) bool {
 		pulled = append(pulled, binary.BigEndian.Uint64(k[1:]))
 		return true
 	}); err != nil {
 		return err
 	}
-	if !slices.Equal(pulled, *t.pulled.Load()) && !(len(pulled) == 0 && len(*t.pulled.Load()) == 0) {
-		return fmt.Errorf("pulled authors %v, in memory %v", pulled, *t.pulled.Load())
+	mem := *c.t.pulled.Load()
+	if !slices.Equal(pulled, mem) && !(len(pulled) == 0 && len(mem) == 0) {
+		return fmt.Errorf("pulled authors %v, in memory %v", pulled, mem)
 	}
+	return nil
+}
+
+// checkRemoved checks that no removed post is published and that the
+// removed posts equal their in-memory set.
+func (c *checker) checkRemoved() error {
 	removed := roaring64.New()
-	if err := t.scan(t.fam.removed, nil, func(k, v []byte) bool {
+	if err := c.scan(c.t.fam.removed, func(k, v []byte) bool {
 		p := binary.BigEndian.Uint64(k[1:])
-		if _, ok := outboxOf[p]; ok {
-			return fail("post %d is both published and removed", p)
+		if _, ok := c.outboxOf[p]; ok {
+			return c.failf("post %d is both published and removed", p)
 		}
 		removed.Add(p)
 		return true
 	}); err != nil {
 		return err
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	t.removed.RLock()
-	same = removed.Equals(t.removed.bm)
-	t.removed.RUnlock()
+	c.t.removed.RLock()
+	same := removed.Equals(c.t.removed.bm)
+	c.t.removed.RUnlock()
 	if !same {
 		return errors.New("removed posts differ from their in-memory set")
 	}

@@ -1,16 +1,13 @@
 package timeline
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -36,7 +33,7 @@ func TestKillFanout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
 	}
-	followers := envInt("TALLY_TL_KILL_FOLLOWERS", 20_000)
+	followers := testutil.EnvInt(t, "TALLY_TL_KILL_FOLLOWERS", 20_000)
 	dir := t.TempDir()
 
 	// Set up in-process: the graph, every follower active, the post
@@ -63,32 +60,20 @@ func TestKillFanout(t *testing.T) {
 	chunks := int64((followers + 499) / 500)
 	var lastDone int64
 	for round := range 3 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillFanout$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "TALLY_TL_KILL_DIR="+dir)
-		out, err := cmd.StdoutPipe()
-		must(t, err)
-		cmd.Stderr = os.Stderr
-		must(t, cmd.Start())
-		sc := bufio.NewScanner(out)
 		killAt := lastDone + max(1, chunks/5)
-		killed := false
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
+		res := testutil.RunChild(t, "TestKillFanout", []string{"TALLY_TL_KILL_DIR=" + dir}, func(line string) bool {
+			f := strings.Fields(line)
 			if len(f) != 2 || f[0] != "done" {
-				continue
+				return false
 			}
 			n, _ := strconv.ParseInt(f[1], 10, 64)
-			if round < 2 && !killed && n >= killAt {
-				must(t, cmd.Process.Signal(syscall.SIGKILL))
-				killed = true
-			}
+			return round < 2 && n >= killAt
+		})
+		if round < 2 && !res.Killed {
+			t.Fatalf("round %d: the child finished before the kill (%v)", round, res.Err)
 		}
-		werr := cmd.Wait()
-		if round < 2 && !killed {
-			t.Fatalf("round %d: the child finished before the kill (%v)", round, werr)
-		}
-		if round == 2 && werr != nil {
-			t.Fatalf("last round: child: %v", werr)
+		if round == 2 && res.Err != nil {
+			t.Fatalf("last round: child: %v", res.Err)
 		}
 
 		db, err := store.Open(dir, &store.Options{JobWorkers: -1})
@@ -134,10 +119,7 @@ func TestKillFanout(t *testing.T) {
 // killFanoutChild runs the queued fan-out, printing the chunks done after
 // each; the parent kills it. It never returns normally.
 func killFanoutChild(dir string) {
-	fail := func(what string, err error) {
-		fmt.Fprintln(os.Stderr, what+":", err)
-		os.Exit(2)
-	}
+	fail := testutil.ChildFatal
 	db, err := store.Open(dir, &store.Options{JobWorkers: -1})
 	if err != nil {
 		fail("open", err)
@@ -148,15 +130,13 @@ func killFanoutChild(dir string) {
 	}
 	// NB: DB.RunJobs calls its progress function once per job, not per
 	// chunk, so the chunks are counted by the fan-out's own hook.
-	stdout := bufio.NewWriter(os.Stdout)
 	var done int64
 	if jobs := db.QueuedJobs(); len(jobs) > 0 {
 		done = jobs[0].Done
 	}
 	tl.testHook = func() {
 		done++
-		fmt.Fprintf(stdout, "done %d\n", done)
-		stdout.Flush()
+		testutil.ChildPrintf("done %d", done)
 	}
 	err = db.RunJobs(context.Background(), nil)
 	if err != nil {

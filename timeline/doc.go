@@ -19,7 +19,10 @@
 //
 // # Data model
 //
-// Users and posts are 64-bit ids, 1..MaxID. Post ids are unique across
+// Users and posts are 64-bit ids, 1..MaxID, and nobody follows
+// themselves: CheckID and Edge.Check state these rules once, for the
+// package and for hosts that refuse input before calling it (ErrBadID,
+// ErrSelfFollow). Post ids are unique across
 // authors, for ever (an unpublished id stays its author's), and
 // time-ordered (snowflake layout); every timeline is ordered by post id,
 // newest first, so entries never tie. Each user who takes part in the

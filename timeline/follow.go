@@ -33,15 +33,12 @@ import (
 // followArgs validates the ids of a follow or unfollow command and returns
 // its followees sorted, each once.
 func followArgs(user uint64, followees []uint64) ([]uint64, error) {
-	if err := checkID("user", user); err != nil {
+	if err := CheckID("user", user); err != nil {
 		return nil, err
 	}
 	for _, f := range followees {
-		if err := checkID("followee", f); err != nil {
+		if err := (Edge{Follower: user, Followee: f}).Check(); err != nil {
 			return nil, err
-		}
-		if f == user {
-			return nil, fmt.Errorf("%w: user %d", ErrSelfFollow, user)
 		}
 	}
 	fs := slices.Clone(followees)

@@ -14,9 +14,20 @@ import (
 	"github.com/tallydb/tally/store"
 )
 
-func checkID(what string, id uint64) error {
-	if id == 0 || id > MaxID {
-		return fmt.Errorf("%w: %s id %d (want 1..%d)", ErrBadID, what, id, uint64(MaxID))
+// CheckID returns an error wrapping ErrBadID for the first of ids outside
+// 1..MaxID, naming it as what ("user", "post", ...), and nil if there is
+// none. It is the one statement of the id rule: every call of the package
+// checks its ids with it before anything is written, and a host that
+// parses ids (the CLI, the server) calls it to refuse them up front with
+// the same rule and error.
+func CheckID(what string, ids ...uint64) error {
+	for _, id := range ids {
+		if id == 0 || id > MaxID {
+			if what == "" { // the caller does not know which: just the id
+				return fmt.Errorf("%w: %d (want 1..%d)", ErrBadID, id, uint64(MaxID))
+			}
+			return fmt.Errorf("%w: %s id %d (want 1..%d)", ErrBadID, what, id, uint64(MaxID))
+		}
 	}
 	return nil
 }
@@ -261,10 +272,10 @@ func pairKey(user, followee uint64) []byte {
 
 // IsFollowing reports whether user follows followee.
 func (t *Timeline) IsFollowing(user, followee uint64) (bool, error) {
-	if err := checkID("user", user); err != nil {
+	if err := CheckID("user", user); err != nil {
 		return false, err
 	}
-	if err := checkID("followee", followee); err != nil {
+	if err := CheckID("followee", followee); err != nil {
 		return false, err
 	}
 	ord, err := t.ordOf(user)
@@ -282,7 +293,7 @@ func (t *Timeline) IsFollowing(user, followee uint64) (bool, error) {
 // Followees calls fn for each account user follows, in id order, from a
 // consistent view; fn returning false stops.
 func (t *Timeline) Followees(user uint64, fn func(followee uint64) bool) error {
-	if err := checkID("user", user); err != nil {
+	if err := CheckID("user", user); err != nil {
 		return err
 	}
 	ord, err := t.ordOf(user)
@@ -334,7 +345,7 @@ type UserInfo struct {
 // User returns user's counts in one read of UsersCounter. An unknown user
 // reads as zeros.
 func (t *Timeline) User(user uint64) (UserInfo, error) {
-	if err := checkID("user", user); err != nil {
+	if err := CheckID("user", user); err != nil {
 		return UserInfo{}, err
 	}
 	var buf [numCols]uint64
@@ -368,7 +379,7 @@ func checkLimit(limit int) (int, error) {
 // by id (named what in errors): the limit (0 means DefaultLimit) and the
 // position the cursor holds (started is false for the first page).
 func pageStart(what string, id uint64, kind byte, cursor string, limit int) (n int, pos uint64, started bool, err error) {
-	if err := checkID(what, id); err != nil {
+	if err := CheckID(what, id); err != nil {
 		return 0, 0, false, err
 	}
 	if n, err = checkLimit(limit); err != nil {

@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -35,15 +37,19 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 // env is a store and timeline on an in-memory filesystem, with background
-// work off (tests run jobs with run) and a settable clock.
+// work off (tests run jobs with run) and a settable clock. Its lifecycle
+// (open, reopen, crash, Check and close at cleanup) is testutil.Store's.
 type env struct {
 	t     testing.TB
-	fs    vfs.FS
+	st    *testutil.Store
 	dir   string
 	clock *clock
 	db    *store.DB
 	tl    *Timeline
 	cfg   Config
+	// sync opens the store with SyncAlways, so a crash keeps every
+	// acknowledged operation.
+	sync bool
 }
 
 func storeOptions(fs vfs.FS) *store.Options {
@@ -54,23 +60,22 @@ func storeOptions(fs vfs.FS) *store.Options {
 // newEnv opens a fresh environment; at cleanup it runs Check and closes.
 func newEnv(t testing.TB, cfg Config) *env {
 	t.Helper()
-	e := &env{t: t, fs: vfs.NewMem(), dir: "db", clock: newClock(), cfg: cfg}
-	e.open()
-	t.Cleanup(func() {
-		if e.db == nil {
-			return
-		}
-		if err := e.tl.Check(); err != nil {
-			t.Errorf("check at cleanup: %v", err)
-		}
-		e.close()
-	})
+	e := &env{t: t, dir: "db", clock: newClock(), cfg: cfg}
+	e.st = testutil.OpenStore(t, vfs.NewMem(), e.hooks())
 	return e
 }
 
-func (e *env) open() {
+func (e *env) hooks() testutil.Hooks {
+	return testutil.Hooks{Open: e.openOn, Check: func() error { return e.tl.Check() }, Close: e.closeHandles}
+}
+
+func (e *env) openOn(fs vfs.FS) {
 	e.t.Helper()
-	db, err := store.Open(e.dir, storeOptions(e.fs))
+	o := storeOptions(fs)
+	if e.sync {
+		o.Durability = store.SyncAlways
+	}
+	db, err := store.Open(e.dir, o)
 	if err != nil {
 		e.t.Fatalf("open: %v", err)
 	}
@@ -81,22 +86,23 @@ func (e *env) open() {
 	e.db, e.tl = db, tl
 }
 
-func (e *env) close() {
-	e.t.Helper()
-	if err := e.tl.Close(); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.db.Close(); err != nil {
-		e.t.Fatal(err)
-	}
+func (e *env) closeHandles() error {
+	err := errors.Join(e.tl.Close(), e.db.Close())
 	e.db, e.tl = nil, nil
+	return err
 }
 
-func (e *env) reopen() {
-	e.t.Helper()
-	e.close()
-	e.open()
-}
+// open opens the store closed by close.
+func (e *env) open() { e.st.Open() }
+
+// close closes without Check: the cleanup then does nothing.
+func (e *env) close() { e.st.Close() }
+
+// reopen checks, closes and opens the store again.
+func (e *env) reopen() { e.st.Reopen() }
+
+// crash drops everything not synced and reopens on what is left.
+func (e *env) crash(rng *rand.Rand) { e.st.Crash(rng.IntN(100), rng) }
 
 // run runs every queued job.
 func (e *env) run() {

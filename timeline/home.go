@@ -334,10 +334,8 @@ const markBatch = 512
 // imports, benchmarks and demos. It returns how many inboxes it rebuilt.
 // Every id is checked before anything is written (ErrBadID).
 func (t *Timeline) MarkActiveMany(ctx context.Context, users []uint64) (int, error) {
-	for _, u := range users {
-		if err := checkID("user", u); err != nil {
-			return 0, err
-		}
+	if err := CheckID("user", users...); err != nil {
+		return 0, err
 	}
 	if err := t.live(); err != nil {
 		return 0, err

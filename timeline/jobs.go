@@ -161,168 +161,216 @@ func (t *Timeline) runExpire(ctx context.Context, run *store.JobRun) error {
 	if err != nil {
 		return fmt.Errorf("%w: expiry job %d: %v", store.ErrCorrupt, run.ID(), err)
 	}
-	cfg := t.Config()
-	now := t.nowSec()
-	window := uint64(cfg.ActiveWindow.Seconds())
-	expired := func(read uint64) bool { return read == 0 || now > read && now-read > window }
-	b := t.db.NewBatch()
-	defer b.Close()
-	done := run.Done()
-	commit := func(fin bool) error {
-		done++
-		return run.Commit(ctx, b, store.JobProgress{Cursor: appendJobCursor(nil, cur), Done: done, Total: done + 1, Finished: fin})
-	}
-	var idBuf []byte
-	var rowBuf [numCols]uint64
-	if cur.phase == 0 {
-		for {
-			ords, next, err := t.activeMembers(cur.next, cfg.ChunkSize)
-			if err != nil {
-				return err
-			}
-			var cands []uint64
-			var candOrds []uint32
-			for _, o := range ords {
-				id, ok, err := t.idOf(o, idBuf)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return fmt.Errorf("%w: ordinal %d in the push set has no user", store.ErrCorrupt, o)
-				}
-				r, err := t.row(id, rowBuf[:0])
-				if err != nil {
-					return err
-				}
-				if expired(r[colRead]) {
-					cands = append(cands, id)
-					candOrds = append(candOrds, o)
-				}
-			}
-			cur.next = next
-			var cleared []uint32
-			if len(cands) > 0 {
-				unlock := t.lockUsers(cands)
-				byChunk := map[uint16][]uint32{}
-				for i, id := range cands {
-					r, err := t.row(id, rowBuf[:0])
-					if err != nil {
-						unlock()
-						return err
-					}
-					if !expired(r[colRead]) {
-						continue
-					}
-					o := candOrds[i]
-					byChunk[chunkOf(o)] = append(byChunk[chunkOf(o)], o)
-					if r[colRead] != 0 {
-						if err := b.SetColumn(UsersCounter, id, ColRead, 0); err != nil {
-							unlock()
-							return err
-						}
-						cur.count++
-					}
-					for _, a := range t.pendingOf(o, nil) {
-						if err := t.fam.pending.Delete(b, pendingKey(nil, o, a)); err != nil {
-							unlock()
-							return err
-						}
-					}
-					cleared = append(cleared, o)
-				}
-				for c, os := range byChunk {
-					if err := t.fam.active.Merge(b, activeKey(nil, c), followersOperand(nil, os, c)); err != nil {
-						unlock()
-						return err
-					}
-				}
-				if next > maxOrd {
-					cur.phase, cur.next = 1, 0
-				}
-				err := commit(false)
-				if err == nil {
-					// Before the users' locks go: a rebuild waiting for one
-					// adds its user back after this.
-					t.pushRemove(cleared)
-				}
-				unlock()
-				if err != nil {
-					return err
-				}
-				for _, o := range cleared {
-					t.pendingClear(o)
-				}
-				t.stats.expired.Add(int64(len(cleared)))
-			} else if next > maxOrd {
-				cur.phase, cur.next = 1, 0
-			}
-			if cur.phase == 1 {
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-	}
-	for {
-		ords, next, err := t.inboxOwners(cur.next, cfg.ChunkSize)
-		if err != nil {
+	x := &expiry{t: t, ctx: ctx, run: run, cur: cur, cfg: t.Config(), now: t.nowSec(), done: run.Done(), b: t.db.NewBatch()}
+	defer x.b.Close()
+	for x.cur.phase == 0 {
+		if err := x.expireChunk(); err != nil {
 			return err
 		}
-		var cands []uint64
-		var candOrds []uint32
-		for _, o := range ords {
-			id, ok, err := t.idOf(o, idBuf)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return fmt.Errorf("%w: inbox of ordinal %d has no user", store.ErrCorrupt, o)
-			}
-			r, err := t.row(id, rowBuf[:0])
-			if err != nil {
-				return err
-			}
-			if r[colRead] == 0 {
-				cands = append(cands, id)
-				candOrds = append(candOrds, o)
-			}
-		}
-		cur.next = next
-		fin := next > maxOrd
-		unlock := func() {}
-		if len(cands) > 0 {
-			unlock = t.lockUsers(cands)
-			for i, id := range cands {
-				r, err := t.row(id, rowBuf[:0])
-				if err != nil {
-					unlock()
-					return err
-				}
-				if r[colRead] == 0 {
-					if err := t.fam.inbox.Delete(b, inboxKey(nil, candOrds[i])); err != nil {
-						unlock()
-						return err
-					}
-				}
-			}
-		}
-		if !b.Empty() || fin {
-			err := commit(fin)
-			unlock()
-			if err != nil {
-				return err
-			}
-		} else {
-			unlock()
-		}
-		if fin {
-			return nil
+		if x.cur.phase != 0 {
+			break
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
+	for {
+		fin, err := x.dropInboxChunk()
+		if err != nil || fin {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// expiry is one run of the expiry job: its cursor, the batch each chunk
+// commits with its progress, and the clock reading it judges marks by.
+type expiry struct {
+	t   *Timeline
+	ctx context.Context
+	run *store.JobRun
+	cur jobCursor
+	cfg Config
+	now uint64 // seconds, read once per run
+	// done counts the chunks committed, the job's progress.
+	done   int64
+	b      *store.Batch
+	idBuf  []byte
+	rowBuf [numCols]uint64
+}
+
+// expired reports whether a read mark is past the active window; zero is
+// a rebuild that never finished, expired too.
+func (x *expiry) expired(read uint64) bool {
+	window := uint64(x.cfg.ActiveWindow.Seconds())
+	return read == 0 || x.now > read && x.now-read > window
+}
+
+// commit commits the staged chunk with the cursor as progress.
+func (x *expiry) commit(fin bool) error {
+	x.done++
+	return x.run.Commit(x.ctx, x.b, store.JobProgress{Cursor: appendJobCursor(nil, x.cur), Done: x.done, Total: x.done + 1, Finished: fin})
+}
+
+// read returns the read mark of user id.
+func (x *expiry) read(id uint64) (uint64, error) {
+	r, err := x.t.row(id, x.rowBuf[:0])
+	if err != nil {
+		return 0, err
+	}
+	return r[colRead], nil
+}
+
+// candidates returns the users of ords, and their ordinals, whose read
+// mark pick selects, read without their locks (the caller rechecks them
+// under the locks). An ordinal with no user is corruption; where names
+// the ordinal's place in the error (a format with one %d).
+func (x *expiry) candidates(ords []uint32, where string, pick func(read uint64) bool) ([]uint64, []uint32, error) {
+	var ids []uint64
+	var candOrds []uint32
+	for _, o := range ords {
+		id, ok, err := x.t.idOf(o, x.idBuf)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: %s has no user", store.ErrCorrupt, fmt.Sprintf(where, o))
+		}
+		read, err := x.read(id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if pick(read) {
+			ids = append(ids, id)
+			candOrds = append(candOrds, o)
+		}
+	}
+	return ids, candOrds, nil
+}
+
+// expireChunk is one chunk of phase 0: the next ChunkSize members of the
+// push set, those expired cleared and committed with the cursor (which
+// moves to phase 1 after the last chunk).
+func (x *expiry) expireChunk() error {
+	t := x.t
+	ords, next, err := t.activeMembers(x.cur.next, x.cfg.ChunkSize)
+	if err != nil {
+		return err
+	}
+	cands, candOrds, err := x.candidates(ords, "ordinal %d in the push set", x.expired)
+	if err != nil {
+		return err
+	}
+	x.cur.next = next
+	if len(cands) == 0 {
+		if next > maxOrd {
+			x.cur.phase, x.cur.next = 1, 0
+		}
+		return nil
+	}
+	cleared, err := x.clearUsers(cands, candOrds, next)
+	if err != nil {
+		return err
+	}
+	for _, o := range cleared {
+		t.pendingClear(o)
+	}
+	t.stats.expired.Add(int64(len(cleared)))
+	return nil
+}
+
+// clearUsers, under the users' locks, rechecks each candidate and, for
+// those still expired, zeroes the read mark, drops pending backfill marks
+// and removes the user from the push set, and commits that with the
+// cursor. It returns the ordinals cleared.
+func (x *expiry) clearUsers(cands []uint64, candOrds []uint32, next uint64) ([]uint32, error) {
+	t, b := x.t, x.b
+	unlock := t.lockUsers(cands)
+	defer unlock()
+	var cleared []uint32
+	byChunk := map[uint16][]uint32{}
+	for i, id := range cands {
+		read, err := x.read(id)
+		if err != nil {
+			return nil, err
+		}
+		if !x.expired(read) {
+			continue
+		}
+		o := candOrds[i]
+		byChunk[chunkOf(o)] = append(byChunk[chunkOf(o)], o)
+		if read != 0 {
+			if err := b.SetColumn(UsersCounter, id, ColRead, 0); err != nil {
+				return nil, err
+			}
+			x.cur.count++
+		}
+		for _, a := range t.pendingOf(o, nil) {
+			if err := t.fam.pending.Delete(b, pendingKey(nil, o, a)); err != nil {
+				return nil, err
+			}
+		}
+		cleared = append(cleared, o)
+	}
+	for c, os := range byChunk {
+		if err := t.fam.active.Merge(b, activeKey(nil, c), followersOperand(nil, os, c)); err != nil {
+			return nil, err
+		}
+	}
+	if next > maxOrd {
+		x.cur.phase, x.cur.next = 1, 0
+	}
+	if err := x.commit(false); err != nil {
+		return nil, err
+	}
+	// NB: before the users' locks go: a rebuild waiting for one adds its
+	// user back after this.
+	t.pushRemove(cleared)
+	return cleared, nil
+}
+
+// dropInboxChunk is one chunk of phase 1: the next ChunkSize inbox owners,
+// the inboxes of those with a zero read mark dropped. It reports whether
+// that was the last chunk.
+func (x *expiry) dropInboxChunk() (fin bool, err error) {
+	ords, next, err := x.t.inboxOwners(x.cur.next, x.cfg.ChunkSize)
+	if err != nil {
+		return false, err
+	}
+	cands, candOrds, err := x.candidates(ords, "inbox of ordinal %d", func(read uint64) bool { return read == 0 })
+	if err != nil {
+		return false, err
+	}
+	x.cur.next = next
+	fin = next > maxOrd
+	return fin, x.dropInboxes(cands, candOrds, fin)
+}
+
+// dropInboxes, under the users' locks, drops the inbox of each candidate
+// whose read mark is still zero, and commits with the cursor if anything
+// was dropped or this is the last chunk.
+func (x *expiry) dropInboxes(cands []uint64, candOrds []uint32, fin bool) error {
+	if len(cands) > 0 {
+		unlock := x.t.lockUsers(cands)
+		defer unlock()
+		for i, id := range cands {
+			read, err := x.read(id)
+			if err != nil {
+				return err
+			}
+			if read == 0 {
+				if err := x.t.fam.inbox.Delete(x.b, inboxKey(nil, candOrds[i])); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if !x.b.Empty() || fin {
+		return x.commit(fin)
+	}
+	return nil
 }
 
 // activeMembers returns up to n ordinals of the push set from ordinal from

@@ -13,6 +13,24 @@ type Edge struct {
 	Follower, Followee uint64
 }
 
+// Check returns an error if the graph cannot hold e: an id outside
+// 1..MaxID (ErrBadID, naming follower or followee) or a user following
+// themselves (ErrSelfFollow). Follow, FollowMany and LoadFollows refuse
+// such an edge with this error; a host that parses edges (a CLI load, a
+// server command) calls it to refuse one with the same rule.
+func (e Edge) Check() error {
+	if err := CheckID("follower", e.Follower); err != nil {
+		return err
+	}
+	if err := CheckID("followee", e.Followee); err != nil {
+		return err
+	}
+	if e.Follower == e.Followee {
+		return fmt.Errorf("%w: user %d", ErrSelfFollow, e.Follower)
+	}
+	return nil
+}
+
 // LoadStats reports what LoadFollows did.
 type LoadStats struct {
 	Edges    int // edges given
@@ -52,14 +70,8 @@ func (t *Timeline) LoadFollows(ctx context.Context, edges []Edge, progress func(
 		return st, err
 	}
 	for i, e := range edges {
-		if err := checkID("follower", e.Follower); err != nil {
+		if err := e.Check(); err != nil {
 			return st, fmt.Errorf("edge %d: %w", i, err)
-		}
-		if err := checkID("followee", e.Followee); err != nil {
-			return st, fmt.Errorf("edge %d: %w", i, err)
-		}
-		if e.Follower == e.Followee {
-			return st, fmt.Errorf("edge %d: %w: user %d", i, ErrSelfFollow, e.Follower)
 		}
 	}
 	if len(edges) >= 1<<32 {

@@ -6,13 +6,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/tallydb/tally/store"
+	"github.com/tallydb/tally/internal/testutil"
 )
 
 // model is the naive truth a timeline must agree with: a home is every
@@ -108,51 +107,14 @@ func (m *model) posts(a uint64) uint64 {
 	return n
 }
 
-func envInt(name string, def int) int {
-	if s := os.Getenv(name); s != "" {
-		if v, err := strconv.Atoi(s); err == nil {
-			return v
-		}
-	}
-	return def
-}
-
-// modelEnv is an env on a crashable filesystem with synced commits, so a
-// crash keeps every acknowledged operation.
+// newModelEnv is an env on a crashable filesystem with synced commits,
+// so a crash keeps every acknowledged operation. It opens the timeline
+// with the configuration the store holds (cfg only for the first open).
 func newModelEnv(t *testing.T, cfg Config) *env {
-	e := &env{t: t, fs: vfs.NewCrashableMem(), dir: "db", clock: newClock(), cfg: cfg}
-	e.openSync()
-	t.Cleanup(func() {
-		if e.db != nil {
-			e.close()
-		}
-	})
+	e := &env{t: t, dir: "db", clock: newClock(), cfg: cfg, sync: true}
+	e.st = testutil.OpenStore(t, vfs.NewCrashableMem(), e.hooks())
+	e.cfg = Config{}
 	return e
-}
-
-func (e *env) openSync() {
-	e.t.Helper()
-	o := storeOptions(e.fs)
-	o.Durability = store.SyncAlways
-	db, err := store.Open(e.dir, o)
-	if err != nil {
-		e.t.Fatalf("open: %v", err)
-	}
-	tl, err := New(db, &Options{Now: e.clock.Now, ExpireInterval: -1})
-	if err != nil {
-		e.t.Fatalf("timeline: %v", err)
-	}
-	e.db, e.tl = db, tl
-}
-
-// crash drops everything not synced and reopens on what is left.
-func (e *env) crash(rng *rand.Rand) {
-	e.t.Helper()
-	clone := e.fs.(*vfs.MemFS).CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(100), RNG: rng})
-	e.tl.Close()
-	e.db.Close()
-	e.fs = clone
-	e.openSync()
 }
 
 // TestModel drives random sequences of follow, unfollow, publish,
@@ -164,16 +126,14 @@ func (e *env) crash(rng *rand.Rand) {
 // TALLY_TL_MODEL_STEPS (default 400) and TALLY_TL_MODEL_SEEDS (default 3)
 // scale it; TALLY_TL_MODEL_SEED repeats one seed.
 func TestModel(t *testing.T) {
-	steps := envInt("TALLY_TL_MODEL_STEPS", 400)
-	seeds := envInt("TALLY_TL_MODEL_SEEDS", 3)
+	steps := testutil.EnvInt(t, "TALLY_TL_MODEL_STEPS", 400)
+	seeds := testutil.EnvInt(t, "TALLY_TL_MODEL_SEEDS", 3)
 	if testing.Short() {
 		steps, seeds = 150, 1
 	}
-	first := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TALLY_TL_MODEL_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		must(t, err)
-		first, seeds = v, 1
+	first, repeat := testutil.EnvSeed(t, "TALLY_TL_MODEL_SEED", uint64(time.Now().UnixNano()))
+	if repeat {
+		seeds = 1
 	}
 	for i := range seeds {
 		seed := first + uint64(i)
@@ -188,6 +148,11 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	cfg := Config{InboxCap: 1 + rng.IntN(6), ActiveWindow: 24 * time.Hour, PullThreshold: uint64(3 + rng.IntN(4)), ChunkSize: 1 + rng.IntN(3)}
 	e := newModelEnv(t, cfg)
+	// NB: the model env once opened with the defaults whatever cfg said,
+	// so small inboxes, chunks and pull thresholds went untested.
+	if got := e.tl.Config(); got != cfg {
+		t.Fatalf("config in force %+v, want %+v", got, cfg)
+	}
 	m := newModel()
 	const users = 10
 	var nextPost uint64 = 1000
@@ -458,7 +423,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			must(t, e.db.Checkpoint())
 		case op < 94:
 			e.close()
-			e.openSync()
+			e.open()
 		case op < 96:
 			e.crash(rng)
 		case op < 97:

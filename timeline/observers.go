@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tallydb/tally/internal/checksum"
 	"github.com/tallydb/tally/store"
 )
 
@@ -54,7 +55,7 @@ func appendObservers(dst []byte, names []string) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(n)))
 		dst = append(dst, n...)
 	}
-	return appendCRC(dst, start)
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeObservers(b []byte) ([]string, error) {

@@ -158,22 +158,17 @@ func repeats(ids []uint64) func(i int) bool {
 
 // checkPostArgs validates the ids of a publish or unpublish command.
 func checkPostArgs(author uint64, posts []uint64) error {
-	if err := checkID("author", author); err != nil {
+	if err := CheckID("author", author); err != nil {
 		return err
 	}
-	for _, p := range posts {
-		if err := checkID("post", p); err != nil {
-			return err
-		}
-	}
-	return nil
+	return CheckID("post", posts...)
 }
 
 // Owner returns who published post (now, or before unpublishing it: post
 // ids are never reused by another author), 0 if nobody, and whether it is
 // published now.
 func (t *Timeline) Owner(post uint64) (author uint64, published bool, err error) {
-	if err := checkID("post", post); err != nil {
+	if err := CheckID("post", post); err != nil {
 		return 0, false, err
 	}
 	return t.owner(post)
@@ -338,7 +333,7 @@ type PostInfo struct {
 // Post returns what the store holds of post; ok is false if it is not
 // published.
 func (t *Timeline) Post(post uint64) (PostInfo, bool, error) {
-	if err := checkID("post", post); err != nil {
+	if err := CheckID("post", post); err != nil {
 		return PostInfo{}, false, err
 	}
 	v, ok, err := t.fam.posts.Get(postKey(nil, post), nil)
@@ -355,7 +350,7 @@ func (t *Timeline) Post(post uint64) (PostInfo, bool, error) {
 // Posts calls fn for author's posts, newest first, below before (0: from
 // the newest), until fn returns false.
 func (t *Timeline) Posts(author, before uint64, fn func(post uint64) bool) error {
-	if err := checkID("author", author); err != nil {
+	if err := CheckID("author", author); err != nil {
 		return err
 	}
 	it, err := t.fam.outbox.NewIter(&store.IterOptions{Prefix: outboxKey(nil, author, 0)[:9]})

@@ -70,24 +70,14 @@ func (r *reader) done() error {
 	return nil
 }
 
-func appendCRC(dst []byte, start int) []byte {
-	return binary.BigEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
-}
-
 // body checks b's trailing checksum and version byte and returns what lies
-// between them.
+// between them (checksum.CutRecord), naming the record in an error.
 func body(b []byte, version byte, what string) ([]byte, error) {
-	if len(b) < 5 {
-		return nil, fmt.Errorf("%s of %d bytes", what, len(b))
+	p, err := checksum.CutRecord(b, version)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	n := len(b) - 4
-	if got, want := checksum.CRC32C(b[:n]), binary.BigEndian.Uint32(b[n:]); got != want {
-		return nil, fmt.Errorf("%s checksum %08x, want %08x", what, got, want)
-	}
-	if b[0] != version {
-		return nil, fmt.Errorf("%s version %d (want %d)", what, b[0], version)
-	}
-	return b[1:n], nil
+	return p, nil
 }
 
 // --- tl_config ---
@@ -111,7 +101,7 @@ func appendConfig(dst []byte, c Config) []byte {
 	dst = binary.AppendUvarint(dst, uint64(c.ActiveWindow/time.Second))
 	dst = binary.AppendUvarint(dst, c.PullThreshold)
 	dst = binary.AppendUvarint(dst, uint64(c.ChunkSize))
-	return appendCRC(dst, start)
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeConfig(b []byte) (Config, error) {
@@ -171,7 +161,7 @@ func appendPost(dst []byte, p postRecord) []byte {
 	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, p.delivered)
-	return appendCRC(dst, start)
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodePost(b []byte) (postRecord, error) {
@@ -226,7 +216,7 @@ func appendFollowees(dst []byte, ids []uint64) []byte {
 		}
 		prev = id
 	}
-	return appendCRC(dst, start)
+	return checksum.AppendTrailer(dst, start)
 }
 
 // decodeFollowees appends the ids of an encoded list to dst[:0].
@@ -293,7 +283,7 @@ func appendPayload(dst []byte, op byte, a, b uint64) []byte {
 	dst = append(dst, payloadVersion, op)
 	dst = binary.BigEndian.AppendUint64(dst, a)
 	dst = binary.BigEndian.AppendUint64(dst, b)
-	return appendCRC(dst, start)
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodePayload(p []byte) (op byte, a, b uint64, err error) {
@@ -334,7 +324,7 @@ func appendJobCursor(dst []byte, c jobCursor) []byte {
 	dst = append(dst, payloadVersion, c.phase)
 	dst = binary.AppendUvarint(dst, c.next)
 	dst = binary.AppendUvarint(dst, c.count)
-	return appendCRC(dst, start)
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeJobCursor(p []byte) (jobCursor, error) {
@@ -389,7 +379,7 @@ func encodeCursor(kind byte, owner, pos uint64) string {
 	b = append(b, cursorVersion, kind)
 	b = binary.BigEndian.AppendUint64(b, owner)
 	b = binary.BigEndian.AppendUint64(b, pos)
-	b = appendCRC(b, 0)
+	b = checksum.AppendTrailer(b, 0)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -37,16 +36,11 @@ import (
 // crashed. TALLY_TL_SIM_ROUNDS (default 8) and TALLY_TL_SIM_SEED scale
 // and repeat it.
 func TestSimulation(t *testing.T) {
-	rounds := envInt("TALLY_TL_SIM_ROUNDS", 8)
+	rounds := testutil.EnvInt(t, "TALLY_TL_SIM_ROUNDS", 8)
 	if testing.Short() {
 		rounds = 4
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TALLY_TL_SIM_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		must(t, err)
-		seed = v
-	}
+	seed, _ := testutil.EnvSeed(t, "TALLY_TL_SIM_SEED", uint64(time.Now().UnixNano()))
 	t.Logf("seed %d (TALLY_TL_SIM_SEED repeats the choices, not the interleaving)", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 

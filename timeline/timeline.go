@@ -644,7 +644,7 @@ func (t *Timeline) DiskUsage() (DiskUsage, error) {
 // InboxLen returns the number of entries user's stored inbox holds (0 if
 // it has none), for tools and benchmarks.
 func (t *Timeline) InboxLen(user uint64) (int, error) {
-	if err := checkID("user", user); err != nil {
+	if err := CheckID("user", user); err != nil {
 		return 0, err
 	}
 	ord, err := t.ordOf(user)

@@ -23,7 +23,6 @@ package unread
 import (
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -31,16 +30,10 @@ import (
 	"github.com/tallydb/tally/bench/workload"
 	"github.com/tallydb/tally/internal/hist"
 	"github.com/tallydb/tally/internal/procmem"
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
 )
-
-func benchEnv(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
 
 // benchStores are the stores the benchmarks of this process built, closed
 // and removed by TestMain.
@@ -104,7 +97,7 @@ var countsOnce struct {
 
 func setupCounts(b *testing.B) *countsBench {
 	countsOnce.Do(func() {
-		users := uint64(benchEnv("TALLY_UNREAD_BENCH_USERS", 1_000_000))
+		users := uint64(testutil.EnvInt(b, "TALLY_UNREAD_BENCH_USERS", 1_000_000))
 		db, _, x := benchStore(b, 0)
 		for _, k := range []string{"mention", "comment", "like"} {
 			if err := x.AddKind(k, store.ColumnOptions{}); err != nil {
@@ -216,9 +209,9 @@ var feedOnce struct {
 func followGraph(b *testing.B) *workload.FeedGraph {
 	g, err := workload.NewFeedGraph(workload.FeedConfig{
 		Seed:    1,
-		Users:   benchEnv("TALLY_UNREAD_BENCH_FEED_USERS", 2000),
-		Follows: benchEnv("TALLY_UNREAD_BENCH_FOLLOWS", 200),
-		Authors: benchEnv("TALLY_UNREAD_BENCH_AUTHORS", 100_000),
+		Users:   testutil.EnvInt(b, "TALLY_UNREAD_BENCH_FEED_USERS", 2000),
+		Follows: testutil.EnvInt(b, "TALLY_UNREAD_BENCH_FOLLOWS", 200),
+		Authors: testutil.EnvInt(b, "TALLY_UNREAD_BENCH_AUTHORS", 100_000),
 	})
 	if err != nil {
 		b.Fatal(err)

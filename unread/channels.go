@@ -134,21 +134,18 @@ func appendChannel(dst []byte, name string, tag uint64) []byte {
 	dst = binary.AppendUvarint(dst, tag)
 	dst = binary.AppendUvarint(dst, uint64(len(name)))
 	dst = append(dst, name...)
-	return binary.BigEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeChannel(v []byte) (name string, tag uint64, err error) {
 	if len(v) < 1+1+1+1+4 {
 		return "", 0, fmt.Errorf("channel record of %d bytes", len(v))
 	}
-	body := v[:len(v)-4]
-	if got, want := checksum.CRC32C(body), binary.BigEndian.Uint32(v[len(v)-4:]); got != want {
-		return "", 0, fmt.Errorf("channel record checksum mismatch (computed %08x, stored %08x)", got, want)
+	body, err := checksum.CutRecord(v, 1)
+	if err != nil {
+		return "", 0, fmt.Errorf("channel record: %w", err)
 	}
-	if body[0] != 1 {
-		return "", 0, fmt.Errorf("channel record version %d", body[0])
-	}
-	off := 1
+	off := 0
 	tag, k := binary.Uvarint(body[off:])
 	if k <= 0 {
 		return "", 0, errors.New("channel record: bad tag")
@@ -196,22 +193,19 @@ func appendTag(dst []byte, v uint64) []byte {
 	start := len(dst)
 	dst = append(dst, 1)
 	dst = binary.AppendUvarint(dst, v)
-	return binary.BigEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeTag(v []byte) (uint64, error) {
 	if len(v) < 1+1+4 {
 		return 0, fmt.Errorf("tag of %d bytes", len(v))
 	}
-	body := v[:len(v)-4]
-	if got, want := checksum.CRC32C(body), binary.BigEndian.Uint32(v[len(v)-4:]); got != want {
-		return 0, fmt.Errorf("tag checksum mismatch (computed %08x, stored %08x)", got, want)
+	body, err := checksum.CutRecord(v, 1)
+	if err != nil {
+		return 0, fmt.Errorf("tag: %w", err)
 	}
-	if body[0] != 1 {
-		return 0, fmt.Errorf("tag version %d", body[0])
-	}
-	t, k := binary.Uvarint(body[1:])
-	if k <= 0 || 1+k != len(body) {
+	t, k := binary.Uvarint(body)
+	if k <= 0 || k != len(body) {
 		return 0, errors.New("tag: bad value")
 	}
 	return t, nil

@@ -8,22 +8,27 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
 )
 
 // env is a store on a crash-simulating in-memory filesystem with the fake
-// follow graph and unread on it. Its cleanup runs both Checks and closes.
+// follow graph and unread on it. Its lifecycle is testutil.Store's: the
+// cleanup runs both Checks and closes.
 type env struct {
-	t     testing.TB
-	fs    *vfs.MemFS
-	dir   string
-	uopts Options // without Graph
-	real  bool    // the follow graph is the real timeline, not the stand-in
-	posts *postLog
-	db    *store.DB
-	g     testGraph
-	x     *Unread
+	t   testing.TB
+	st  *testutil.Store
+	dir string
+	// before runs on the graph before unread opens, at the first open only
+	// (follows that predate unread).
+	before func(g testGraph)
+	uopts  Options // without Graph
+	real   bool    // the follow graph is the real timeline, not the stand-in
+	posts  *postLog
+	db     *store.DB
+	g      testGraph
+	x      *Unread
 }
 
 // graphKinds names the two follow graphs tests run against.
@@ -49,28 +54,17 @@ func newEnv(t testing.TB, uopts *Options, before func(g testGraph)) *env {
 // newEnvOn is newEnv on the real timeline when real is set.
 func newEnvOn(t testing.TB, real bool, uopts *Options, before func(g testGraph)) *env {
 	t.Helper()
-	e := &env{t: t, fs: vfs.NewCrashableMem(), dir: "db", real: real, posts: &postLog{byAuthor: map[uint64][]uint64{}}}
+	e := &env{t: t, dir: "db", real: real, posts: &postLog{byAuthor: map[uint64][]uint64{}}, before: before}
 	if uopts != nil {
 		e.uopts = *uopts
 	}
-	e.open(before)
-	t.Cleanup(func() {
-		if e.db == nil {
-			return
-		}
-		if err := e.check(); err != nil {
-			t.Errorf("check at cleanup: %v", err)
-		}
-		if err := errors.Join(e.g.close(), e.db.Close()); err != nil {
-			t.Errorf("close at cleanup: %v", err)
-		}
-	})
+	e.st = testutil.OpenStore(t, vfs.NewCrashableMem(), testutil.Hooks{Open: e.open, Check: e.check, Close: e.close})
 	return e
 }
 
-func (e *env) open(before func(g testGraph)) {
+func (e *env) open(fs vfs.FS) {
 	e.t.Helper()
-	db, err := store.Open(e.dir, storeOptions(e.fs))
+	db, err := store.Open(e.dir, storeOptions(fs))
 	if err != nil {
 		e.t.Fatalf("open: %v", err)
 	}
@@ -84,8 +78,9 @@ func (e *env) open(before func(g testGraph)) {
 	} else if e.g, err = newFakeGraph(db); err != nil {
 		e.t.Fatal(err)
 	}
-	if before != nil {
-		before(e.g)
+	if e.before != nil {
+		e.before(e.g)
+		e.before = nil
 	}
 	o := e.uopts
 	o.Graph = e.g
@@ -99,29 +94,22 @@ func (e *env) check() error {
 	return errors.Join(checkStore(e.x), e.g.check())
 }
 
-// reopen closes the store cleanly and opens it again.
-func (e *env) reopen() {
-	e.t.Helper()
-	if err := e.check(); err != nil {
-		e.t.Fatalf("check before reopen: %v", err)
+// close closes the graph and the store; a store the test closed itself
+// is closed, as wanted.
+func (e *env) close() error {
+	err := errors.Join(e.g.close(), e.db.Close())
+	if errors.Is(err, store.ErrClosed) {
+		return nil
 	}
-	if err := errors.Join(e.g.close(), e.db.Close()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.open(nil)
+	return err
 }
+
+// reopen checks, closes the store cleanly and opens it again.
+func (e *env) reopen() { e.st.Reopen() }
 
 // crash drops everything not synced (keepPercent of the unsynced data
 // survives) and opens the store on what is left.
-func (e *env) crash(keepPercent int, rng *rand.Rand) {
-	e.t.Helper()
-	clone := e.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: keepPercent, RNG: rng})
-	if err := errors.Join(e.g.close(), e.db.Close()); err != nil && !errors.Is(err, store.ErrClosed) {
-		e.t.Fatal(err)
-	}
-	e.fs = clone
-	e.open(nil)
-}
+func (e *env) crash(keepPercent int, rng *rand.Rand) { e.st.Crash(keepPercent, rng) }
 
 func must(t testing.TB, err error) {
 	t.Helper()
@@ -144,14 +132,14 @@ func mustV[T any](t testing.TB) func(T, error) T {
 // directly (to damage or repair bytes underneath unread) and reopens it.
 func (e *env) rawPebble(fn func(p *pebble.DB)) {
 	e.t.Helper()
-	must(e.t, errors.Join(e.g.close(), e.db.Close()))
+	e.st.Close()
 	m := *pebble.DefaultMerger
 	m.Name = "tally.merge.v1" // store's Merger name; nothing merges here
-	p, err := pebble.Open(e.dir+"/db", &pebble.Options{FS: e.fs, Merger: &m, DisableAutomaticCompactions: true})
+	p, err := pebble.Open(e.dir+"/db", &pebble.Options{FS: e.st.FS(), Merger: &m, DisableAutomaticCompactions: true})
 	must(e.t, err)
 	fn(p)
 	must(e.t, p.Close())
-	e.open(nil)
+	e.st.Open()
 }
 
 // rawGet returns key's stored value as Pebble holds it.

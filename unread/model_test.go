@@ -4,26 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"testing"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
-
-// envInt returns the integer in environment variable name, or def.
-func envInt(t testing.TB, name string, def int) int {
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 0 {
-		t.Fatalf("%s=%q: want a non-negative integer", name, s)
-	}
-	return v
-}
 
 // model is the plain truth the model test compares unread with.
 type model struct {
@@ -102,18 +89,14 @@ func (m *model) above(ch string, id uint64) uint64 {
 // (defaults 4 and 400) make it longer; TALLY_UNREAD_MODEL_SEED repeats one
 // seed.
 func TestModel(t *testing.T) {
-	seeds := envInt(t, "TALLY_UNREAD_MODEL_SEEDS", 4)
-	steps := envInt(t, "TALLY_UNREAD_MODEL_STEPS", 400)
+	seeds := testutil.EnvInt(t, "TALLY_UNREAD_MODEL_SEEDS", 4)
+	steps := testutil.EnvInt(t, "TALLY_UNREAD_MODEL_STEPS", 400)
 	if testing.Short() {
 		steps /= 4
 	}
-	first := uint64(1)
-	if s := os.Getenv("TALLY_UNREAD_MODEL_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, seeds = v, 1
+	first, repeat := testutil.EnvSeed(t, "TALLY_UNREAD_MODEL_SEED", 1)
+	if repeat {
+		seeds = 1
 	}
 	caches := []int64{0, 64 * 200, -1}
 	for _, gk := range graphKinds {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -29,14 +30,11 @@ import (
 // for what they miss. TALLY_UNREAD_SIM_ROUNDS (default 12) and
 // TALLY_UNREAD_SIM_SEED control it.
 func TestSimulation(t *testing.T) {
-	rounds := envInt(t, "TALLY_UNREAD_SIM_ROUNDS", 12)
+	rounds := testutil.EnvInt(t, "TALLY_UNREAD_SIM_ROUNDS", 12)
 	if testing.Short() {
 		rounds = min(rounds, 4)
 	}
-	seed := uint64(envInt(t, "TALLY_UNREAD_SIM_SEED", 0))
-	if seed == 0 {
-		seed = rand.Uint64() >> 1
-	}
+	seed, _ := testutil.EnvSeed(t, "TALLY_UNREAD_SIM_SEED", rand.Uint64()>>1)
 	t.Logf("seed %d (TALLY_UNREAD_SIM_SEED to repeat)", seed)
 	for _, gk := range graphKinds {
 		t.Run(gk.name, func(t *testing.T) { simulate(t, gk.real, seed, rounds) })

@@ -307,7 +307,7 @@ func appendSnapshot(dst []byte, s *snapshot) []byte {
 	} else {
 		dst = append(dst, body...)
 	}
-	return binary.BigEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
+	return checksum.AppendTrailer(dst, start)
 }
 
 // appendColumns appends a snapshot's body columns (see appendSnapshot) to
@@ -386,9 +386,9 @@ func checkFrame(p []byte) (byte, []byte, error) {
 	if len(p) < 2+4 {
 		return 0, nil, snapErrf("%d bytes: too short", len(p))
 	}
-	body := p[:len(p)-4]
-	if got, want := checksum.CRC32C(body), binary.BigEndian.Uint32(p[len(p)-4:]); got != want {
-		return 0, nil, snapErrf("checksum mismatch (computed %08x, stored %08x)", got, want)
+	body, err := checksum.CutTrailer(p)
+	if err != nil {
+		return 0, nil, snapErrf("%v", err)
 	}
 	if p[0] != snapVersion {
 		return 0, nil, snapErrf("unknown version %d", p[0])
@@ -604,7 +604,7 @@ func appendOps(dst []byte, ops ...*feedOp) []byte {
 	for _, op := range ops {
 		dst = appendOpBody(dst, op)
 	}
-	return binary.BigEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
+	return checksum.AppendTrailer(dst, start)
 }
 
 func appendOpBody(dst []byte, op *feedOp) []byte {
@@ -745,7 +745,7 @@ func concatOps(older, newer []byte) ([]byte, error) {
 	out = binary.AppendUvarint(out, na+nb)
 	out = append(out, fo[oa:]...)
 	out = append(out, fn[ob:]...)
-	return binary.BigEndian.AppendUint32(out, checksum.CRC32C(out)), nil
+	return checksum.AppendTrailer(out, 0), nil
 }
 
 // foldOps applies an operation list to s (nil: the key had no value).

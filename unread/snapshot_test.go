@@ -2,7 +2,6 @@ package unread
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -365,6 +364,5 @@ func FuzzDecodeSnapshot(f *testing.F) {
 // fixCRC returns p with its last 4 bytes replaced by the CRC-32C of the
 // others.
 func fixCRC(p []byte) []byte {
-	q := slices.Clone(p[:len(p)-4])
-	return binary.BigEndian.AppendUint32(q, checksum.CRC32C(q))
+	return checksum.AppendTrailer(slices.Clone(p[:len(p)-4]), 0)
 }

@@ -1,7 +1,6 @@
 package unread
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -273,21 +272,19 @@ const (
 func appendConfig(dst []byte, flags byte) []byte {
 	start := len(dst)
 	dst = append(dst, 1, flags)
-	return binary.BigEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
+	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeConfig(v []byte) (byte, error) {
 	if len(v) != 6 {
 		return 0, fmt.Errorf("config record of %d bytes, want 6", len(v))
 	}
-	if got, want := checksum.CRC32C(v[:2]), binary.BigEndian.Uint32(v[2:]); got != want {
-		return 0, fmt.Errorf("config record checksum mismatch (computed %08x, stored %08x)", got, want)
+	body, err := checksum.CutRecord(v, 1)
+	if err != nil {
+		return 0, fmt.Errorf("config record: %w", err)
 	}
-	if v[0] != 1 {
-		return 0, fmt.Errorf("config record version %d", v[0])
-	}
-	if v[1]&^configFeedComplete != 0 {
-		return 0, fmt.Errorf("config record flags %#x", v[1])
+	if body[0]&^configFeedComplete != 0 {
+		return 0, fmt.Errorf("config record flags %#x", body[0])
 	}
 	return v[1], nil
 }

@@ -2,6 +2,11 @@
 // hardware-accelerated on amd64 and arm64. Every tally format (log records,
 // checkpoint chunks, schema, cold blocks and descriptors, family values)
 // ends with it; each encoder documents its byte order.
+//
+// AppendTrailer and CutTrailer are the one place the usual trailer (the
+// CRC-32C of a record's bytes, big-endian, after them) is written and
+// verified; CutRecord also checks the leading version byte most records
+// start with. The timeline, unread and likes codecs use them.
 package checksum
 
 import "hash/crc32"

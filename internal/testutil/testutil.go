@@ -1,5 +1,18 @@
-// Package testutil holds helpers shared by the tests of several packages:
-// store fixtures kept as tarballs and the like. It is imported by _test
+// Package testutil is the module's one test-support package, shared by
+// the tests of every package so that each does not keep its own copy with
+// its own semantics:
+//
+//   - EnvInt: a test's size from an environment variable (unset: the
+//     default; set: a positive integer or the test fails).
+//   - RunChild, ChildPrintf, ChildFatal: the kill-child harness of crash
+//     tests, which re-execute their own binary and SIGKILL it mid-write.
+//   - OpenStore and Store: a test's store opened through Hooks, reopened
+//     and crashed (Pebble's crashable memory filesystem) in one place,
+//     with Check and Close at cleanup.
+//   - Untar: store fixtures kept as tarballs under testdata.
+//
+// It imports nothing of tally (Pebble's vfs only), so the tests of any
+// package, store's own included, can use it. It is imported by _test
 // files only.
 package testutil
 
