@@ -16,11 +16,6 @@ import (
 	"github.com/tallydb/tally/store"
 )
 
-// Snowflake defaults for --age: Twitter's epoch and 22 sequence bits.
-const (
-	defaultIDEpochMs   = 1288834974657
-	defaultIDTimeShift = 22
-)
 
 var cmdCounterAdd = &command{
 	name:     "counter add",
@@ -220,8 +215,8 @@ func counterShapeFlags(fs *flag.FlagSet, defBits uint) func() (store.CounterOpti
 	fs.Bool("keep-hot", false, "")
 	hotRanges := fs.Int("hot-ranges", 0, "")
 	age := fs.Duration("age", 0, "")
-	epoch := fs.Int64("id-epoch-ms", defaultIDEpochMs, "")
-	shift := fs.Uint("id-time-shift", defaultIDTimeShift, "")
+	epoch := fs.Int64("id-epoch-ms", store.DefaultIDEpochMs, "")
+	shift := fs.Uint("id-time-shift", store.DefaultIDTimeShift, "")
 	return func() (store.CounterOptions, error) {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

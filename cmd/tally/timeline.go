@@ -311,16 +311,6 @@ func parseIDs(what string, args []string) ([]uint64, error) {
 	return out, nil
 }
 
-// checkIDs reports the first id out of the timeline's range.
-func checkIDs(what string, ids ...uint64) error {
-	for _, id := range ids {
-		if id == 0 || id > timeline.MaxID {
-			return fmt.Errorf("%w: %s %d (want 1..%d)", timeline.ErrBadID, what, id, uint64(timeline.MaxID))
-		}
-	}
-	return nil
-}
-
 func runFollow(e *env, c *command, args []string, follow bool) error {
 	pos, err := parse(e.flags(c), args, true)
 	if err != nil {
@@ -333,11 +323,13 @@ func runFollow(e *env, c *command, args []string, follow bool) error {
 	if err != nil {
 		return err
 	}
-	if err := checkIDs("user", ids...); err != nil {
+	if err := timeline.CheckID("user", ids...); err != nil {
 		return err
 	}
-	if slices.Contains(ids[1:], ids[0]) { // refused before the store opens
-		return fmt.Errorf("%w: user %d", timeline.ErrSelfFollow, ids[0])
+	for _, f := range ids[1:] { // refused before the store opens, by the library's rule
+		if err := (timeline.Edge{Follower: ids[0], Followee: f}).Check(); err != nil {
+			return err
+		}
 	}
 	// One FollowMany (UnfollowMany): every followee is checked, the
 	// followee limit included, and the command commits in one batch or
@@ -474,7 +466,7 @@ func parseUsers(pos []string) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ids, checkIDs("user", ids...)
+	return ids, timeline.CheckID("user", ids...)
 }
 
 // parseAuthorPosts parses AUTHOR POSTID... of post and unpost.
@@ -487,10 +479,10 @@ func parseAuthorPosts(pos []string) (author uint64, posts []uint64, err error) {
 		return 0, nil, err
 	}
 	author, posts = ids[0], ids[1:]
-	if err := checkIDs("author", author); err != nil {
+	if err := timeline.CheckID("author", author); err != nil {
 		return 0, nil, err
 	}
-	if err := checkIDs("post", posts...); err != nil {
+	if err := timeline.CheckID("post", posts...); err != nil {
 		return 0, nil, err
 	}
 	return author, posts, nil
@@ -589,7 +581,7 @@ func pageFlags(e *env, c *command, args []string) (uint64, int, string, error) {
 	if err != nil {
 		return 0, 0, "", err
 	}
-	if err := checkIDs("user", u); err != nil {
+	if err := timeline.CheckID("user", u); err != nil {
 		return 0, 0, "", err
 	}
 	if *limit <= 0 || *limit > timeline.MaxLimit {
