@@ -16,7 +16,6 @@ import (
 	"github.com/tallydb/tally/store"
 )
 
-
 var cmdCounterAdd = &command{
 	name:     "counter add",
 	synopsis: "create a counter (creates the store if DIR is new)",
