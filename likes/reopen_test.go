@@ -2,15 +2,13 @@ package likes
 
 import (
 	"errors"
-	"os"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -20,14 +18,7 @@ import (
 // refused the store: "businesses a and b share id 1").
 func TestBusinessIDAfterReopen(t *testing.T) {
 	mem := vfs.NewMem()
-	fault := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		wal := strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData)
-		probe := strings.HasSuffix(op.Path, "TALLY.PROBE")
-		if wal || probe {
-			return &os.PathError{Op: "inject", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
-	})}
+	fault := testutil.FullWAL(false)
 	so := &store.Options{FS: errorfs.Wrap(mem, fault), Families: Families(), DisableBackground: true,
 		JobWorkers: -1, ReopenOnFailure: true}
 	db, err := store.Open("l", so)

@@ -2,15 +2,14 @@ package server
 
 import (
 	"context"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -21,17 +20,7 @@ import (
 // without a restart, through the counter handles it cached before; INFO
 // counts the reopen. Every acknowledged increment is there.
 func TestServeHealsFullDisk(t *testing.T) {
-	full := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		wal := strings.HasSuffix(op.Path, ".log")
-		probe := strings.HasSuffix(op.Path, "TALLY.PROBE")
-		switch op.Kind {
-		case errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpCreate:
-			if wal || probe {
-				return &os.PathError{Op: "inject", Path: op.Path, Err: syscall.ENOSPC}
-			}
-		}
-		return nil
-	})}
+	full := testutil.FullWAL(true)
 	db, err := store.Open("db", &store.Options{FS: errorfs.Wrap(vfs.NewMem(), full), DisableBackground: true, ReopenOnFailure: true})
 	if err != nil {
 		t.Fatal(err)

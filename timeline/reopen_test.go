@@ -2,15 +2,13 @@ package timeline
 
 import (
 	"errors"
-	"os"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -21,13 +19,7 @@ import (
 // one ordinal), and the recovered follow is in force.
 func TestOrdinalsAfterReopen(t *testing.T) {
 	mem := vfs.NewMem()
-	fault := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		wal := strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData)
-		if wal || strings.HasSuffix(op.Path, "TALLY.PROBE") {
-			return &os.PathError{Op: "inject", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
-	})}
+	fault := testutil.FullWAL(false)
 	so := storeOptions(errorfs.Wrap(mem, fault))
 	so.Durability = store.SyncAlways
 	so.ReopenOnFailure = true
