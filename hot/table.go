@@ -27,7 +27,10 @@ var (
 // Limits of a table's layout.
 const (
 	MinKeyBits = limits.MinRangeBits
-	MaxKeyBits = limits.MaxRangeBits
+	// MaxKeyBits is a whole 64-bit id: the store widens a counter's ranges
+	// up to one range for every id (store/widen.go), beyond the 48 bits a
+	// caller may ask for (limits.MaxRangeBits).
+	MaxKeyBits = 64
 	// MaxColumns is a counter's limit plus the deletion marker of a cold
 	// delta (see package limits).
 	MaxColumns = limits.MaxTableColumns
@@ -156,6 +159,19 @@ func (t *Table) MemBytes() int {
 		int(t.slotBytes.Load()) +
 		int(t.ovEntries.Load())*ovEntryBytes +
 		int(t.ovMaps.Load())*ovMapBytes
+}
+
+// ExpectedBytesPerRow returns what a row costs on average, in slot bytes,
+// in a large table of keyBits-bit keys and columns of the given widths:
+// the row's bytes (stored key and values) over the average load between
+// capacity steps, rowBytes*(growth-1)/ln(growth)/maxLoad (see Growth in
+// the package doc). Fixed per-table and per-segment costs are not in it.
+func ExpectedBytesPerRow(keyBits uint, widths []int) float64 {
+	rb := int((keyBits - segmentBits(keyBits)) / 8)
+	for _, w := range widths {
+		rb += w
+	}
+	return float64(rb) * (growth - 1) / lnGrowth / maxLoad
 }
 
 // NumSegments returns the number of segments, for RangeSegment.

@@ -37,7 +37,7 @@ func TestNewBadLayout(t *testing.T) {
 		widths  []int
 	}{
 		{7, []int{2}},
-		{49, []int{2}},
+		{65, []int{2}},
 		{0, []int{2}},
 		{32, nil},
 		{32, []int{}},
@@ -52,7 +52,7 @@ func TestNewBadLayout(t *testing.T) {
 		}
 	}
 	w16 := slices.Repeat([]int{1}, 16)
-	for _, kb := range []uint{8, 9, 15, 16, 17, 23, 24, 32, 40, 47, 48} {
+	for _, kb := range []uint{8, 9, 15, 16, 17, 23, 24, 32, 40, 47, 48, 56, 63, 64} {
 		tb := newTable(t, kb, w16, 0)
 		if tb.NumColumns() != 16 || tb.Len() != 0 {
 			t.Fatalf("keyBits %d: NumColumns %d Len %d", kb, tb.NumColumns(), tb.Len())

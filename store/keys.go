@@ -18,8 +18,9 @@ const (
 	metaFormat     = "format"
 	metaCheckpoint = "ckpt"
 	metaCounter    = "counter/"
-	metaFamily     = "family/" // + prefix byte: a declared family (family.go)
-	metaIntent     = "intent/" // + u64 id: see lifetime.go
+	metaFamily     = "family/"    // + prefix byte: a declared family (family.go)
+	metaIntent     = "intent/"    // + u64 id: see lifetime.go
+	metaRangeBits  = "rangebits/" // + u32 counter id: a widened range width (widen.go)
 )
 
 // formatVersion is the store-wide format version kept under meta "format"
@@ -27,9 +28,12 @@ const (
 // (its Pebble instance has tally's Merger); a format 1 store is upgraded on
 // its first successful Open by this build, after which older builds refuse
 // it (ErrIncompatible) instead of compacting merge operands they cannot
-// read.
+// read. Format 3 added widening ranges (schema version 2, chunk version 2,
+// meta "rangebits/"); older builds would misread a widened counter's
+// chunks, so they refuse it too. Formats 1 and 2 need no rewrite: their
+// schemas and chunks read as fixed-width.
 const (
-	formatVersion    = 2
+	formatVersion    = 3
 	minFormatVersion = 1 // oldest format this build opens (and upgrades)
 )
 

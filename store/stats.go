@@ -108,7 +108,43 @@ type CounterStats struct {
 	// take (Pebble adds keys, index and filter blocks, and compresses
 	// again). File bytes are only known store-wide: Stats.TableBytes.
 	ColdPayloadBytes int64
-	Ranges           []RangeStats
+	// RangeBits is the counter's current range width: CounterInfo.RangeBits,
+	// or wider once AutoRangeBits widened the ranges.
+	RangeBits int
+	// TargetBytesPerRow is what a hot row should cost at the current width
+	// and columns (hot.ExpectedBytesPerRow), without per-range costs.
+	TargetBytesPerRow float64
+	// Warning, if not empty, says the hot tier costs more than twice
+	// TargetBytesPerRow per row, and by at least warnExcessBytes in total:
+	// ranges too narrow for the ids (a fixed RangeBits), or segments left
+	// at their peak after mass deletes. It names the remedy.
+	Warning string
+	Ranges  []RangeStats
+}
+
+// warnExcessBytes is the least excess over twice the target that
+// CounterStats.Warning reports: a new counter's first ranges cost more per
+// row than the target and are no problem.
+const warnExcessBytes = 4 << 20
+
+// memoryWarning returns CounterStats.Warning for c.
+func memoryWarning(c *CounterStats, autoBits bool) string {
+	var mem int64
+	for _, r := range c.Ranges {
+		if r.Tier == "hot" {
+			mem += r.MemBytes
+		}
+	}
+	limit := 2 * c.TargetBytesPerRow * float64(c.HotRows)
+	if float64(mem) <= limit+warnExcessBytes {
+		return ""
+	}
+	msg := fmt.Sprintf("hot rows cost %.1f B each, more than twice the %.1f B target (%d rows in %d ranges of %d bits)",
+		c.BytesPerHotRow(), c.TargetBytesPerRow, c.HotRows, c.HotRanges, c.RangeBits)
+	if !autoBits {
+		msg += "; the range width is fixed: recreate the counter without --range-bits (or wider) and reload it"
+	}
+	return msg
 }
 
 // RangeStats describes one range of a counter.
@@ -249,6 +285,9 @@ func (db *DB) Stats() Stats {
 			st.Ranges = append(st.Ranges, r)
 		}
 		sort.Slice(st.Ranges, func(i, j int) bool { return st.Ranges[i].ID < st.Ranges[j].ID })
+		st.RangeBits = int(cs.rangeBits())
+		st.TargetBytesPerRow = hot.ExpectedBytesPerRow(cs.rangeBits(), cs.cols.Load().widths)
+		st.Warning = memoryWarning(&st, cs.autoBits)
 		s.Counters = append(s.Counters, st)
 	}
 	cst := db.blockCache.Stats()

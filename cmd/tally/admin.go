@@ -90,6 +90,12 @@ are two decimals.
     .delta_rows, .mem_bytes, .bytes_per_row, .hot_bytes_per_row,
     .cold_payload_bytes, .cold_payload_bytes_per_row  as above, for one
     counter
+  counter.NAME.range_bits   the counter's range width now (wider than
+                       created once the store widened its ranges)
+  counter.NAME.target_hot_bytes_per_row   what a hot row should cost at
+                       that width and the counter's columns
+  counter.NAME.warning      only when hot rows cost more than twice the
+                       target (and 4 MiB in all): why, and the remedy
   likes.KEY            if the store holds likes: board_days,
                        roaring_threshold, businesses, ordinals (users in
                        roaring sets), stripes, and since this invocation
@@ -270,6 +276,11 @@ func writeStats(w io.Writer, s store.Stats) {
 		fmt.Fprintf(w, "%shot_bytes_per_row %.2f\n", p, c.BytesPerHotRow())
 		fmt.Fprintf(w, "%scold_payload_bytes %d\n", p, c.ColdPayloadBytes)
 		fmt.Fprintf(w, "%scold_payload_bytes_per_row %.2f\n", p, c.PayloadBytesPerColdRow())
+		fmt.Fprintf(w, "%srange_bits %d\n", p, c.RangeBits)
+		fmt.Fprintf(w, "%starget_hot_bytes_per_row %.2f\n", p, c.TargetBytesPerRow)
+		if c.Warning != "" {
+			fmt.Fprintf(w, "%swarning %s\n", p, c.Warning)
+		}
 	}
 }
 

@@ -178,6 +178,8 @@ counter\.posts\.bytes_per_row \d+\.\d\d
 counter\.posts\.hot_bytes_per_row \d+\.\d\d
 counter\.posts\.cold_payload_bytes 0
 counter\.posts\.cold_payload_bytes_per_row 0\.00
+counter\.posts\.range_bits \d+
+counter\.posts\.target_hot_bytes_per_row \d+\.\d\d
 counter\.users\.columns followers
 counter\.users\.ranges_hot 0
 (.*\n)*$`},

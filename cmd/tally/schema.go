@@ -35,7 +35,9 @@ creates no store and changes nothing.
 
 Flags:
   --range-bits N        low id bits per row; a range holds the ids sharing
-                        the bits above (%[2]d..%[3]d, default 32)
+                        the bits above (%[2]d..%[3]d); fixed once given.
+                        Without it ranges start at 32 bits and widen (up to
+                        64) when the ids leave few rows per range
   --keep-hot            keep every range in memory (the default; for user ids)
   --hot-ranges K        keep the newest K ranges hot, age the older ones
   --age DURATION        age a range once the time in its ids is older than
@@ -94,7 +96,7 @@ func init() {
 
 func runCounterAdd(e *env, args []string) error {
 	fs := e.flags(cmdCounterAdd)
-	rangeBits := fs.Uint("range-bits", 32, "")
+	rangeBits := fs.Uint("range-bits", 0, "")
 	keepHot := fs.Bool("keep-hot", false, "")
 	hotRanges := fs.Int("hot-ranges", 0, "")
 	age := fs.Duration("age", 0, "")
@@ -122,9 +124,11 @@ func runCounterAdd(e *env, args []string) error {
 		return usagef("--id-epoch-ms and --id-time-shift go with --age")
 	}
 	opts := store.CounterOptions{}
-	if opts.RangeBits, err = uint8Flag("range-bits", *rangeBits, false,
-		fmt.Sprintf("%d..%d", limits.MinRangeBits, limits.MaxRangeBits)); err != nil {
-		return err
+	if set["range-bits"] {
+		if opts.RangeBits, err = uint8Flag("range-bits", *rangeBits, false,
+			fmt.Sprintf("%d..%d", limits.MinRangeBits, limits.MaxRangeBits)); err != nil {
+			return err
+		}
 	}
 	switch {
 	case set["hot-ranges"]:
