@@ -76,13 +76,24 @@ type Options struct {
 	// CheckpointChunkRows is the largest number of rows in one checkpoint
 	// chunk. The default is 65536.
 	CheckpointChunkRows int
+	// MemoryBudget is the memory, in bytes, the store's caches and write
+	// buffers may take beside the hot tables (which hold the data and are
+	// counted in Stats): Pebble's memtables (Pebble keeps up to two of
+	// MemTableSize), Pebble's block cache (CacheSize) and the decoded cold
+	// block cache (BlockCacheSize). Each of those three left 0 gets its
+	// share: a quarter of the budget each, the memtables two quarters. One
+	// given explicitly is used as given; the budget does not bound it. At
+	// least 8 MiB. The default is 64 MiB (16 MiB memtables and caches; a
+	// host with memory to spare for cold reads raises it).
+	MemoryBudget int64
 	// CacheSize is the size in bytes of Pebble's block cache. The default is
-	// 64 MiB.
+	// MemoryBudget/4.
 	CacheSize int64
-	// MemTableSize is Pebble's memtable size in bytes. The default is 32 MiB.
+	// MemTableSize is Pebble's memtable size in bytes. The default is
+	// MemoryBudget/4.
 	MemTableSize uint64
 	// BlockCacheSize bounds the memory of decompressed cold blocks, in
-	// bytes. The default is 64 MiB.
+	// bytes. The default is MemoryBudget/4.
 	BlockCacheSize int64
 	// ColdBlockSize is the decoded size a cold block grows to before the
 	// next one starts. The default is cold.DefaultTargetBlockSize.
@@ -143,6 +154,12 @@ type Options struct {
 	testProbeInterval time.Duration
 }
 
+// Bounds of Options.MemoryBudget.
+const (
+	DefaultMemoryBudget = 64 << 20
+	MinMemoryBudget     = 8 << 20
+)
+
 // EnsureDefaults returns a copy of o (which may be nil) with every zero field
 // set to its default.
 func (o *Options) EnsureDefaults() *Options {
@@ -162,17 +179,24 @@ func (o *Options) EnsureDefaults() *Options {
 	if c.CheckpointChunkRows == 0 {
 		c.CheckpointChunkRows = 65536
 	}
-	if c.CacheSize == 0 {
-		c.CacheSize = 64 << 20
+	if c.MemoryBudget == 0 {
+		c.MemoryBudget = DefaultMemoryBudget
 	}
-	if c.MemTableSize == 0 {
-		c.MemTableSize = 32 << 20
+	if c.MemoryBudget >= MinMemoryBudget {
+		// Below the minimum Validate refuses the options: no share.
+		share := c.MemoryBudget / 4
+		if c.CacheSize == 0 {
+			c.CacheSize = share
+		}
+		if c.MemTableSize == 0 {
+			c.MemTableSize = uint64(share)
+		}
+		if c.BlockCacheSize == 0 {
+			c.BlockCacheSize = share
+		}
 	}
 	if c.FS == nil {
 		c.FS = vfs.Default
-	}
-	if c.BlockCacheSize == 0 {
-		c.BlockCacheSize = 64 << 20
 	}
 	if c.CompactionBytesPerSec == 0 {
 		c.CompactionBytesPerSec = 64 << 20
@@ -228,6 +252,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CacheSize < 0 {
 		bad("negative CacheSize %d", o.CacheSize)
+	}
+	if o.MemoryBudget < MinMemoryBudget {
+		bad("MemoryBudget %d (want at least %d, 8 MiB)", o.MemoryBudget, MinMemoryBudget)
 	}
 	return errors.Join(errs...)
 }

@@ -32,7 +32,9 @@ type Stats struct {
 	// Go heap, in cgo builds.
 	PebbleManualBytes int64
 	Recovery          RecoveryStats
-	BlockCache        BlockCacheStats
+	// Memory is what the options give the caches and write buffers.
+	Memory     MemoryStats
+	BlockCache BlockCacheStats
 	// Pebble holds figures of Pebble's own work.
 	Pebble       PebbleStats
 	Jobs         []compaction.Progress // background jobs running now (seals, merges, queued jobs)
@@ -57,6 +59,15 @@ type PebbleStats struct {
 	L0Files              int64  // files in level 0
 	CompactionDebt       uint64 // estimated bytes compactions still owe
 	WALBytes             uint64 // live WAL bytes
+}
+
+// MemoryStats are the sizes Options.MemoryBudget (or explicit options)
+// gave the store's caches and write buffers.
+type MemoryStats struct {
+	Budget          int64 // Options.MemoryBudget
+	MemTableSize    int64 // one of Pebble's (up to two) memtables
+	PebbleCacheSize int64 // Pebble's block cache
+	BlockCacheSize  int64 // decoded cold blocks
 }
 
 // QueueStats describes the durable job queue.
@@ -204,7 +215,10 @@ func (c CounterStats) BytesPerRow() float64 {
 
 // Stats returns a snapshot of the store's state.
 func (db *DB) Stats() Stats {
-	s := Stats{Durability: db.opts.Durability, Recovery: db.recovery}
+	s := Stats{Durability: db.opts.Durability, Recovery: db.recovery, Memory: MemoryStats{
+		Budget: db.opts.MemoryBudget, MemTableSize: int64(db.opts.MemTableSize),
+		PebbleCacheSize: db.opts.CacheSize, BlockCacheSize: db.opts.BlockCacheSize,
+	}}
 	db.commit.Lock()
 	s.LastSeq = db.commit.lastSeq
 	db.commit.Unlock()

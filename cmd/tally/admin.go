@@ -72,6 +72,11 @@ are two decimals.
   block_cache_misses   ... and not found (read from disk and decompressed)
   block_cache_hit_rate hits / (hits + misses), four decimals
   block_cache_bytes    memory the block cache holds
+  memory_budget        bytes for caches and write buffers beside the hot
+                       tables (store.Options.MemoryBudget), split into:
+  pebble_memtable_size   one of Pebble's (up to two) memtables
+  pebble_cache_size      Pebble's block cache
+  block_cache_size       the decoded cold block cache's bound
   jobs_running         aging and merge jobs running now (in this process)
   jobs_finished        jobs finished since this invocation opened the store
   job.I                KIND COUNTER range ID PHASE DONE/TOTAL, per running job
@@ -239,6 +244,10 @@ func writeStats(w io.Writer, s store.Stats) {
 	fmt.Fprintf(w, "block_cache_misses %d\n", s.BlockCache.Misses)
 	fmt.Fprintf(w, "block_cache_hit_rate %.4f\n", s.BlockCache.HitRate())
 	fmt.Fprintf(w, "block_cache_bytes %d\n", s.BlockCache.Bytes)
+	fmt.Fprintf(w, "memory_budget %d\n", s.Memory.Budget)
+	fmt.Fprintf(w, "pebble_memtable_size %d\n", s.Memory.MemTableSize)
+	fmt.Fprintf(w, "pebble_cache_size %d\n", s.Memory.PebbleCacheSize)
+	fmt.Fprintf(w, "block_cache_size %d\n", s.Memory.BlockCacheSize)
 	fmt.Fprintf(w, "jobs_running %d\n", len(s.Jobs))
 	fmt.Fprintf(w, "jobs_finished %d\n", s.JobsFinished)
 	for i, j := range s.Jobs {
