@@ -139,6 +139,9 @@ func (t *Table) setColumn(c, w int) {
 // would make bytes/row swing with the row count.
 func (t *Table) phase(i int) float32 { return float32(i) / float32(len(t.segs)) }
 
+// KeyBits returns the width of the table's keys.
+func (t *Table) KeyBits() uint { return t.keyBits }
+
 // NumColumns returns the number of columns of a row.
 func (t *Table) NumColumns() int { return int(t.ncols.Load()) }
 

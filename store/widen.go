@@ -335,6 +335,28 @@ func (db *DB) loadRangeBits(cat *catalog) error {
 	})
 }
 
+// checkWidth verifies a counter's width (for Check): the snapshot's mask
+// matches its bits; a fixed-width counter is at its schema's width, an
+// auto one at that or a multiple of 8 above, at most 64; every range id
+// fits the width.
+func checkWidth(cs *counterState, set *rangeSet) error {
+	bits := set.bits
+	switch {
+	case set.mask != 1<<bits-1:
+		return fmt.Errorf("tally: %s: mask %#x for %d-bit ranges", cs.name, set.mask, bits)
+	case !cs.autoBits && bits != cs.schemaBits:
+		return fmt.Errorf("tally: %s: fixed %d-bit ranges at %d bits", cs.name, cs.schemaBits, bits)
+	case cs.autoBits && bits != cs.schemaBits && (bits%8 != 0 || bits < cs.schemaBits || bits > maxAutoBits):
+		return fmt.Errorf("tally: %s: ranges of %d bits from %d", cs.name, bits, cs.schemaBits)
+	}
+	for rid := range set.m {
+		if rid > shiftRight(^uint64(0), bits) {
+			return fmt.Errorf("tally: %s: range %d beyond %d-bit ranges", cs.name, rid, bits)
+		}
+	}
+	return nil
+}
+
 // widenImagesLocked runs the commit path's width check for the counters a
 // commit touched.
 func (b *Batch) widenImagesLocked() {

@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -256,5 +259,63 @@ func TestMemoryBudget(t *testing.T) {
 	}
 	if ok, _ := vfs.Clone(fs, fs, "new", "x"); ok {
 		t.Fatal("a refused Open created the store")
+	}
+}
+
+// TestWidenWhileReading widens a counter while readers run Get and MultiGet
+// on it: a reader sees, for every id it checks, either the row or (before
+// the commit that wrote it) zeros, never another id's row; run under -race
+// it also checks that readers take the width from their snapshot only.
+func TestWidenWhileReading(t *testing.T) {
+	db := openTest(t, vfs.NewMem(), "db", nil)
+	c := newPair(t, db)
+	const n = 2000
+	var written atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]uint64, 10)
+			var dst []uint64
+			for k := uint64(r); ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				done := uint64(written.Load())
+				for j := range ids {
+					ids[j] = randomID((k*7 + uint64(j)*13) % n)
+				}
+				var err error
+				if dst, err = c.MultiGet(ids, dst); err != nil {
+					errs <- err
+					return
+				}
+				for j, id := range ids {
+					i := (k*7 + uint64(j)*13) % n
+					if got := dst[2*j]; got != 0 && got != i+1 || i < done && got != i+1 {
+						errs <- fmt.Errorf("id %d (row %d, %d written): %v", id, i, done, dst[2*j:2*j+2])
+						return
+					}
+				}
+			}
+		}()
+	}
+	for i := range uint64(n) {
+		must(t, c.Set(randomID(i), i+1, 1))
+		written.Store(int64(i + 1))
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := counterStats(t, db, "posts"); st.RangeBits != 64 || st.HotRows != n {
+		t.Fatalf("%d rows in %d-bit ranges, want %d in 64", st.HotRows, st.RangeBits, n)
 	}
 }
