@@ -161,6 +161,7 @@ func TestWidenOnCommit(t *testing.T) {
 			if st2 := counterStats(t, db2, "posts"); st2.RangeBits != st.RangeBits {
 				t.Fatalf("after crash: %d bits, was %d", st2.RangeBits, st.RangeBits)
 			}
+			must(t, db2.Verify(context.Background()))
 			must(t, db2.Close())
 			db3 := openTest(t, crash, "db", nil)
 			if st3 := counterStats(t, db3, "posts"); st3.RangeBits != st.RangeBits || st3.HotRows != total {
