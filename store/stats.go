@@ -111,7 +111,8 @@ type CounterStats struct {
 	// MemBytes is the store's own accounting of the memory it holds for
 	// the counter: hot tables (slot arrays and segment headers by the size
 	// the allocator gave them, overflow maps estimated), deltas, cold
-	// descriptors and each range's own state (rangeStateBytes). The process's heap grows
+	// descriptors (encoded, and decoded: block index and presence set) and
+	// each range's own state (rangeStateBytes). The process's heap grows
 	// by more (allocator size classes, garbage not yet collected, the
 	// decoded block cache, Pebble): the benchmarks report both.
 	MemBytes int64
@@ -287,7 +288,9 @@ func (db *DB) Stats() Stats {
 			if rs.cold != nil {
 				r.Rows = int(rs.cold.Desc().Rows())
 				r.PayloadBytes = rs.coldPayloadBytes()
-				r.MemBytes += int64(len(rs.cold.v.desc))
+				// The encoded descriptor is kept (merges re-encode from
+				// it) beside its decoded form (block index, presence set).
+				r.MemBytes += int64(len(rs.cold.v.desc)) + int64(rs.cold.Desc().MemBytes())
 				st.ColdRanges++
 				st.ColdRows += r.Rows
 			} else {
