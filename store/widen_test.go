@@ -243,12 +243,12 @@ func TestRangeBitsEncoding(t *testing.T) {
 func TestMemoryBudget(t *testing.T) {
 	fs := vfs.NewMem()
 	db := openTest(t, fs, "db", &Options{FS: fs, DisableBackground: true})
-	if got, want := db.Stats().Memory, (MemoryStats{64 << 20, 16 << 20, 16 << 20, 16 << 20}); got != want {
+	if got, want := db.Stats().Memory, (MemoryStats{64 << 20, 8 << 20, 16 << 20, 32 << 20}); got != want {
 		t.Fatalf("default: %+v, want %+v", got, want)
 	}
 	must(t, db.Close())
 	db = openTest(t, fs, "db", &Options{FS: fs, DisableBackground: true, MemoryBudget: 32 << 20, CacheSize: 100 << 20})
-	if got, want := db.Stats().Memory, (MemoryStats{32 << 20, 8 << 20, 100 << 20, 8 << 20}); got != want {
+	if got, want := db.Stats().Memory, (MemoryStats{32 << 20, 4 << 20, 100 << 20, 16 << 20}); got != want {
 		t.Fatalf("32 MiB with CacheSize: %+v, want %+v", got, want)
 	}
 	must(t, db.Close())

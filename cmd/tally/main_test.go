@@ -154,9 +154,9 @@ block_cache_misses 0
 block_cache_hit_rate 0\.0000
 block_cache_bytes 0
 memory_budget 67108864
-pebble_memtable_size 16777216
+pebble_memtable_size 8388608
 pebble_cache_size 16777216
-block_cache_size 16777216
+block_cache_size 33554432
 jobs_running 0
 jobs_finished 0
 queue_pending 0
