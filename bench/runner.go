@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +36,11 @@ type RunConfig struct {
 	Verify int
 	// Log, if not nil, receives progress lines.
 	Log io.Writer
+	// HeapProfile, if not empty, is a path prefix: once the memory figures
+	// are taken, the runner writes the Go heap profile (inuse_space after a
+	// collection) to HeapProfile + "-" + the target's label + ".pb.gz", for
+	// the per-site table of bench/RESULTS.md.
+	HeapProfile string
 }
 
 // Result is one target's figures.
@@ -163,6 +171,11 @@ func run(cfg *RunConfig, t Target, res *Result) error {
 	}
 	if res.Mem, err = t.Memory(); err != nil {
 		return fmt.Errorf("memory: %w", err)
+	}
+	if cfg.HeapProfile != "" {
+		if err := writeHeapProfile(cfg.HeapProfile + "-" + profileName(res.Spec.Label()) + ".pb.gz"); err != nil {
+			return fmt.Errorf("heap profile: %w", err)
+		}
 	}
 	if res.DiskBytes, err = t.DiskBytes(); err != nil {
 		return fmt.Errorf("disk: %w", err)
@@ -313,4 +326,29 @@ func clientLoop(cfg *RunConfig, c Client, s *workload.OpStream, st *clientStats,
 		}
 	}
 	return nil
+}
+
+// writeHeapProfile writes the heap profile, after a collection so that
+// inuse_space is live data, to path.
+func writeHeapProfile(path string) error {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// profileName turns a target label into a file name part.
+func profileName(label string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '_'
+	}, label)
 }

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -98,7 +100,12 @@ func TestRunRedis(t *testing.T) {
 
 func TestRunTally(t *testing.T) {
 	cfg := smokeConfig(t)
+	cfg.HeapProfile = filepath.Join(t.TempDir(), "heap")
 	for _, spec := range TallySpecs() {
 		checkResult(t, cfg, Run(cfg, spec))
+		path := cfg.HeapProfile + "-" + profileName(spec.Label()) + ".pb.gz"
+		if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+			t.Errorf("%s: heap profile %s: %v", spec.Label(), path, err)
+		}
 	}
 }

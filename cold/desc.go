@@ -2,8 +2,8 @@ package cold
 
 import (
 	"encoding/binary"
-
 	"iter"
+	"unsafe"
 
 	"github.com/tallydb/tally/internal/checksum"
 )
@@ -19,6 +19,13 @@ type Desc struct {
 	firsts []uint64 // first key of each block
 	lasts  []uint64 // last key of each block
 	pres   presence
+}
+
+// MemBytes returns the bytes the decoded descriptor holds in memory: the
+// block index and the presence set (by their slices' capacities) and the
+// Desc itself. The encoded descriptor a caller keeps is not in it.
+func (d *Desc) MemBytes() int {
+	return int(unsafe.Sizeof(*d)) + 8*(cap(d.starts)+cap(d.firsts)+cap(d.lasts)) + d.pres.memBytes()
 }
 
 // Rows returns the number of rows (keys) in the range.

@@ -29,7 +29,10 @@
 // On decode the key stream becomes a presence set (presence.go): a
 // two-level structure like roaring (array or bitmap per 65536 keys) that
 // also keeps the rank of each chunk's first key, so Rank(key) = row number
-// is O(log) rather than roaring's walk over every earlier container.
+// is O(log) rather than roaring's walk over every earlier container. A set
+// whose chunks hold under 4 keys on average (snowflake ids in wide ranges)
+// is a sorted key array instead: 8 bytes per key rather than the 24-byte
+// per-chunk overhead for each key.
 //
 // # Merging a delta
 //
@@ -95,8 +98,10 @@
 // # Caveats
 //
 //   - The presence set is in memory for every open range: ~2 bytes per key
-//     for sparse ranges (8 KiB per 65536-key chunk once a chunk holds more
-//     than 4096 keys), plus 16+8 bytes per non-empty chunk. Decoding a
+//     for chunks of many keys (8 KiB per 65536-key chunk once a chunk holds
+//     more than 4096 keys), plus 16+8 bytes per non-empty chunk; 8 bytes
+//     per key for sets of thin chunks (a sorted key array). Desc.MemBytes
+//     reports it. Decoding a
 //     descriptor runs at roughly 50M keys/s, so opening a 20M-row range
 //     costs ~0.4 s and ~45 MB; the store should keep decoded Descs.
 //   - A block is bound to its descriptor by first/last key, row count and

@@ -2,7 +2,9 @@ package cold
 
 import (
 	"math/bits"
+	"slices"
 	"sort"
+	"unsafe"
 )
 
 // presence is the in-memory set of keys of a sealed range, answering
@@ -16,9 +18,18 @@ import (
 // popcounts; roaring's Rank walks every container before the key, which is
 // 65536 containers for a sparse 32-bit range.
 //
-// Memory: about 2 bytes per key for sparse ranges, 1 bit per possible key
-// for dense chunks, plus 20 bytes per non-empty chunk.
+// Memory: about 2 bytes per key for sparse chunks, 1 bit per possible key
+// for dense chunks, plus 24 bytes per non-empty chunk. When chunks hold
+// fewer than sparseKeysPerChunk keys on average the set is kept as a sorted
+// []uint64 instead (8 bytes per key): snowflake ids in 48-bit ranges put
+// about one key in each 65,536-id chunk, and the chunked form cost 36-52
+// bytes per key with its append slack (issue 19: 62% of the live heap of
+// tallybench's tally target). finish trims every slice to its length.
 type presence struct {
+	// keys, if not nil, is the whole set, sorted; the fields below are
+	// then empty.
+	keys []uint64
+
 	hi []uint64 // chunk number (key>>16) of each chunk, increasing
 	// dense is true when hi is contiguous (every chunk between the first and
 	// last is non-empty, as in any sparse-but-large range): the chunk of h is
@@ -43,6 +54,10 @@ type chunkInfo struct {
 const (
 	arrayMax   = 4096
 	bitmapFlag = 1 << 31
+	// sparseKeysPerChunk is the average chunk size below which a presence
+	// set is a sorted key array: at 24 bytes per chunk plus 2 per key, a
+	// chunk of fewer than 4 keys costs more than 8 bytes per key.
+	sparseKeysPerChunk = 4
 )
 
 // presenceBuilder accumulates keys in increasing order.
@@ -101,10 +116,44 @@ func (b *presenceBuilder) finish() presence {
 	b.closeChunk()
 	b.p.n = b.n
 	b.curLows = nil
-	if h := b.p.hi; len(h) > 0 {
-		b.p.dense = h[len(h)-1]-h[0] == uint64(len(h)-1)
+	p := b.p
+	if len(p.hi)*sparseKeysPerChunk > int(p.n) {
+		keys := make([]uint64, 0, p.n)
+		cur := p.seek(0)
+		for k, ok := cur.next(); ok; k, ok = cur.next() {
+			keys = append(keys, k)
+		}
+		return presence{keys: keys, n: p.n}
 	}
-	return b.p
+	if h := p.hi; len(h) > 0 {
+		p.dense = h[len(h)-1]-h[0] == uint64(len(h)-1)
+	}
+	// The builder's slices grew by appending (up to twice their length):
+	// keep exact copies for the range's lifetime.
+	p.hi, p.ch, p.lows = slices.Clone(p.hi), slices.Clone(p.ch), slices.Clone(p.lows)
+	p.words, p.cum = slices.Clone(p.words), slices.Clone(p.cum)
+	return p
+}
+
+// memBytes returns the bytes the set holds (its slices' capacities).
+func (p *presence) memBytes() int {
+	return 8*cap(p.keys) + 8*cap(p.hi) + int(unsafe.Sizeof(chunkInfo{}))*cap(p.ch) +
+		2*cap(p.lows) + 8*cap(p.words) + 2*cap(p.cum)
+}
+
+// searchKeys returns the index of the first of keys >= key.
+func searchKeys(keys []uint64, key uint64) int {
+	lo, n := 0, len(keys)
+	for n > 0 {
+		half := n / 2
+		if keys[lo+half] < key {
+			lo += half + 1
+			n -= half + 1
+		} else {
+			n = half
+		}
+	}
+	return lo
 }
 
 // len returns the number of keys.
@@ -138,6 +187,10 @@ func (p *presence) chunk(h uint64) int {
 // rank returns the number of keys less than key and whether key is present;
 // for a present key that is its row number.
 func (p *presence) rank(key uint64) (uint64, bool) {
+	if p.keys != nil {
+		i := searchKeys(p.keys, key)
+		return uint64(i), i < len(p.keys) && p.keys[i] == key
+	}
 	c := p.chunk(key >> 16)
 	if c < 0 {
 		return 0, false
@@ -172,6 +225,10 @@ func (p *presence) rank(key uint64) (uint64, bool) {
 }
 
 func (p *presence) contains(key uint64) bool {
+	if p.keys != nil {
+		i := searchKeys(p.keys, key)
+		return i < len(p.keys) && p.keys[i] == key
+	}
 	c := p.chunk(key >> 16)
 	if c < 0 {
 		return false
@@ -201,12 +258,15 @@ func (p *presence) contains(key uint64) bool {
 type cursor struct {
 	p    *presence
 	c    int    // chunk
-	i    int    // array: index in chunk; bitmap: word index
+	i    int    // array: index in chunk; bitmap: word index; key array: index
 	word uint64 // bitmap: remaining bits of word i
 }
 
 // seek positions the cursor at the key of rank r (r < p.len()).
 func (p *presence) seek(r uint64) cursor {
+	if p.keys != nil {
+		return cursor{p: p, i: int(r)}
+	}
 	c := sort.Search(len(p.ch), func(i int) bool { return p.ch[i].base+uint64(p.ch[i].card) > r })
 	cur := cursor{p: p, c: c}
 	if c >= len(p.hi) {
@@ -238,6 +298,13 @@ func (p *presence) seek(r uint64) cursor {
 // next returns the next key; ok is false at the end.
 func (cur *cursor) next() (key uint64, ok bool) {
 	p := cur.p
+	if p.keys != nil {
+		if cur.i < len(p.keys) {
+			cur.i++
+			return p.keys[cur.i-1], true
+		}
+		return 0, false
+	}
 	for cur.c < len(p.hi) {
 		off := p.ch[cur.c].off
 		if off&bitmapFlag == 0 {

@@ -3,6 +3,7 @@ package hot
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"sync"
 )
 
@@ -266,8 +267,14 @@ func (t *Table) growLocked(sg *segment) {
 // nothing, if the last row would not fit before the end.
 func (t *Table) rebuildLocked(sg *segment, size, ncols int) bool {
 	rb := t.keyBytes + int(t.offs[ncols])
+	// The allocator rounds every allocation up to its size class (to 8 KiB
+	// pages above 32 KiB); slices.Grow asks for that rounded size, so the
+	// slots use the whole allocation and cap(ns), which MemBytes counts, is
+	// what the heap holds.
+	ns := slices.Grow([]byte(nil), size*rb+tailSlack)
+	size = (cap(ns) - tailSlack) / rb
+	ns = ns[:size*rb+tailSlack]
 	homes := uint32(size - padSlots(size))
-	ns := make([]byte, size*rb+tailSlack)
 	old, orb := sg.mu.slots, int(sg.mu.rowBytes)
 	ovb := orb - t.keyBytes
 	prev := -1

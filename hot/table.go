@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -27,7 +28,10 @@ var (
 // Limits of a table's layout.
 const (
 	MinKeyBits = limits.MinRangeBits
-	MaxKeyBits = limits.MaxRangeBits
+	// MaxKeyBits is a whole 64-bit id: the store widens a counter's ranges
+	// up to one range for every id (store/widen.go), beyond the 48 bits a
+	// caller may ask for (limits.MaxRangeBits).
+	MaxKeyBits = 64
 	// MaxColumns is a counter's limit plus the deletion marker of a cold
 	// delta (see package limits).
 	MaxColumns = limits.MaxTableColumns
@@ -62,7 +66,8 @@ type Table struct {
 
 // New returns an empty table for keys < 1<<keyBits whose rows have columns
 // of the given physical widths in bytes (1, 2 or 4). sizeHint is the expected
-// number of rows (0 = small); it only sets initial segment capacities.
+// number of rows (0 = small); it only sets initial segment capacities, for
+// 3/4 of it (see New's body for why).
 func New(keyBits uint, widths []int, sizeHint int) (*Table, error) {
 	if keyBits < MinKeyBits || keyBits > MaxKeyBits {
 		return nil, fmt.Errorf("%w: keyBits %d not in [%d, %d]", ErrBadLayout, keyBits, MinKeyBits, MaxKeyBits)
@@ -84,17 +89,25 @@ func New(keyBits uint, widths []int, sizeHint int) (*Table, error) {
 	t.storedMask = 1<<t.storedBits - 1
 	t.keyBytes = int(t.storedBits / 8)
 	t.mix = newMixer(keyBits)
-	t.segs = make([]segment, 1<<segBits)
-	if sizeHint > 0 {
+	// Grown rather than made, so cap(t.segs) (MemBytes) reflects the size
+	// class the allocator rounds the headers up to.
+	t.segs = slices.Grow([]segment(nil), 1<<segBits)[:1<<segBits]
+	if sizeHint >= 4*len(t.segs) {
 		// A hint only presizes; growth handles the rest, so cap it at what a
-		// segment can hold and at 1<<24 rows per segment.
-		per := min((sizeHint+len(t.segs)-1)/len(t.segs), 1<<t.storedBits, 1<<24)
+		// segment can hold and at 1<<24 rows per segment. Segments are
+		// sized for 3/4 of their share and grow through their capacity
+		// steps from there, so a hinted table ends where a grown one does:
+		// sized for the whole share (a step above the mean), half the
+		// segments grew once more right away and a hinted load cost 5-16%
+		// more per row than a grown one (TestHintCostsNoMore). Hints below
+		// 4 rows per segment presize nothing: most segments would stay
+		// empty.
+		per := min(sizeHint/len(t.segs)*3/4, 1<<t.storedBits, 1<<24)
 		for i := range t.segs {
 			sg := &t.segs[i]
 			sg.phase = t.phase(i)
 			sg.mu.ncols = uint8(len(widths))
-			n := nextSlots(0, per, sg.phase)
-			if !t.rebuildLocked(sg, n, len(widths)) {
+			if !t.rebuildLocked(sg, nextSlots(0, per, sg.phase), len(widths)) {
 				panic("hot: rebuild of an empty segment failed")
 			}
 		}
@@ -133,6 +146,9 @@ func (t *Table) setColumn(c, w int) {
 // would make bytes/row swing with the row count.
 func (t *Table) phase(i int) float32 { return float32(i) / float32(len(t.segs)) }
 
+// KeyBits returns the width of the table's keys.
+func (t *Table) KeyBits() uint { return t.keyBits }
+
 // NumColumns returns the number of columns of a row.
 func (t *Table) NumColumns() int { return int(t.ncols.Load()) }
 
@@ -141,10 +157,12 @@ func (t *Table) Len() int { return int(t.rows.Load()) }
 
 // Approximate bytes an overflow map costs: per entry a 16-byte key/value
 // slot plus control byte at Go's 7/8 maximum load, rounded up; per map its
-// header and first group.
+// header and first group less one entry, so that a map of one entry (the
+// common case: overflows are rare, one per segment) costs what the heap
+// measured for it, 192 bytes (TestMemBytesMatchesHeap).
 const (
 	ovEntryBytes = 24
-	ovMapBytes   = 48 + 8*ovEntryBytes
+	ovMapBytes   = 192 - ovEntryBytes
 )
 
 // MemBytes returns the bytes of memory the table holds: slot arrays (by
@@ -152,10 +170,23 @@ const (
 // the Table itself.
 func (t *Table) MemBytes() int {
 	return int(unsafe.Sizeof(*t)) +
-		len(t.segs)*int(unsafe.Sizeof(segment{})) +
+		cap(t.segs)*int(unsafe.Sizeof(segment{})) +
 		int(t.slotBytes.Load()) +
 		int(t.ovEntries.Load())*ovEntryBytes +
 		int(t.ovMaps.Load())*ovMapBytes
+}
+
+// ExpectedBytesPerRow returns what a row costs on average, in slot bytes,
+// in a large table of keyBits-bit keys and columns of the given widths:
+// the row's bytes (stored key and values) over the average load between
+// capacity steps, rowBytes*(growth-1)/ln(growth)/maxLoad (see Growth in
+// the package doc). Fixed per-table and per-segment costs are not in it.
+func ExpectedBytesPerRow(keyBits uint, widths []int) float64 {
+	rb := int((keyBits - segmentBits(keyBits)) / 8)
+	for _, w := range widths {
+		rb += w
+	}
+	return float64(rb) * (growth - 1) / lnGrowth / maxLoad
 }
 
 // NumSegments returns the number of segments, for RangeSegment.

@@ -6,6 +6,8 @@ package store_test
 //
 //	TALLY_BENCH_ROWS=20000000   stored rows of the hot-table benchmarks
 //	TALLY_BENCH_LOG=2000000     log records for BenchmarkOpen
+//	TALLY_HEAP_PROFILE=FILE     BenchmarkMultiGet10 writes the heap profile
+//	                            after its load (inuse_space, for issue 19)
 //
 // Data: the bench/workload generator (55% of items never counted,
 // power-law counts, tail above 65,535 under 1 in 100,000), 2 columns with
@@ -17,6 +19,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -164,6 +168,7 @@ func BenchmarkMultiGet10(b *testing.B) {
 	bd := openBench(b, b.TempDir(), nil, rows, 32, store.AgePolicy{})
 	st := bd.db.Stats().Counters[0]
 	mem := bd.memPerRow(st.MemBytes, st.HotRows)
+	writeHeapProfile(b)
 	pages := pickPages(bd.d.ids, 1<<17)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -181,6 +186,26 @@ func BenchmarkMultiGet10(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N*10)/b.Elapsed().Seconds(), "ids/s")
 	mem.report(b)
+}
+
+// writeHeapProfile writes the Go heap profile (inuse_space after a
+// collection) to $TALLY_HEAP_PROFILE if set: the allocation sites behind
+// heap-B/row, for the per-site table of bench/RESULTS.md (issue 19). The
+// data set the benchmark generated is in it too (genData, workload).
+func writeHeapProfile(b *testing.B) {
+	path := os.Getenv("TALLY_HEAP_PROFILE")
+	if path == "" {
+		return
+	}
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // pickPages returns n pages of 10 ids drawn uniformly from ids, laid out

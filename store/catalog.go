@@ -38,12 +38,18 @@ func (c *catalog) with(cs *counterState) *catalog {
 // are set at creation; cols and ranges are copy-on-write snapshots replaced
 // only by writers holding DB.commit, so readers never lock.
 type counterState struct {
-	id        uint32
-	name      string
-	rangeBits uint
-	keyMask   uint64
-	age       AgePolicy
-	owner     atomic.Pointer[string] // CounterInfo.Owner; set once more by ClaimCounter
+	id   uint32
+	name string
+	// schemaBits is the range width of the schema: the fixed width, or
+	// under autoBits the width the counter started with. The current width
+	// is the ranges snapshot's (rangeSet.bits).
+	schemaBits uint
+	autoBits   bool // the store may widen the ranges (widen.go)
+	age        AgePolicy
+	owner      atomic.Pointer[string] // CounterInfo.Owner; set once more by ClaimCounter
+	// widen is the state of automatic widening (widen.go), guarded by
+	// DB.commit.
+	widen widenState
 
 	cols   atomic.Pointer[colSet]
 	ranges atomic.Pointer[rangeSet]
@@ -69,28 +75,29 @@ func (db *DB) liveState(cs *counterState) *counterState {
 
 func newCounterState(ci *CounterInfo) *counterState {
 	cs := &counterState{
-		id:        ci.ID,
-		name:      ci.Name,
-		rangeBits: uint(ci.RangeBits),
-		keyMask:   1<<ci.RangeBits - 1,
-		age:       ci.Age,
+		id:         ci.ID,
+		name:       ci.Name,
+		schemaBits: uint(ci.RangeBits),
+		autoBits:   ci.AutoRangeBits,
+		age:        ci.Age,
 	}
 	owner := ci.Owner
 	cs.owner.Store(&owner)
 	cs.cols.Store(newColSet(ci.Columns))
-	cs.ranges.Store(&rangeSet{m: map[uint64]*rangeState{}})
+	cs.ranges.Store(newRangeSet(uint(ci.RangeBits), map[uint64]*rangeState{}))
 	return cs
 }
 
 func (cs *counterState) info() CounterInfo {
 	cols := cs.cols.Load()
 	return CounterInfo{
-		ID:        cs.id,
-		Name:      cs.name,
-		RangeBits: uint8(cs.rangeBits),
-		Age:       cs.age,
-		Columns:   append([]Column(nil), cols.cols...),
-		Owner:     *cs.owner.Load(),
+		ID:            cs.id,
+		Name:          cs.name,
+		RangeBits:     uint8(cs.schemaBits),
+		AutoRangeBits: cs.autoBits,
+		Age:           cs.age,
+		Columns:       append([]Column(nil), cols.cols...),
+		Owner:         *cs.owner.Load(),
 	}
 }
 
@@ -113,21 +120,42 @@ func newColSet(cols []Column) *colSet {
 }
 
 // rangeSet is an immutable snapshot of a counter's ranges, replaced when a
-// range is created or changes tier.
+// range is created or changes tier, or when the ranges are widened
+// (widen.go). A range id is id >> bits, its key id & mask; a reader takes
+// both from the snapshot it loaded, never from a later one.
 type rangeSet struct {
-	m map[uint64]*rangeState
+	m    map[uint64]*rangeState
+	bits uint   // range width: low id bits per range, 8..64
+	mask uint64 // 1<<bits - 1
 }
+
+func newRangeSet(bits uint, m map[uint64]*rangeState) *rangeSet {
+	// NB: for bits = 64, 1<<bits is 0 in Go, so mask is all ones, and
+	// id>>bits is 0: one range holds every id.
+	return &rangeSet{m: m, bits: bits, mask: 1<<bits - 1}
+}
+
+// lookup returns the range holding id (nil if none exists yet) and id's key
+// in it.
+func (s *rangeSet) lookup(id uint64) (*rangeState, uint64) {
+	return s.m[id>>s.bits], id & s.mask
+}
+
+// rangeBits returns the current range width. Writers (holding DB.commit)
+// may use it with later snapshots; readers use their snapshot's bits.
+func (cs *counterState) rangeBits() uint { return cs.ranges.Load().bits }
 
 // lookupRange returns the range holding id, or nil if none exists yet.
 func (cs *counterState) lookupRange(id uint64) *rangeState {
-	return cs.ranges.Load().m[id>>cs.rangeBits]
+	rs, _ := cs.ranges.Load().lookup(id)
+	return rs
 }
 
 // replaceRangeLocked publishes rs (nil removes the range). The caller holds
 // DB.commit.
 func (cs *counterState) replaceRangeLocked(rid uint64, rs *rangeState) {
 	old := cs.ranges.Load()
-	n := &rangeSet{m: make(map[uint64]*rangeState, len(old.m)+1)}
+	n := newRangeSet(old.bits, make(map[uint64]*rangeState, len(old.m)+1))
 	for k, v := range old.m {
 		n.m[k] = v
 	}
@@ -142,11 +170,12 @@ func (cs *counterState) replaceRangeLocked(rid uint64, rs *rangeState) {
 // ensureRangeLocked returns the range of id, creating an empty hot range if
 // needed. The caller holds DB.commit.
 func (cs *counterState) ensureRangeLocked(id uint64, sizeHint int) (*rangeState, error) {
-	rid := id >> cs.rangeBits
-	if rs := cs.ranges.Load().m[rid]; rs != nil {
+	set := cs.ranges.Load()
+	rid := id >> set.bits
+	if rs := set.m[rid]; rs != nil {
 		return rs, nil
 	}
-	t, err := hot.New(cs.rangeBits, cs.cols.Load().widths, sizeHint)
+	t, err := hot.New(set.bits, cs.cols.Load().widths, sizeHint)
 	if err != nil {
 		return nil, err
 	}
@@ -158,14 +187,14 @@ func (cs *counterState) ensureRangeLocked(id uint64, sizeHint int) (*rangeState,
 // readRow fills out (len = number of columns) with the row of id.
 func (cs *counterState) readRow(id uint64, out []uint64) error {
 	for {
-		rs := cs.lookupRange(id)
+		rs, key := cs.ranges.Load().lookup(id)
 		if rs == nil {
 			clear(out)
 			return nil
 		}
 		// A merge replaced the range's blocks after the load: read the
 		// current state (lifetime.go).
-		if err := rs.readRow(id&cs.keyMask, out); err != errRetired {
+		if err := rs.readRow(key, out); err != errRetired {
 			return err
 		}
 		if cs.dead.Load() {

@@ -30,7 +30,11 @@ func (db *DB) Check() error {
 	db.life.mu.Unlock()
 	for _, cs := range db.cat.Load().byID {
 		ncols := len(cs.cols.Load().cols)
-		for rid, rs := range cs.ranges.Load().m {
+		set := cs.ranges.Load()
+		if err := checkWidth(cs, set); err != nil {
+			return err
+		}
+		for rid, rs := range set.m {
 			if rid != rs.id {
 				return fmt.Errorf("tally: %s: range %d filed under %d", cs.name, rs.id, rid)
 			}
@@ -62,6 +66,9 @@ func (db *DB) Check() error {
 			}{{rs.hot, ncols, "hot"}, {rs.delta, ncols + 1, "delta"}, {rs.frozen, ncols + 1, "frozen delta"}} {
 				if t.t == nil {
 					continue
+				}
+				if kb := t.t.KeyBits(); kb != set.bits {
+					return fmt.Errorf("tally: %s range %d: %s table of %d-bit keys in %d-bit ranges", cs.name, rid, t.what, kb, set.bits)
 				}
 				if n := t.t.NumColumns(); n != t.ncols {
 					return fmt.Errorf("tally: %s range %d: %s table has %d columns, want %d", cs.name, rid, t.what, n, t.ncols)

@@ -28,8 +28,10 @@ import (
 // checkpoint's intent (written before its first chunk, removed by the final
 // batch), by which Open knows the chunks of S are garbage (lifetime.go).
 
-// chunkVersion is the version byte of a checkpoint chunk.
-const chunkVersion = 1
+// chunkVersion is the version byte of a checkpoint chunk. Version 2 added
+// the range width (a counter's ranges can widen, widen.go); version 1
+// chunks, cut at the width of the counter's schema, are still read.
+const chunkVersion = 2
 
 // Chunk kinds: which table of the range the rows come from.
 const (
@@ -46,6 +48,7 @@ type chunkHeader struct {
 	counterID uint32
 	rangeID   uint64
 	kind      byte // chunkHot or chunkDelta
+	bits      uint // range width the range id and keys are of; 0 in a version 1 chunk (the schema's)
 	ncols     int
 	rangeRows int // rows in the whole range when the chunk was cut (a size hint)
 	nrows     int
@@ -60,6 +63,8 @@ type chunkHeader struct {
 //	range        8          range id, big-endian
 //	kind         1          chunkHot or chunkDelta (rows carry a leading
 //	                        deletion marker column)
+//	range bits   1          width the range id and keys are of, 8..64
+//	                        (version 2; absent in version 1)
 //	ncols        uvarint    values per row
 //	range rows   uvarint    rows in the whole range (size hint for loading)
 //	nrows        uvarint    rows in this chunk
@@ -73,7 +78,7 @@ func appendChunk(dst []byte, h chunkHeader, rows []uint64) []byte {
 	dst = append(dst, chunkVersion)
 	dst = binary.BigEndian.AppendUint32(dst, h.counterID)
 	dst = binary.BigEndian.AppendUint64(dst, h.rangeID)
-	dst = append(dst, h.kind)
+	dst = append(dst, h.kind, byte(h.bits))
 	dst = binary.AppendUvarint(dst, uint64(h.ncols))
 	dst = binary.AppendUvarint(dst, uint64(h.rangeRows))
 	dst = binary.AppendUvarint(dst, uint64(h.nrows))
@@ -92,14 +97,21 @@ func decodeChunk(b []byte, fn func(h *chunkHeader, key uint64, vals []uint64) er
 		return h, err
 	}
 	d := decoder{b: body, what: "checkpoint chunk"}
-	if v := d.byte(); d.err == nil && v != chunkVersion {
-		return h, fmt.Errorf("%w: checkpoint chunk version %d", ErrCorrupt, v)
+	version := d.byte()
+	if d.err == nil && version != 1 && version != chunkVersion {
+		return h, fmt.Errorf("%w: checkpoint chunk version %d", ErrCorrupt, version)
 	}
 	h.counterID = d.u32()
 	h.rangeID = d.u64()
 	h.kind = d.byte()
 	if d.err == nil && h.kind > chunkDelta {
 		return h, fmt.Errorf("%w: checkpoint chunk kind %d", ErrCorrupt, h.kind)
+	}
+	if version >= 2 {
+		h.bits = uint(d.byte())
+		if d.err == nil && (h.bits < limits.MinRangeBits || h.bits > maxAutoBits) {
+			return h, fmt.Errorf("%w: checkpoint chunk range bits %d", ErrCorrupt, h.bits)
+		}
 	}
 	ncols, rangeRows, nrows := d.uvarint(), d.uvarint(), d.uvarint()
 	if d.err != nil {
@@ -188,8 +200,9 @@ const checkpointBatchBytes = 8 << 20
 func (db *DB) batchLimit(n int) int { return min(n, int(db.opts.MemTableSize/4)) }
 
 type tableRef struct {
-	cs *counterState
-	rs *rangeState
+	cs   *counterState
+	rs   *rangeState
+	bits uint // width of the snapshot rs was taken from
 }
 
 // Checkpoint writes every hot table to Pebble so the log before it can be
@@ -229,8 +242,9 @@ func (db *DB) checkpoint(flush bool) (err error) {
 		if cs == nil {
 			continue
 		}
-		for _, rs := range cs.ranges.Load().m {
-			tables = append(tables, tableRef{cs, rs})
+		set := cs.ranges.Load()
+		for _, rs := range set.m {
+			tables = append(tables, tableRef{cs, rs, set.bits})
 		}
 	}
 	db.commit.Unlock()
@@ -355,7 +369,7 @@ func (w *chunkWriter) writeRange(t tableRef) error {
 
 func (w *chunkWriter) writeTable(t tableRef, tbl *hot.Table, kind byte, chunk *uint32) error {
 	ncols := tbl.NumColumns()
-	h := chunkHeader{counterID: t.cs.id, rangeID: t.rs.id, kind: kind, ncols: ncols, rangeRows: tbl.Len()}
+	h := chunkHeader{counterID: t.cs.id, rangeID: t.rs.id, kind: kind, bits: t.bits, ncols: ncols, rangeRows: tbl.Len()}
 	stride := 1 + ncols
 	w.rows = w.rows[:0]
 	for seg := 0; seg < tbl.NumSegments(); seg++ {

@@ -491,6 +491,9 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 	db.commit.lastSeq = seq
 	c.pb = pb
 	c.applyErr = b.applyImagesLocked()
+	if c.applyErr == nil {
+		b.widenImagesLocked()
+	}
 	qc.apply()
 	if b.once.source != "" {
 		db.applyOnceLocked(&b.once)
@@ -551,7 +554,7 @@ func (b *Batch) applyImagesLocked() error {
 // applyLocked stores row id's values in its range. The caller holds
 // DB.commit (or is recovering, alone).
 func (cs *counterState) applyLocked(id uint64, vals []uint64) error {
-	rs := cs.lookupRange(id)
+	rs, key := cs.ranges.Load().lookup(id)
 	if rs == nil {
 		if allZero(vals) {
 			return nil
@@ -565,7 +568,7 @@ func (cs *counterState) applyLocked(id uint64, vals []uint64) error {
 	if err != nil {
 		return err
 	}
-	return rs.put(id&cs.keyMask, vals)
+	return rs.put(key, vals)
 }
 
 func allZero(vals []uint64) bool {

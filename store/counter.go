@@ -106,15 +106,15 @@ func (c *Counter) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
 	dst = grow(dst, len(ids)*n)
 	ranges := cs.ranges.Load()
 	for i := 0; i < len(ids); {
-		rid := ids[i] >> cs.rangeBits
+		rid := ids[i] >> ranges.bits
 		rs := ranges.m[rid]
 		// A feed page's ids cluster in a few recent ranges: take the run of
 		// ids in this range.
 		j := i + 1
-		for j < len(ids) && ids[j]>>cs.rangeBits == rid {
+		for j < len(ids) && ids[j]>>ranges.bits == rid {
 			j++
 		}
-		err := cs.multiGetRange(rs, ids[i:j], dst[i*n:j*n], n)
+		err := cs.multiGetRange(rs, ids[i:j], dst[i*n:j*n], n, ranges.mask)
 		if err == errRetired {
 			if cs.dead.Load() {
 				// A reopen replaced the counter's state: read everything
@@ -135,9 +135,10 @@ func (c *Counter) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
 }
 
 // multiGetRange reads the rows of ids, all in range rs (nil: none), into
-// out (n values per id). It returns errRetired, having read nothing for
-// sure, if rs's cold version was released under it.
-func (cs *counterState) multiGetRange(rs *rangeState, ids []uint64, out []uint64, n int) error {
+// out (n values per id); mask is the key mask of the snapshot rs came from.
+// It returns errRetired, having read nothing for sure, if rs's cold version
+// was released under it.
+func (cs *counterState) multiGetRange(rs *rangeState, ids []uint64, out []uint64, n int, mask uint64) error {
 	if rs == nil {
 		clear(out)
 		return nil
@@ -149,7 +150,7 @@ func (cs *counterState) multiGetRange(rs *rangeState, ids []uint64, out []uint64
 		for off := 0; off < len(ids); off += len(keys) {
 			m := min(len(keys), len(ids)-off)
 			for k := 0; k < m; k++ {
-				keys[k] = ids[off+k] & cs.keyMask
+				keys[k] = ids[off+k] & mask
 			}
 			rs.hot.GetMany(keys[:m], out[off*n:off*n], found[:0])
 		}
@@ -164,7 +165,7 @@ func (cs *counterState) multiGetRange(rs *rangeState, ids []uint64, out []uint64
 		defer rs.cold.unref()
 	}
 	for k, id := range ids {
-		if err := rs.readRowRefd(id&cs.keyMask, out[k*n:k*n+n]); err != nil {
+		if err := rs.readRowRefd(id&mask, out[k*n:k*n+n]); err != nil {
 			return fmt.Errorf("tally: %s id %d: %w", cs.name, id, err)
 		}
 	}

@@ -196,7 +196,7 @@ func (db *DB) CreateCounter(name string, opts CounterOptions) error {
 	if cat.byName[name] != nil {
 		return fmt.Errorf("%w: counter %s", ErrExists, quote.Input(name))
 	}
-	ci := &CounterInfo{ID: cat.nextID, Name: name, RangeBits: o.RangeBits, Age: o.Age, Owner: o.Owner}
+	ci := &CounterInfo{ID: cat.nextID, Name: name, RangeBits: o.RangeBits, AutoRangeBits: o.AutoRangeBits, Age: o.Age, Owner: o.Owner}
 	if err := checkSchema(ci); err != nil {
 		return err
 	}

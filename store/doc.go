@@ -8,9 +8,25 @@
 // A counter (for example "posts") is a named table of rows keyed by a 64-bit
 // id; each row has the same named columns (for example "reposts", "comments",
 // "likes"), every value an unsigned count. An id is split into a range, the
-// high bits (id >> RangeBits), and a key, the low bits. Each range of a
+// high bits (id >> range bits), and a key, the low bits. Each range of a
 // counter is held in memory by a fixed-width table of package hot. A row whose
 // columns are all zero is not stored anywhere and reads as zeros.
+//
+// A range costs ~22 KiB before its first row, so ranges must hold many rows.
+// A counter created without CounterOptions.RangeBits starts at 32 bits and
+// widens its ranges (40, 48, 56 or 64 bits, while every range is hot) when
+// the ids leave few rows per range: dense, snowflake and random 64-bit ids
+// all cost ~8-13 bytes per 2-column row (widen.go, TestBytesPerRowByIDScheme).
+// An explicit RangeBits stays fixed; Stats warns when it costs more than
+// twice a row's target (CounterStats.Warning).
+//
+// # Memory
+//
+// Stats' MemBytes counts what the hot tier holds (hot tables by allocation,
+// deltas, cold descriptors, range states); TestMemBytesMatchesHeap checks
+// the heap grows by it. Caches and write buffers beside it (Pebble's
+// memtables and block cache, the decoded cold block cache) are sized from
+// one knob, Options.MemoryBudget (64 MiB by default), shown in Stats.Memory.
 //
 // Counts never go below zero: an Incr whose negative delta is larger than the
 // current value leaves the value at 0 (it saturates; the returned value tells
@@ -30,7 +46,8 @@
 //	0x01    meta         name (ASCII, e.g. "format", "ckpt",             format version; checkpoint pointer;
 //	                     "counter/" + u32 counter id,                    counter schema (see schema.go);
 //	                     "intent/" + u64 intent id,                      intent (see lifetime.go);
-//	                     "family/" + prefix byte)                        family record (see family.go)
+//	                     "family/" + prefix byte,                        family record (see family.go);
+//	                     "rangebits/" + u32 counter id)                  widened range width (see widen.go)
 //	0x02    log          seq u64                                         mutation record (see log.go)
 //	0x03    checkpoint   ckptSeq u64 | counter u32 | range u64 |         checkpoint chunk (see checkpoint.go)
 //	                     chunk u32

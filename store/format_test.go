@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -25,8 +26,39 @@ func sampleRecord() []byte {
 }
 
 func sampleChunk() []byte {
-	return appendChunk(nil, chunkHeader{counterID: 3, rangeID: 256, kind: chunkDelta, ncols: 2, rangeRows: 9, nrows: 2},
+	return appendChunk(nil, chunkHeader{counterID: 3, rangeID: 256, kind: chunkDelta, bits: 40, ncols: 2, rangeRows: 9, nrows: 2},
 		[]uint64{5, 1, 2, 70000, 0, 1 << 33})
+}
+
+// Encodings of the versions before format 3 (chunk and schema version 1),
+// which stores written by older builds still hold.
+const (
+	goldenChunk1  = "0100000003000000000000010001020902050102f0a20400808080802018b27bdb"
+	goldenSchema1 = "010000000305776569626f20020080e0e2f739c187b4a4c1251603077265706f737473102008636f6d6d656e74731020056c696b657320404288c0b6"
+)
+
+// TestDecodeVersion1 reads the version 1 chunk and schema: a chunk of the
+// schema's width (bits 0) and a fixed-width schema.
+func TestDecodeVersion1(t *testing.T) {
+	b, err := hex.DecodeString(goldenChunk1)
+	must(t, err)
+	var rows [][]uint64
+	h, err := decodeChunk(b, func(h *chunkHeader, k uint64, v []uint64) error {
+		rows = append(rows, append([]uint64{k}, v...))
+		return nil
+	})
+	must(t, err)
+	want := chunkHeader{counterID: 3, rangeID: 256, kind: chunkDelta, ncols: 2, rangeRows: 9, nrows: 2}
+	if h != want || len(rows) != 2 || rows[1][2] != 1<<33 {
+		t.Fatalf("version 1 chunk: %+v %v", h, rows)
+	}
+	b, err = hex.DecodeString(goldenSchema1)
+	must(t, err)
+	ci, err := decodeSchema(b)
+	must(t, err)
+	if !reflect.DeepEqual(ci, sampleSchema()) || ci.AutoRangeBits {
+		t.Fatalf("version 1 schema: %+v", ci)
+	}
 }
 
 // TestGolden fails when an on-disk encoding changes by accident. Regenerate
@@ -205,6 +237,9 @@ func FuzzDecodeChunk(f *testing.F) {
 			}
 			return
 		}
+		if b[0] != chunkVersion {
+			return // an older version: it decodes, but is never written again
+		}
 		if re := appendChunk(nil, h, words); string(re) != string(b) {
 			t.Fatalf("accepted chunk does not re-encode")
 		}
@@ -220,6 +255,9 @@ func FuzzDecodeSchema(f *testing.F) {
 				t.Fatalf("error not marked corrupt: %v", err)
 			}
 			return
+		}
+		if b[0] != schemaVersion {
+			return // an older version: it decodes, but is never written again
 		}
 		if re := appendSchema(nil, ci); string(re) != string(b) {
 			t.Fatalf("accepted schema does not re-encode")

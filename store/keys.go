@@ -18,17 +18,22 @@ const (
 	metaFormat     = "format"
 	metaCheckpoint = "ckpt"
 	metaCounter    = "counter/"
-	metaFamily     = "family/" // + prefix byte: a declared family (family.go)
-	metaIntent     = "intent/" // + u64 id: see lifetime.go
+	metaFamily     = "family/"    // + prefix byte: a declared family (family.go)
+	metaIntent     = "intent/"    // + u64 id: see lifetime.go
+	metaRangeBits  = "rangebits/" // + u32 counter id: a widened range width (widen.go)
 )
 
 // formatVersion is the store-wide format version kept under meta "format"
 // and in the TALLY marker file. Format 2 added key families and merges
-// (its Pebble instance has tally's Merger); format 3 added counter owners
-// (schema record version 2, see owner.go). An older store is upgraded on
-// its first successful writable Open by this build, after which older
-// builds refuse it (ErrIncompatible) instead of compacting merge operands
-// or reading schema records they cannot read.
+// (its Pebble instance has tally's Merger); a format 1 store is upgraded on
+// its first successful Open by this build, after which older builds refuse
+// it (ErrIncompatible) instead of compacting merge operands they cannot
+// read. Format 3 added widening ranges (schema version 2, chunk version 2,
+// meta "rangebits/"); older builds would misread a widened counter's
+// chunks, so they refuse it too; format 3 also added counter owners
+// (schema flag, see owner.go), which packages claim on their first
+// writable open. Formats 1 and 2 need no rewrite: their schemas and
+// chunks read as fixed-width and unowned.
 const (
 	formatVersion    = 3
 	minFormatVersion = 1 // oldest format this build opens (and upgrades)

@@ -75,6 +75,17 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 
 	rows := sortForLoad(in, n)
 	st.Rows = rows.Len()
+	// Widen the ranges first if the ids would make narrow ones (widen.go):
+	// loading them at the old width could take far more memory than the
+	// rows themselves.
+	if err := db.widenForLoad(cs, rows.Keys); err != nil {
+		return st, err
+	}
+	// NB: only a commit to a KeepHot counter widens its ranges while the
+	// load runs (the load holds jobMu), and loadHot does not depend on the
+	// width it grouped by; loadCold (aging counters) does.
+	set := cs.ranges.Load()
+	bits := set.bits
 	for i := range rows.Len() {
 		if allZero(rows.Row(i)) {
 			st.ZeroRows++
@@ -82,7 +93,7 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 	}
 	// Rank ranges newest first across the store and the input, for the
 	// KeepNewest policy.
-	existing := cs.ranges.Load().m
+	existing := set.m
 	rankOf := map[uint64]int{}
 	{
 		all := map[uint64]struct{}{}
@@ -90,7 +101,7 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 			all[rid] = struct{}{}
 		}
 		for _, id := range rows.Keys {
-			all[id>>cs.rangeBits] = struct{}{}
+			all[id>>bits] = struct{}{}
 		}
 		rids := make([]uint64, 0, len(all))
 		for rid := range all {
@@ -107,19 +118,19 @@ func (db *DB) Load(ctx context.Context, counter string, in LoadRows, progress fu
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		rid := rows.Keys[start] >> cs.rangeBits
+		rid := rows.Keys[start] >> bits
 		end := start
-		for end < rows.Len() && rows.Keys[end]>>cs.rangeBits == rid {
+		for end < rows.Len() && rows.Keys[end]>>bits == rid {
 			end++
 		}
 		part := &compaction.Rows{NCols: n, Keys: rows.Keys[start:end], Vals: rows.Vals[start*n : end*n]}
 		rs := existing[rid]
 		var err error
 		switch {
-		case rs == nil && cs.shouldAge(rid, rankOf[rid], now):
+		case rs == nil && cs.shouldAge(rid, bits, rankOf[rid], now):
 			err = db.loadCold(ctx, cs, rid, part, &st)
 		case rs == nil || rs.cold == nil:
-			err = db.loadHot(cs, rid, part, &st)
+			err = db.loadHot(cs, part, &st)
 		default:
 			err = db.loadLogged(cs, part, &st)
 		}
@@ -183,6 +194,7 @@ func sortForLoad(in LoadRows, n int) *compaction.Rows {
 // compacts rows.Vals in place (Load owns them; they are not used after).
 func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *compaction.Rows, st *LoadStats) error {
 	n := rows.NCols
+	set := cs.ranges.Load() // stable: an aging counter widens only in Load
 	keys := make([]uint64, 0, rows.Len())
 	var zeroIDs []uint64
 	w := 0
@@ -195,7 +207,7 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 		if w != i {
 			copy(rows.Vals[w*n:(w+1)*n], row) // w < i: no overlap
 		}
-		keys = append(keys, id&cs.keyMask)
+		keys = append(keys, id&set.mask)
 		w++
 	}
 	local := &compaction.Rows{NCols: n, Keys: keys, Vals: rows.Vals[:w*n]}
@@ -232,7 +244,7 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 		db.abandonBlocks(in)
 		all := &compaction.Rows{NCols: n, Vals: local.Vals}
 		for _, k := range local.Keys {
-			all.Keys = append(all.Keys, rid<<cs.rangeBits|k)
+			all.Keys = append(all.Keys, rid<<set.bits|k)
 		}
 		for _, id := range zeroIDs {
 			all.Keys = append(all.Keys, id)
@@ -256,16 +268,19 @@ func (db *DB) loadCold(ctx context.Context, cs *counterState, rid uint64, rows *
 	return nil
 }
 
-// loadHot puts rows into the range's hot table; Load's final checkpoint
-// makes them durable.
-func (db *DB) loadHot(cs *counterState, rid uint64, rows *compaction.Rows, st *LoadStats) error {
+// loadHot puts rows, all of one range, into the range's hot table; Load's
+// final checkpoint makes them durable. The range and keys are those of the
+// current width: rows grouped at an older width lie in one range of a
+// wider one.
+func (db *DB) loadHot(cs *counterState, rows *compaction.Rows, st *LoadStats) error {
 	db.commit.Lock()
 	defer db.commit.Unlock()
-	if cs.ranges.Load().m[rid] == nil && allZero(rows.Vals) {
+	set := cs.ranges.Load()
+	if rs, _ := set.lookup(rows.Keys[0]); rs == nil && allZero(rows.Vals) {
 		st.HotRows += rows.Len() // only deletes of absent rows: no range needed
 		return nil
 	}
-	rs, err := cs.ensureRangeLocked(rid<<cs.rangeBits, rows.Len())
+	rs, err := cs.ensureRangeLocked(rows.Keys[0], rows.Len())
 	if err != nil {
 		return err
 	}
@@ -274,7 +289,7 @@ func (db *DB) loadHot(cs *counterState, rid uint64, rows *compaction.Rows, st *L
 	}
 	for i, id := range rows.Keys {
 		// An all-zero row deletes (hot.Table.Put).
-		if err := rs.put(id&cs.keyMask, rows.Row(i)); err != nil {
+		if err := rs.put(id&set.mask, rows.Row(i)); err != nil {
 			return err
 		}
 	}

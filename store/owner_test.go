@@ -72,17 +72,18 @@ func TestCounterOwners(t *testing.T) {
 	}
 }
 
-// The schema record of an owned counter is version 2 and round-trips; an
-// unowned one stays version 1 (byte-identical to what older builds wrote).
+// The schema record of an owned counter carries the owner flag and the
+// owner, and round-trips; an unowned one has neither.
 func TestSchemaOwnerEncoding(t *testing.T) {
 	ci := &CounterInfo{ID: 3, Name: "users", RangeBits: 32, Columns: []Column{{Name: "a", HintBits: 16, MaxBits: 32}}}
-	if b := appendSchema(nil, ci); b[0] != schemaVersion {
-		t.Fatalf("unowned schema version %d", b[0])
+	plain := appendSchema(nil, ci)
+	if got, err := decodeSchema(plain); err != nil || got.Owner != "" {
+		t.Fatalf("unowned schema read back %+v, %v", got, err)
 	}
 	ci.Owner = "timeline"
 	b := appendSchema(nil, ci)
-	if b[0] != schemaVersionOwner {
-		t.Fatalf("owned schema version %d", b[0])
+	if len(b) != len(plain)+1+len("timeline") {
+		t.Fatalf("owned schema of %d bytes, unowned %d", len(b), len(plain))
 	}
 	got, err := decodeSchema(b)
 	must(t, err)

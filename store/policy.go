@@ -21,7 +21,8 @@ func (db *DB) pendingJobs(now time.Time, mergeRows int) []pendingJob {
 		if cs == nil {
 			continue
 		}
-		m := cs.ranges.Load().m
+		set := cs.ranges.Load()
+		m := set.m
 		rids := make([]uint64, 0, len(m))
 		for rid := range m {
 			rids = append(rids, rid)
@@ -31,7 +32,7 @@ func (db *DB) pendingJobs(now time.Time, mergeRows int) []pendingJob {
 			rs := m[rid]
 			switch {
 			case rs.cold == nil && rs.delta == nil:
-				if cs.shouldAge(rid, i, now) {
+				if cs.shouldAge(rid, set.bits, i, now) {
 					jobs = append(jobs, pendingJob{jobSeal, cs, rid})
 				}
 			case rs.cold != nil && rs.frozen == nil && rs.delta != nil && rs.delta.Len() >= mergeRows:
@@ -42,9 +43,9 @@ func (db *DB) pendingJobs(now time.Time, mergeRows int) []pendingJob {
 	return jobs
 }
 
-// shouldAge applies the age policy to range rid, the newestRank-th newest
-// range of the counter (0 = newest).
-func (cs *counterState) shouldAge(rid uint64, newestRank int, now time.Time) bool {
+// shouldAge applies the age policy to range rid of width bits, the
+// newestRank-th newest range of the counter (0 = newest).
+func (cs *counterState) shouldAge(rid uint64, bits uint, newestRank int, now time.Time) bool {
 	a := cs.age
 	switch a.Kind {
 	case KeepNewest:
@@ -52,8 +53,8 @@ func (cs *counterState) shouldAge(rid uint64, newestRank int, now time.Time) boo
 	case AgeByTime:
 		// The newest id the range can hold, and the time embedded in it.
 		last := ^uint64(0)
-		if rid < ^uint64(0)>>cs.rangeBits {
-			last = (rid+1)<<cs.rangeBits - 1
+		if rid < ^uint64(0)>>bits {
+			last = (rid+1)<<bits - 1
 		}
 		ms := int64(last >> a.IDTimeShift)
 		if ms < 0 || ms > limits.MaxIDTimeMs {

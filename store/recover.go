@@ -62,6 +62,9 @@ func (db *DB) recover() (err error) {
 	}); err != nil {
 		return err
 	}
+	if err := db.loadRangeBits(cat); err != nil {
+		return err
+	}
 
 	// Families, queued jobs, idempotent-write sources.
 	freshFamilies, err := db.loadFamilies(db.opts.Families)
@@ -451,6 +454,7 @@ func (db *DB) loadColdRanges(cat *catalog) error {
 func (db *DB) loadChunk(cat *catalog, ckptSeq uint64, v []byte) error {
 	var cs *counterState
 	var rs *rangeState
+	var base, cmask, mask uint64
 	skip := false
 	_, err := decodeChunk(v, func(h *chunkHeader, key uint64, vals []uint64) error {
 		if cs == nil {
@@ -461,20 +465,30 @@ func (db *DB) loadChunk(cat *catalog, ckptSeq uint64, v []byte) error {
 			if h.kind == chunkDelta {
 				ncols++
 			}
-			if h.ncols > ncols || h.rangeID > ^uint64(0)>>cs.rangeBits {
-				return fmt.Errorf("%w: chunk of %s range %d has %d columns", ErrCorrupt, cs.name, h.rangeID, h.ncols)
+			// A chunk cut before its counter's ranges were widened (or a
+			// version 1 chunk, at the schema's width) lies in one range of
+			// the current width: its ids are rebased (widen.go).
+			bits, cbits := cs.rangeBits(), h.bits
+			if cbits == 0 {
+				cbits = cs.schemaBits
 			}
+			if h.ncols > ncols || cbits > bits || h.rangeID > ^uint64(0)>>cbits {
+				return fmt.Errorf("%w: chunk of %s range %d (%d bits, counter %d) has %d columns",
+					ErrCorrupt, cs.name, h.rangeID, cbits, bits, h.ncols)
+			}
+			base, cmask, mask = h.rangeID<<cbits, 1<<cbits-1, 1<<bits-1
 			var err error
-			if rs, err = cs.ensureRangeLocked(h.rangeID<<cs.rangeBits, h.rangeRows); err != nil {
+			if rs, err = cs.ensureRangeLocked(base, h.rangeRows); err != nil {
 				return err
 			}
 			// A cold range's blocks already hold its hot rows and the
 			// deltas of checkpoints older than its last seal or merge.
 			skip = rs.cold != nil && (h.kind == chunkHot || ckptSeq < rs.cold.v.seq)
 		}
-		if key > cs.keyMask {
+		if key > cmask {
 			return fmt.Errorf("%w: chunk key %d out of range", ErrCorrupt, key)
 		}
+		key = (base | key) & mask
 		if skip {
 			return nil
 		}

@@ -70,8 +70,17 @@ type AgePolicy struct {
 type CounterOptions struct {
 	// RangeBits is the number of low id bits kept per row; a range holds the
 	// ids that share the bits above. Between 8 and 48 (limits.MinRangeBits,
-	// limits.MaxRangeBits). The default is 32.
+	// limits.MaxRangeBits). A range is the unit of aging and has a fixed
+	// memory cost (about 20 KiB at 32 bits), so ids that leave few rows per
+	// range (snowflake ids, random ids) make narrow ranges expensive. The
+	// default is 32 with AutoRangeBits: the width adapts to the ids.
 	RangeBits uint8
+	// AutoRangeBits lets the store widen the counter's ranges (to 40, 48,
+	// 56 or 64 bits) while every range is hot, when the ids leave too few
+	// rows per range (widen.go); RangeBits is then the starting width. The
+	// default is true when RangeBits is 0 (the default), false when
+	// RangeBits is given: an explicit width stays fixed.
+	AutoRangeBits bool
 	// Age is the counter's aging policy. The default is KeepHot.
 	Age AgePolicy
 	// Owner is the package that owns the counter (timeline, unread,
@@ -109,18 +118,22 @@ func (c Column) Max() uint64 {
 
 // CounterInfo describes a counter's schema.
 type CounterInfo struct {
-	ID        uint32
-	Name      string
-	RangeBits uint8
-	Age       AgePolicy
-	Columns   []Column
-	Owner     string // the owning package, "" for the host's (CounterOptions.Owner)
+	ID   uint32
+	Name string
+	// RangeBits is the width the counter was created with; under
+	// AutoRangeBits the current width (CounterStats.RangeBits) may be wider.
+	RangeBits     uint8
+	AutoRangeBits bool
+	Age           AgePolicy
+	Columns       []Column
+	Owner         string // the owning package, "" for the host's (CounterOptions.Owner)
 }
 
 func (o *CounterOptions) withDefaults() CounterOptions {
 	c := *o
 	if c.RangeBits == 0 {
 		c.RangeBits = 32
+		c.AutoRangeBits = true
 	}
 	// Fields the policy kind does not use are not stored: clear them, so
 	// the schema a caller reads back is the one that was stored.
@@ -273,11 +286,15 @@ func checkSchema(ci *CounterInfo) error {
 	return nil
 }
 
-// Versions of an encoded counter schema: 2 adds the owner (store format
-// 3); a counter without one is still written as version 1.
+// schemaVersion is the version byte of an encoded counter schema. Version
+// 2 (store format 3) added the flags byte: AutoRangeBits, and an owner
+// after the columns; a version 1 schema reads as flags 0.
+const schemaVersion = 2
+
+// Schema flags.
 const (
-	schemaVersion      = 1
-	schemaVersionOwner = 2
+	schemaAutoRangeBits = 1 << 0
+	schemaOwner         = 1 << 1 // the owning package follows the columns
 )
 
 // appendSchema encodes a counter's schema, kept under meta "counter/" + id.
@@ -287,7 +304,8 @@ const (
 //	version      1         schemaVersion
 //	counter id   4         big-endian
 //	name         uvarint+n length, then bytes
-//	range bits   1
+//	range bits   1         the starting width under auto range bits
+//	flags        1         schemaAutoRangeBits (version 2; absent in 1)
 //	age kind     1         AgeKind
 //	hot ranges   uvarint   KeepNewest
 //	max age      uvarint   milliseconds, AgeByTime
@@ -295,18 +313,21 @@ const (
 //	id shift     1         AgeByTime
 //	ncols        uvarint
 //	per column:  uvarint+n name; 1 hint bits; 1 max bits
-//	owner        uvarint+n version 2 only: the owning package (not empty)
+//	owner        uvarint+n flags & schemaOwner only: the owning package
 //	checksum     4         CRC-32C of everything before, big-endian
 func appendSchema(dst []byte, ci *CounterInfo) []byte {
 	start := len(dst)
-	if ci.Owner != "" {
-		dst = append(dst, schemaVersionOwner)
-	} else {
-		dst = append(dst, schemaVersion)
-	}
+	dst = append(dst, schemaVersion)
 	dst = binary.BigEndian.AppendUint32(dst, ci.ID)
 	dst = appendString(dst, ci.Name)
-	dst = append(dst, ci.RangeBits, byte(ci.Age.Kind))
+	var flags byte
+	if ci.AutoRangeBits {
+		flags |= schemaAutoRangeBits
+	}
+	if ci.Owner != "" {
+		flags |= schemaOwner
+	}
+	dst = append(dst, ci.RangeBits, flags, byte(ci.Age.Kind))
 	dst = binary.AppendUvarint(dst, uint64(ci.Age.HotRanges))
 	dst = binary.AppendUvarint(dst, uint64(ci.Age.MaxAge/time.Millisecond))
 	dst = binary.AppendUvarint(dst, uint64(ci.Age.IDEpochMs))
@@ -331,13 +352,21 @@ func decodeSchema(b []byte) (*CounterInfo, error) {
 	}
 	d := decoder{b: body, what: "schema"}
 	version := d.byte()
-	if version != schemaVersion && version != schemaVersionOwner && d.err == nil {
+	if version != 1 && version != schemaVersion && d.err == nil {
 		return nil, fmt.Errorf("%w: schema version %d", ErrCorrupt, version)
 	}
 	ci := &CounterInfo{}
 	ci.ID = d.u32()
 	ci.Name = d.string()
 	ci.RangeBits = d.byte()
+	var flags byte
+	if version >= 2 {
+		flags = d.byte()
+		if d.err == nil && flags&^(schemaAutoRangeBits|schemaOwner) != 0 {
+			return nil, fmt.Errorf("%w: schema flags %#x", ErrCorrupt, flags)
+		}
+		ci.AutoRangeBits = flags&schemaAutoRangeBits != 0
+	}
 	ci.Age.Kind = AgeKind(d.byte())
 	ci.Age.HotRanges = int(d.uvarint())
 	ageMs := d.uvarint()
@@ -357,7 +386,7 @@ func decodeSchema(b []byte) (*CounterInfo, error) {
 		c.MaxBits = d.byte()
 		ci.Columns = append(ci.Columns, c)
 	}
-	if version == schemaVersionOwner {
+	if flags&schemaOwner != 0 {
 		ci.Owner = d.string()
 	}
 	if err := d.finish(); err != nil {
@@ -372,8 +401,8 @@ func decodeSchema(b []byte) (*CounterInfo, error) {
 	if err := validName("counter name", ci.Name); err != nil {
 		return bad(err)
 	}
-	if version == schemaVersionOwner && ci.Owner == "" {
-		return bad(errors.New("version 2 without an owner"))
+	if flags&schemaOwner != 0 && ci.Owner == "" {
+		return bad(errors.New("an owner flag without an owner"))
 	}
 	if err := (CounterOptions{RangeBits: ci.RangeBits, Age: ci.Age, Owner: ci.Owner}).validate(); err != nil {
 		return bad(err)

@@ -32,7 +32,9 @@ type Stats struct {
 	// Go heap, in cgo builds.
 	PebbleManualBytes int64
 	Recovery          RecoveryStats
-	BlockCache        BlockCacheStats
+	// Memory is what the options give the caches and write buffers.
+	Memory     MemoryStats
+	BlockCache BlockCacheStats
 	// Pebble holds figures of Pebble's own work.
 	Pebble       PebbleStats
 	Jobs         []compaction.Progress // background jobs running now (seals, merges, queued jobs)
@@ -60,6 +62,15 @@ type PebbleStats struct {
 	L0Files              int64  // files in level 0
 	CompactionDebt       uint64 // estimated bytes compactions still owe
 	WALBytes             uint64 // live WAL bytes
+}
+
+// MemoryStats are the sizes Options.MemoryBudget (or explicit options)
+// gave the store's caches and write buffers.
+type MemoryStats struct {
+	Budget          int64 // Options.MemoryBudget
+	MemTableSize    int64 // one of Pebble's (up to two) memtables
+	PebbleCacheSize int64 // Pebble's block cache
+	BlockCacheSize  int64 // decoded cold blocks
 }
 
 // QueueStats describes the durable job queue.
@@ -102,8 +113,10 @@ type CounterStats struct {
 	ColdRows   int // rows in cold blocks
 	DeltaRows  int // rows in cold deltas (written since the seal)
 	// MemBytes is the store's own accounting of the memory it holds for
-	// the counter: hot tables (slot arrays by capacity, segment headers,
-	// overflow maps), deltas and cold descriptors. The process's heap grows
+	// the counter: hot tables (slot arrays and segment headers by the size
+	// the allocator gave them, overflow maps estimated), deltas, cold
+	// descriptors (encoded, and decoded: block index and presence set) and
+	// each range's own state (rangeStateBytes). The process's heap grows
 	// by more (allocator size classes, garbage not yet collected, the
 	// decoded block cache, Pebble): the benchmarks report both.
 	MemBytes int64
@@ -112,7 +125,49 @@ type CounterStats struct {
 	// take (Pebble adds keys, index and filter blocks, and compresses
 	// again). File bytes are only known store-wide: Stats.TableBytes.
 	ColdPayloadBytes int64
-	Ranges           []RangeStats
+	// RangeBits is the counter's current range width: CounterInfo.RangeBits,
+	// or wider once AutoRangeBits widened the ranges.
+	RangeBits int
+	// TargetBytesPerRow is what a hot row should cost at the current width
+	// and columns (hot.ExpectedBytesPerRow), without per-range costs.
+	TargetBytesPerRow float64
+	// Warning, if not empty, says the hot tier costs more than twice
+	// TargetBytesPerRow per row, and by at least warnExcessBytes in total:
+	// ranges too narrow for the ids (a fixed RangeBits), or segments left
+	// at their peak after mass deletes. It names the remedy.
+	Warning string
+	Ranges  []RangeStats
+}
+
+// warnExcessBytes is the least excess over twice the target that
+// CounterStats.Warning reports: a new counter's first ranges cost more per
+// row than the target and are no problem.
+const warnExcessBytes = 4 << 20
+
+// rangeStateBytes is what a range costs besides its tables and cold
+// descriptor: its rangeState (40 bytes, a 48-byte size class) and its entry
+// in the counter's range map (16-byte key and pointer plus a control byte,
+// at the swiss table's 7/8 maximum load, rounded up).
+const rangeStateBytes = 48 + 24
+
+// memoryWarning returns CounterStats.Warning for c.
+func memoryWarning(c *CounterStats, autoBits bool) string {
+	var mem int64
+	for _, r := range c.Ranges {
+		if r.Tier == "hot" {
+			mem += r.MemBytes
+		}
+	}
+	limit := 2 * c.TargetBytesPerRow * float64(c.HotRows)
+	if float64(mem) <= limit+warnExcessBytes {
+		return ""
+	}
+	msg := fmt.Sprintf("hot rows cost %.1f B each, more than twice the %.1f B target (%d rows in %d ranges of %d bits)",
+		c.BytesPerHotRow(), c.TargetBytesPerRow, c.HotRows, c.HotRanges, c.RangeBits)
+	if !autoBits {
+		msg += "; the range width is fixed: recreate the counter without --range-bits (or wider) and reload it"
+	}
+	return msg
 }
 
 // RangeStats describes one range of a counter.
@@ -167,7 +222,10 @@ func (c CounterStats) BytesPerRow() float64 {
 func (db *DB) Stats() Stats {
 	db.swap.RLock() // one instance and its state (reopen.go)
 	defer db.swap.RUnlock()
-	s := Stats{Durability: db.opts.Durability, Recovery: db.recovery, Reopens: db.heal.reopens.Load()}
+	s := Stats{Durability: db.opts.Durability, Recovery: db.recovery, Reopens: db.heal.reopens.Load(), Memory: MemoryStats{
+		Budget: db.opts.MemoryBudget, MemTableSize: int64(db.opts.MemTableSize),
+		PebbleCacheSize: db.opts.CacheSize, BlockCacheSize: db.opts.BlockCacheSize,
+	}}
 	db.commit.Lock()
 	s.LastSeq = db.commit.lastSeq
 	db.commit.Unlock()
@@ -226,7 +284,7 @@ func (db *DB) Stats() Stats {
 			st.Columns = append(st.Columns, c.Name)
 		}
 		for _, rs := range cs.ranges.Load().m {
-			r := RangeStats{ID: rs.id, Tier: rs.tier()}
+			r := RangeStats{ID: rs.id, Tier: rs.tier(), MemBytes: rangeStateBytes}
 			for _, t := range []*hot.Table{rs.delta, rs.frozen} {
 				if t != nil {
 					r.DeltaRows += t.Len()
@@ -236,7 +294,9 @@ func (db *DB) Stats() Stats {
 			if rs.cold != nil {
 				r.Rows = int(rs.cold.Desc().Rows())
 				r.PayloadBytes = rs.coldPayloadBytes()
-				r.MemBytes += int64(len(rs.cold.v.desc))
+				// The encoded descriptor is kept (merges re-encode from
+				// it) beside its decoded form (block index, presence set).
+				r.MemBytes += int64(len(rs.cold.v.desc)) + int64(rs.cold.Desc().MemBytes())
 				st.ColdRanges++
 				st.ColdRows += r.Rows
 			} else {
@@ -255,6 +315,9 @@ func (db *DB) Stats() Stats {
 			st.Ranges = append(st.Ranges, r)
 		}
 		sort.Slice(st.Ranges, func(i, j int) bool { return st.Ranges[i].ID < st.Ranges[j].ID })
+		st.RangeBits = int(cs.rangeBits())
+		st.TargetBytesPerRow = hot.ExpectedBytesPerRow(cs.rangeBits(), cs.cols.Load().widths)
+		st.Warning = memoryWarning(&st, cs.autoBits)
 		s.Counters = append(s.Counters, st)
 	}
 	cst := db.blockCache.Stats()

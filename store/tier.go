@@ -53,7 +53,7 @@ func (rs *rangeState) tier() string {
 
 // newDeltaTable returns an empty delta for a range of cs.
 func newDeltaTable(cs *counterState) (*hot.Table, error) {
-	return hot.New(cs.rangeBits, append([]int{1}, cs.cols.Load().widths...), 0)
+	return hot.New(cs.rangeBits(), append([]int{1}, cs.cols.Load().widths...), 0)
 }
 
 // readDelta reads key from a delta table: found reports whether the delta

@@ -95,6 +95,26 @@ func (db *DB) Verify(ctx context.Context) (err error) {
 		return err
 	}
 
+	// Widened range widths: each names a counter with auto range bits and
+	// is the width its ranges have in memory (widenLocked writes it first).
+	rp := appendMetaKey(nil, metaRangeBits)
+	if err := scan(rp, prefixEnd(rp), func(k, v []byte) bool {
+		bits, err := decodeRangeBits(v)
+		if err != nil || len(k) != len(rp)+4 {
+			return report(fmt.Errorf("range bits %x: %v", k, err))
+		}
+		cs := cat.byID[binary.BigEndian.Uint32(k[len(rp):])]
+		switch {
+		case cs == nil || !cs.autoBits:
+			return report(fmt.Errorf("%w: range bits %x of no counter with auto range bits", ErrCorrupt, k))
+		case bits != cs.rangeBits():
+			return report(fmt.Errorf("%w: %s: range bits %d on disk, %d in memory", ErrCorrupt, cs.name, bits, cs.rangeBits()))
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+
 	// Intents: what interrupted or running operations may leave.
 	var intents []*intent
 	ip := appendMetaKey(nil, metaIntent)

@@ -72,6 +72,11 @@ are two decimals.
   block_cache_misses   ... and not found (read from disk and decompressed)
   block_cache_hit_rate hits / (hits + misses), four decimals
   block_cache_bytes    memory the block cache holds
+  memory_budget        bytes for caches and write buffers beside the hot
+                       tables (store.Options.MemoryBudget), split into:
+  pebble_memtable_size   one of Pebble's (up to two) memtables
+  pebble_cache_size      Pebble's block cache
+  block_cache_size       the decoded cold block cache's bound
   jobs_running         aging and merge jobs running now (in this process)
   jobs_finished        jobs finished since this invocation opened the store
   job.I                KIND COUNTER range ID PHASE DONE/TOTAL, per running job
@@ -90,6 +95,12 @@ are two decimals.
     .delta_rows, .mem_bytes, .bytes_per_row, .hot_bytes_per_row,
     .cold_payload_bytes, .cold_payload_bytes_per_row  as above, for one
     counter
+  counter.NAME.range_bits   the counter's range width now (wider than
+                       created once the store widened its ranges)
+  counter.NAME.target_hot_bytes_per_row   what a hot row should cost at
+                       that width and the counter's columns
+  counter.NAME.warning      only when hot rows cost more than twice the
+                       target (and 4 MiB in all): why, and the remedy
   likes.KEY            if the store holds likes: board_days,
                        roaring_threshold, businesses, ordinals (users in
                        roaring sets), stripes, and since this invocation
@@ -244,6 +255,10 @@ func writeStats(w io.Writer, s store.Stats) {
 	fmt.Fprintf(w, "block_cache_misses %d\n", s.BlockCache.Misses)
 	fmt.Fprintf(w, "block_cache_hit_rate %.4f\n", s.BlockCache.HitRate())
 	fmt.Fprintf(w, "block_cache_bytes %d\n", s.BlockCache.Bytes)
+	fmt.Fprintf(w, "memory_budget %d\n", s.Memory.Budget)
+	fmt.Fprintf(w, "pebble_memtable_size %d\n", s.Memory.MemTableSize)
+	fmt.Fprintf(w, "pebble_cache_size %d\n", s.Memory.PebbleCacheSize)
+	fmt.Fprintf(w, "block_cache_size %d\n", s.Memory.BlockCacheSize)
 	fmt.Fprintf(w, "jobs_running %d\n", len(s.Jobs))
 	fmt.Fprintf(w, "jobs_finished %d\n", s.JobsFinished)
 	for i, j := range s.Jobs {
@@ -284,6 +299,11 @@ func writeStats(w io.Writer, s store.Stats) {
 		fmt.Fprintf(w, "%shot_bytes_per_row %.2f\n", p, c.BytesPerHotRow())
 		fmt.Fprintf(w, "%scold_payload_bytes %d\n", p, c.ColdPayloadBytes)
 		fmt.Fprintf(w, "%scold_payload_bytes_per_row %.2f\n", p, c.PayloadBytesPerColdRow())
+		fmt.Fprintf(w, "%srange_bits %d\n", p, c.RangeBits)
+		fmt.Fprintf(w, "%starget_hot_bytes_per_row %.2f\n", p, c.TargetBytesPerRow)
+		if c.Warning != "" {
+			fmt.Fprintf(w, "%swarning %s\n", p, c.Warning)
+		}
 	}
 }
 

@@ -50,7 +50,7 @@ func init() {
 
 func runBusinessAdd(e *env, args []string) error {
 	fs := e.flags(cmdBusinessAdd)
-	shape := counterShapeFlags(fs, 48)
+	shape := counterShapeFlags(fs)
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err

@@ -241,7 +241,7 @@ func TestErrorsNameTheCause(t *testing.T) {
 // TestHelpQuotesTheLimits checks the schema commands' help against what
 // the store accepts, so help text cannot drift from internal/limits.
 func TestHelpQuotesTheLimits(t *testing.T) {
-	rb := regexp.MustCompile(`\((\d+)\.\.(\d+), default 32\)`).FindStringSubmatch(cmdCounterAdd.help)
+	rb := regexp.MustCompile(`\((\d+)\.\.(\d+)\); fixed once given`).FindStringSubmatch(cmdCounterAdd.help)
 	if rb == nil || rb[1] != fmt.Sprint(limits.MinRangeBits) || rb[2] != fmt.Sprint(limits.MaxRangeBits) {
 		t.Fatalf("counter add help gives range bits %v", rb)
 	}

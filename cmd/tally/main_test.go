@@ -154,6 +154,10 @@ block_cache_hits 0
 block_cache_misses 0
 block_cache_hit_rate 0\.0000
 block_cache_bytes 0
+memory_budget 67108864
+pebble_memtable_size 8388608
+pebble_cache_size 16777216
+block_cache_size 33554432
 jobs_running 0
 jobs_finished 0
 queue_pending 0
@@ -179,6 +183,8 @@ counter\.posts\.bytes_per_row \d+\.\d\d
 counter\.posts\.hot_bytes_per_row \d+\.\d\d
 counter\.posts\.cold_payload_bytes 0
 counter\.posts\.cold_payload_bytes_per_row 0\.00
+counter\.posts\.range_bits \d+
+counter\.posts\.target_hot_bytes_per_row \d+\.\d\d
 counter\.accounts\.columns followers
 counter\.accounts\.ranges_hot 0
 (.*\n)*$`},

@@ -30,7 +30,9 @@ creates no store and changes nothing.
 
 Flags:
   --range-bits N        low id bits per row; a range holds the ids sharing
-                        the bits above (%[2]d..%[3]d, default 32)
+                        the bits above (%[2]d..%[3]d); fixed once given.
+                        Without it ranges start at 32 bits and widen (up to
+                        64) when the ids leave few rows per range
   --keep-hot            keep every range in memory (the default; for user ids)
   --hot-ranges K        keep the newest K ranges hot, age the older ones
   --age DURATION        age a range once the time in its ids is older than
@@ -89,7 +91,7 @@ func init() {
 
 func runCounterAdd(e *env, args []string) error {
 	fs := e.flags(cmdCounterAdd)
-	shape := counterShapeFlags(fs, 32)
+	shape := counterShapeFlags(fs)
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -204,13 +206,14 @@ func runCounterList(e *env, args []string) error {
 func counterLine(ci store.CounterInfo) string { return server.CounterLine(ci) }
 
 // counterShapeFlags defines the flags that shape a counter (counter add,
-// business add): --range-bits (default defBits) and the age policy,
+// business add): --range-bits (unset: 0, the store's or the business's
+// default) and the age policy,
 // --keep-hot | --hot-ranges K | --age D [--id-epoch-ms MS]
 // [--id-time-shift BITS]. The returned function, called after parsing,
 // checks them together and returns the options (a zero Age when no policy
 // flag was given: the caller's default).
-func counterShapeFlags(fs *flag.FlagSet, defBits uint) func() (store.CounterOptions, error) {
-	rangeBits := fs.Uint("range-bits", defBits, "")
+func counterShapeFlags(fs *flag.FlagSet) func() (store.CounterOptions, error) {
+	rangeBits := fs.Uint("range-bits", 0, "")
 	fs.Bool("keep-hot", false, "")
 	hotRanges := fs.Int("hot-ranges", 0, "")
 	age := fs.Duration("age", 0, "")
@@ -232,10 +235,12 @@ func counterShapeFlags(fs *flag.FlagSet, defBits uint) func() (store.CounterOpti
 			return store.CounterOptions{}, usagef("--id-epoch-ms and --id-time-shift go with --age")
 		}
 		opts := store.CounterOptions{}
-		var err error
-		if opts.RangeBits, err = uint8Flag("range-bits", *rangeBits, false,
-			fmt.Sprintf("%d..%d", limits.MinRangeBits, limits.MaxRangeBits)); err != nil {
-			return store.CounterOptions{}, err
+		if set["range-bits"] {
+			var err error
+			if opts.RangeBits, err = uint8Flag("range-bits", *rangeBits, false,
+				fmt.Sprintf("%d..%d", limits.MinRangeBits, limits.MaxRangeBits)); err != nil {
+				return store.CounterOptions{}, err
+			}
 		}
 		switch {
 		case set["keep-hot"]:

@@ -36,6 +36,7 @@ func main() {
 	targets := flag.String("targets", "", "comma-separated target names to run (default all): tally, pebble-merge, redis-strings, redis-hash")
 	out := flag.String("out", "", "append a markdown section with the results to this file")
 	dir := flag.String("dir", "", "parent directory for the targets' data (default the system temp dir)")
+	heapProfile := flag.String("heapprofile", "", "write each target's Go heap profile after its memory figures to PREFIX-LABEL.pb.gz")
 	flag.Parse()
 
 	if *items == 0 {
@@ -70,7 +71,7 @@ func main() {
 		fatal(fmt.Errorf("no target matches --targets %q", *targets))
 	}
 
-	cfg := bench.RunConfig{Workload: w, Clients: *clients, Duration: *duration, Dir: *dir, Log: os.Stderr}
+	cfg := bench.RunConfig{Workload: w, Clients: *clients, Duration: *duration, Dir: *dir, Log: os.Stderr, HeapProfile: *heapProfile}
 	start := time.Now()
 	var results []bench.Result
 	for _, s := range specs {
