@@ -353,15 +353,40 @@ func loopback(a net.Addr) bool {
 
 // connDone removes a finished connection.
 func (s *Server) connDone(c *Conn) {
-	c.nc.Close()
 	if c.batch != nil {
 		c.batch.Close()
 	}
+	// The client stops counting (MaxClients, connected_clients) before the
+	// close lingers; Shutdown still waits for the close.
 	s.mu.Lock()
 	delete(s.mu.conns, c)
 	s.mu.Unlock()
 	s.stats.clients.Add(-1)
+	closeConn(c.nc)
 	s.conns.Done()
+}
+
+// lingerTimeout bounds how long closeConn drains a client's input.
+const lingerTimeout = 250 * time.Millisecond
+
+// closeConn closes nc so that the replies already written reach the
+// client. Closing a TCP socket whose input holds unread bytes (the rest of
+// a pipeline, at shutdown or after a protocol error) makes the kernel send
+// a reset, and the client's stack then drops replies it has received but
+// not yet read: acknowledged commands would look unanswered. So the write
+// side is shut first and the input drained, for at most lingerTimeout (a
+// client that has closed its side ends it at once), before the close.
+func closeConn(nc net.Conn) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+		var buf [4096]byte
+		for {
+			if _, err := nc.Read(buf[:]); err != nil {
+				break
+			}
+		}
+	}
+	nc.Close()
 }
 
 // dropReason says why the server closed a client's connection.
