@@ -160,6 +160,9 @@ func (s *Server) info(want map[string]bool) string {
 			}
 			line(prefix+cs.Name, fmt.Sprintf("columns=%s,rows=%d,hot_rows=%d,cold_rows=%d,delta_rows=%d,ranges_hot=%d,ranges_cold=%d,mem_bytes=%d,cold_payload_bytes=%d",
 				strings.Join(cs.Columns, "|"), cs.Rows(), cs.HotRows, cs.ColdRows, cs.DeltaRows, cs.HotRanges, cs.ColdRanges, cs.MemBytes, cs.ColdPayloadBytes))
+			if cs.Warning != "" {
+				line(prefix+cs.Name+"_warning", cs.Warning)
+			}
 		}
 	}
 	return b.String()

@@ -18,7 +18,7 @@ import (
 // [KEEPHOT | HOTRANGES k | AGE dur [EPOCHMS ms] [TIMESHIFT bits]].
 func counterAddHandler(c *Conn, args [][]byte) {
 	name := string(args[2])
-	opts := store.CounterOptions{RangeBits: 32}
+	opts := store.CounterOptions{} // without RANGEBITS the ranges size themselves
 	policy := ""
 	var epochSet, shiftSet bool
 	age := store.AgePolicy{IDEpochMs: store.DefaultIDEpochMs, IDTimeShift: store.DefaultIDTimeShift}
@@ -204,8 +204,8 @@ func schemaCommands() []Command {
 			Subcommands: []Command{
 				{
 					Name: "ADD", Arity: -3, Flags: FlagWrite | FlagAdmin, Group: "tally",
-					Summary: "Creates a counter without columns (as \"tally counter add\"). RANGEBITS: low id bits per row " +
-						"(8..48, default 32); KEEPHOT (default), HOTRANGES k or AGE duration [EPOCHMS ms] [TIMESHIFT bits] " +
+					Summary: "Creates a counter without columns (as \"tally counter add\"). RANGEBITS: low id bits per row, fixed " +
+						"(8..48; without it the ranges start at 32 bits and widen to the ids); KEEPHOT (default), HOTRANGES k or AGE duration [EPOCHMS ms] [TIMESHIFT bits] " +
 						"choose how ranges age into the cold tier.",
 					Since: "0.1.0", Complexity: "O(1)",
 					Args: []Arg{
