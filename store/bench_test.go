@@ -22,7 +22,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,15 +29,9 @@ import (
 
 	"github.com/tallydb/tally/bench/workload"
 	"github.com/tallydb/tally/internal/procmem"
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
 
 // dataset is a generated counter data set over one range.
 type dataset struct {
@@ -164,7 +157,7 @@ func openBench(b *testing.B, dir string, o *store.Options, rows int, rangeBits u
 // hot range), the Go heap's growth since Open (heap-B/row) and the
 // process's RSS growth (rss-B/row); see reportMem for why they differ.
 func BenchmarkMultiGet10(b *testing.B) {
-	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
+	rows := testutil.EnvInt(b, "TALLY_BENCH_ROWS", 1_000_000)
 	bd := openBench(b, b.TempDir(), nil, rows, 32, store.AgePolicy{})
 	st := bd.db.Stats().Counters[0]
 	mem := bd.memPerRow(st.MemBytes, st.HotRows)
@@ -265,8 +258,8 @@ func runWriters(b *testing.B, writers int, op func(rng *rand.Rand, buf *[]byte) 
 // BenchmarkOpen measures recovery: Open of a store holding TALLY_BENCH_ROWS
 // checkpointed rows plus TALLY_BENCH_LOG log records to replay.
 func BenchmarkOpen(b *testing.B) {
-	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
-	logN := envInt("TALLY_BENCH_LOG", rows/10)
+	rows := testutil.EnvInt(b, "TALLY_BENCH_ROWS", 1_000_000)
+	logN := testutil.EnvInt(b, "TALLY_BENCH_LOG", rows/10)
 	dir := b.TempDir()
 	bd := openBench(b, dir, &store.Options{Durability: store.NoSync, CheckpointLogBytes: -1, CheckpointInterval: -1}, rows, 32, store.AgePolicy{})
 	ids := bd.d.ids
@@ -350,7 +343,7 @@ func copyDir(src, dst string) error {
 // compacted, so Pebble's files hold only live data and the disk figures
 // count them.
 func coldBench(b *testing.B, cacheBytes int64) *benchDB {
-	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
+	rows := testutil.EnvInt(b, "TALLY_BENCH_ROWS", 1_000_000)
 	bd := openBench(b, b.TempDir(), &store.Options{BlockCacheSize: cacheBytes}, rows, 32, store.AgePolicy{})
 	ctx := context.Background()
 	if err := bd.db.SealRange(ctx, "posts", 1); err != nil {
@@ -451,7 +444,7 @@ func absentIDs(d *dataset, n int) []uint64 {
 // BenchmarkSeal measures sealing throughput: a hot range of
 // TALLY_BENCH_ROWS rows aged into cold blocks (target ≥ 5M rows/s).
 func BenchmarkSeal(b *testing.B) {
-	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
+	rows := testutil.EnvInt(b, "TALLY_BENCH_ROWS", 1_000_000)
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -478,7 +471,7 @@ func BenchmarkSeal(b *testing.B) {
 // one range while another range of the same size is being sealed (paced by
 // the default CompactionBytesPerSec) against the p99 while idle.
 func BenchmarkMultiGetWhileSealing(b *testing.B) {
-	rows := envInt("TALLY_BENCH_ROWS", 1_000_000)
+	rows := testutil.EnvInt(b, "TALLY_BENCH_ROWS", 1_000_000)
 	bd := openBench(b, b.TempDir(), nil, rows, 32, store.AgePolicy{})
 	// A second range to seal: the same rows shifted one range up.
 	d := bd.d

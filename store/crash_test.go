@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"fmt"
+	"github.com/tallydb/tally/internal/testutil"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -103,9 +104,9 @@ func TestCrashConcurrent(t *testing.T) {
 	if testing.Short() {
 		rounds = 4
 	}
-	rounds = envOr("TALLY_CRASH_ROUNDS", rounds)
+	rounds = testutil.EnvInt(t, "TALLY_CRASH_ROUNDS", rounds)
 	const writers = 8
-	seed := uint64(envOr("TALLY_CRASH_SEED", 7))
+	seed, _ := testutil.EnvSeed(t, "TALLY_CRASH_SEED", 7)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	fs := vfs.NewCrashableMem()
 	opts := testOptions(fs)

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -121,7 +122,7 @@ func loadBox(b *testing.B, db *store.DB, box *store.Family, n int) (users uint64
 // BenchmarkFamilyGet reads random keys with Family.Get into a caller
 // buffer, one goroutine and all CPUs.
 func BenchmarkFamilyGet(b *testing.B) {
-	n := envInt("TALLY_BENCH_FAMILY_KEYS", 200_000)
+	n := testutil.EnvInt(b, "TALLY_BENCH_FAMILY_KEYS", 200_000)
 	db, box, _, _ := openFamilyBench(b, store.NoSync)
 	users := loadBox(b, db, box, n)
 	for _, par := range []bool{false, true} {
@@ -159,7 +160,7 @@ func BenchmarkFamilyGet(b *testing.B) {
 // BenchmarkFamilyScan20 reads the 20 newest keys of a random user (a
 // reverse prefix iteration, as a page of a list).
 func BenchmarkFamilyScan20(b *testing.B) {
-	n := envInt("TALLY_BENCH_FAMILY_KEYS", 200_000)
+	n := testutil.EnvInt(b, "TALLY_BENCH_FAMILY_KEYS", 200_000)
 	db, box, _, _ := openFamilyBench(b, store.NoSync)
 	users := loadBox(b, db, box, n)
 	b.ReportAllocs()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/tallydb/tally/internal/limits"
+	"github.com/tallydb/tally/internal/testutil"
 )
 
 // The schema model test (issue 12, "Tests that would have caught them"):
@@ -559,7 +559,7 @@ func (s *schemaSim) close() {
 // TestSchemaModel runs the schema simulation for a few seeds. Heavier runs:
 // TALLY_SCHEMA_SEEDS and TALLY_SCHEMA_STEPS (defaults 6 and 500).
 func TestSchemaModel(t *testing.T) {
-	seeds, steps := envOr("TALLY_SCHEMA_SEEDS", 6), envOr("TALLY_SCHEMA_STEPS", 500)
+	seeds, steps := testutil.EnvInt(t, "TALLY_SCHEMA_SEEDS", 6), testutil.EnvInt(t, "TALLY_SCHEMA_STEPS", 500)
 	if testing.Short() || raceEnabled {
 		seeds, steps = 3, min(steps, 300) // -race makes each step ~10× slower
 	}
@@ -586,14 +586,6 @@ func TestSchemaModel(t *testing.T) {
 			t.Errorf("no %q step in %d seeds × %d steps", k, seeds, steps)
 		}
 	}
-}
-
-// envOr reads a positive integer from the environment, or def.
-func envOr(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }
 
 // FuzzSchemaOps drives the schema simulation with the fuzzer's bytes as

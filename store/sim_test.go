@@ -3,11 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/tallydb/tally/internal/testutil"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,13 +35,8 @@ func TestSimulation(t *testing.T) {
 	if testing.Short() {
 		rounds = 15
 	}
-	if v, err := strconv.Atoi(os.Getenv("TALLY_SIM_STEPS")); err == nil && v > 0 {
-		rounds = v
-	}
-	seed := uint64(time.Now().UnixNano())
-	if v, err := strconv.ParseUint(os.Getenv("TALLY_SIM_SEED"), 10, 64); err == nil {
-		seed = v
-	}
+	rounds = testutil.EnvInt(t, "TALLY_SIM_STEPS", rounds)
+	seed, _ := testutil.EnvSeed(t, "TALLY_SIM_SEED", uint64(time.Now().UnixNano()))
 	t.Logf("seed %d (TALLY_SIM_SEED to repeat), %d rounds", seed, rounds)
 	newSim(t, seed).run(rounds)
 }
