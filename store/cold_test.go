@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/tallydb/tally/cold"
+	"github.com/tallydb/tally/internal/testutil"
 )
 
 // TestSealPreservesEveryRow: after sealing, the cold reader returns exactly
@@ -193,17 +192,10 @@ func TestKillDuringAging(t *testing.T) {
 	const writers = 3
 	acked := make([]int64, writers)
 	for round := 0; round < 3; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillDuringAging$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "TALLY_KILL_AGING_DIR="+dir)
-		out, err := cmd.StdoutPipe()
-		must(t, err)
-		cmd.Stderr = os.Stderr
-		must(t, cmd.Start())
-		sc := bufio.NewScanner(out)
 		lines, jobs := 0, 0
-		killed, started := false, time.Now()
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
+		started := time.Now()
+		res := testutil.RunChild(t, "TestKillDuringAging", []string{"TALLY_KILL_AGING_DIR=" + dir}, func(line string) bool {
+			f := strings.Fields(line)
 			switch {
 			case len(f) == 3 && f[0] == "ack":
 				w, _ := strconv.Atoi(f[1])
@@ -215,12 +207,9 @@ func TestKillDuringAging(t *testing.T) {
 			}
 			// Kill once several seals/merges ran, in the middle of more
 			// (or after a deadline, so a slow child cannot hang the test).
-			if !killed && (jobs >= 5+round && lines > 200 || time.Since(started) > 20*time.Second) {
-				must(t, cmd.Process.Signal(syscall.SIGKILL))
-				killed = true
-			}
-		}
-		cmd.Wait()
+			return jobs >= 5+round && lines > 200 || time.Since(started) > 20*time.Second
+		})
+		killed := res.Killed
 		t.Logf("round %d: %d acks, %d jobs before the kill", round, lines, jobs)
 		if !killed {
 			t.Fatalf("round %d: child exited by itself", round)

@@ -6,12 +6,10 @@ import (
 	"github.com/tallydb/tally/internal/testutil"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -176,29 +174,20 @@ func TestKillChild(t *testing.T) {
 	const writers = 4
 	acked := make([]int64, writers)
 	for round := 0; round < 3; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "TALLY_KILL_CHILD_DIR="+dir)
-		out, err := cmd.StdoutPipe()
-		must(t, err)
-		cmd.Stderr = os.Stderr
-		must(t, cmd.Start())
-		sc := bufio.NewScanner(out)
 		lines := 0
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
+		testutil.RunChild(t, "TestKillChild", []string{"TALLY_KILL_CHILD_DIR=" + dir}, func(line string) bool {
+			f := strings.Fields(line)
 			if len(f) != 3 || f[0] != "ack" {
-				continue
+				return false
 			}
 			w, _ := strconv.Atoi(f[1])
 			n, _ := strconv.ParseInt(f[2], 10, 64)
 			acked[w] = max(acked[w], n)
 			// Kill mid-write, then keep reading: every line the child
 			// printed before it died is an acknowledgement.
-			if lines++; lines == 400+round*300 {
-				must(t, cmd.Process.Signal(syscall.SIGKILL))
-			}
-		}
-		cmd.Wait()
+			lines++
+			return lines == 400+round*300
+		})
 		if lines < 400 {
 			t.Fatalf("child stopped early after %d acks", lines)
 		}

@@ -8,16 +8,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/tallydb/tally/internal/testutil"
 )
 
 // countPayload is the payload of a "count" job: row id and chunks.
@@ -533,16 +533,10 @@ func TestKillChildJobs(t *testing.T) {
 	jobs := map[uint64]int64{}
 	var mixed uint64
 	for round := 0; round < 3; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChildJobs$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "TALLY_KILL_JOBS_DIR="+dir, fmt.Sprintf("TALLY_KILL_JOBS_ROW=%d", 1000*(round+1)))
-		out, err := cmd.StdoutPipe()
-		must(t, err)
-		cmd.Stderr = os.Stderr
-		must(t, cmd.Start())
-		sc := bufio.NewScanner(out)
 		lines := 0
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
+		env := []string{"TALLY_KILL_JOBS_DIR=" + dir, fmt.Sprintf("TALLY_KILL_JOBS_ROW=%d", 1000*(round+1))}
+		testutil.RunChild(t, "TestKillChildJobs", env, func(line string) bool {
+			f := strings.Fields(line)
 			switch {
 			case len(f) == 3 && f[0] == "mixed":
 				n, _ := strconv.ParseUint(f[2], 10, 64)
@@ -552,13 +546,11 @@ func TestKillChildJobs(t *testing.T) {
 				n, _ := strconv.ParseInt(f[2], 10, 64)
 				jobs[row] = n
 			default:
-				continue
+				return false
 			}
-			if lines++; lines == 300+round*200 {
-				must(t, cmd.Process.Signal(syscall.SIGKILL))
-			}
-		}
-		cmd.Wait()
+			lines++
+			return lines == 300+round*200
+		})
 		if lines < 300 {
 			t.Fatalf("child stopped early after %d acks", lines)
 		}
