@@ -7,19 +7,19 @@ import (
 	"github.com/tallydb/tally/internal/checksum"
 )
 
-// appendChecksum appends the big-endian CRC-32C of dst[start:].
-func appendChecksum(dst []byte, start int) []byte {
-	return binary.BigEndian.AppendUint32(dst, checksum.CRC32C(dst[start:]))
-}
+// appendChecksum appends the big-endian CRC-32C of dst[start:] (the
+// module's one trailer, checksum.AppendTrailer).
+func appendChecksum(dst []byte, start int) []byte { return checksum.AppendTrailer(dst, start) }
 
-// verifyChecksum checks the trailing CRC-32C of b and returns the body.
+// verifyChecksum checks the trailing CRC-32C of b and returns the body;
+// errors wrap ErrCorrupt and name what was read.
 func verifyChecksum(b []byte, what string) ([]byte, error) {
-	if len(b) < 5 {
+	if len(b) < 1+checksum.TrailerLen {
 		return nil, fmt.Errorf("%w: %s truncated (%d bytes)", ErrCorrupt, what, len(b))
 	}
-	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
-	if got := checksum.CRC32C(body); got != sum {
-		return nil, fmt.Errorf("%w: %s checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, what, sum, got)
+	body, err := checksum.CutTrailer(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %v", ErrCorrupt, what, err)
 	}
 	return body, nil
 }
