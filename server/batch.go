@@ -16,11 +16,13 @@ import (
 // an HSET of every column) within one read of the client's input is staged
 // into one store.Batch, committed once, and answered from the batch's
 // results. Replies are exactly those of running the commands one by one,
-// in order: a command that cannot be staged (bad input, a partial HSET, a
-// 64-bit column) ends the run and runs alone after it. If the batch fails
-// (an increment past a column's maximum fails the whole store batch, and
-// it changes nothing), each staged command is run again on its own, so each
-// gets its own reply.
+// in order: a command that cannot be staged (bad input, a partial HSET)
+// ends the run and runs alone after it. An increment of a 64-bit column is
+// staged like any other, capped at 2^63-1 (store.Batch.IncrCapped), so a
+// wide column costs nothing more than a narrow one. If the batch fails (an
+// increment past a column's maximum or cap fails the whole store batch,
+// and it changes nothing), each staged command is run again on its own, so
+// each gets its own reply.
 
 // maxBatch bounds the commands folded into one store batch: the store
 // finds a row's after-image by a linear scan of the batch's rows.
@@ -106,9 +108,9 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 // read-modify-write (the store's Set takes every column, and an Incr by
 // the difference would race with a concurrent HINCRBY). So every server
 // write takes a lock on its row's stripe: increments and whole-row sets
-// share it (the store orders them), a partial HSET, a DEL (which reads
-// before it deletes, to count) and an increment of a 64-bit column (which
-// checks the result fits a RESP integer first) take it exclusively.
+// share it (the store orders them, and checks a 64-bit column's cap at
+// commit); a partial HSET and a DEL (which reads before it deletes, to
+// count) take it exclusively.
 // Several stripes are always taken in ascending order, so no two
 // connections wait for each other. Writes that do not go through this
 // server (the host process using the store directly) are not ordered

@@ -76,6 +76,7 @@ type Conn struct {
 
 	// Scratch reused by commands.
 	batch *store.Batch
+	one   *store.Batch // a single capped increment (counters.go incr)
 	pend  []pending
 	locks []uint32
 	vals  []uint64

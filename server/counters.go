@@ -278,10 +278,11 @@ func incrCommand(cmd Command, parse incrParser) Command {
 			return false
 		}
 		cols := a.e.columns()
+		var limit uint64 // a 64-bit column: capped to a RESP integer, refused at commit
 		if cols.wide[a.col] {
-			return false
+			limit = maxInt64
 		}
-		if err := b.Incr(a.e.name, a.id, cols.names[a.col], a.delta); err != nil {
+		if err := b.IncrCapped(a.e.name, a.id, cols.names[a.col], a.delta, limit); err != nil {
 			return false
 		}
 		p.lock = stripeOf(a.e.cid, a.id) + 1
@@ -295,28 +296,27 @@ func incrCommand(cmd Command, parse incrParser) Command {
 func (c *Conn) incr(a incrArgs) {
 	cols := a.e.columns()
 	l := c.s.rows.stripe(stripeOf(a.e.cid, a.id))
+	l.RLock()
+	defer l.RUnlock()
+	var v uint64
+	var err error
 	if cols.wide[a.col] {
-		// A 64-bit column: refuse a result above 2^63-1 before writing,
-		// under the exclusive lock so the check holds at the write.
-		l.Lock()
-		defer l.Unlock()
-		if a.delta > 0 {
-			vals, err := a.e.c.Get(a.id, c.vals[:0])
-			c.vals = vals
-			if err != nil {
-				c.WriteErr(err)
-				return
-			}
-			if vals[a.col] > maxInt64-uint64(a.delta) {
-				c.writeError(msgOverflow)
-				return
+		// A 64-bit column: a result above 2^63-1 (which RESP cannot
+		// answer as an integer) is refused at commit by the batch's cap,
+		// atomically with the write: no read first, no exclusive lock.
+		if c.one == nil {
+			c.one = c.s.db.NewBatch()
+		}
+		b := c.one
+		b.Reset()
+		if err = b.IncrCapped(a.e.name, a.id, cols.names[a.col], a.delta, maxInt64); err == nil {
+			if err = b.Commit(); err == nil {
+				v = b.Result(0)
 			}
 		}
 	} else {
-		l.RLock()
-		defer l.RUnlock()
+		v, err = a.e.c.Incr(a.id, cols.names[a.col], a.delta)
 	}
-	v, err := a.e.c.Incr(a.id, cols.names[a.col], a.delta)
 	switch {
 	case errors.Is(err, store.ErrValueRange):
 		c.writeError(msgOverflow)

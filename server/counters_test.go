@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -187,6 +189,44 @@ func TestWideColumn(t *testing.T) {
 	}
 	if v, err := rc.DecrBy(ctx, "big:1", top).Result(); err != nil || v != 0 {
 		t.Fatalf("DECRBY = %d, %v", v, err)
+	}
+}
+
+// TestWideColumnPipelined: pipelined increments of a 64-bit column are
+// batched like any others (no width penalty), and the replies are those of
+// running them one by one: the ones that would pass 2^63-1 are refused and
+// change nothing, whatever else shares their batch.
+func TestWideColumnPipelined(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+	const top = 1<<63 - 1
+	if err := rc.HSet(ctx, "big:2", "n", top-2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cmds, _ := rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HIncrBy(ctx, "big:2", "n", 1)
+		p.HIncrBy(ctx, "posts:2", "likes", 1)
+		p.HIncrBy(ctx, "big:2", "n", 1)
+		p.HIncrBy(ctx, "big:2", "n", 1) // past 2^63-1
+		p.HIncrBy(ctx, "big:3", "n", 5)
+		p.HIncrBy(ctx, "big:2", "n", -2)
+		return nil
+	})
+	var got []string
+	for _, c := range cmds {
+		v, err := c.(*redis.IntCmd).Result()
+		if err != nil {
+			got = append(got, err.Error())
+		} else {
+			got = append(got, strconv.FormatInt(v, 10))
+		}
+	}
+	want := []string{strconv.FormatInt(top-1, 10), "1", strconv.FormatInt(top, 10), msgOverflow, "5", strconv.FormatInt(top-2, 10)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("replies %q, want %q", got, want)
+	}
+	if got := ts.row(t, "big", 2); got[0] != top-2 {
+		t.Fatalf("big:2 = %v", got)
 	}
 }
 

@@ -356,6 +356,9 @@ func (s *Server) connDone(c *Conn) {
 	if c.batch != nil {
 		c.batch.Close()
 	}
+	if c.one != nil {
+		c.one.Close()
+	}
 	// The client stops counting (MaxClients, connected_clients) before the
 	// close lingers; Shutdown still waits for the close.
 	s.mu.Lock()

@@ -59,8 +59,9 @@ type batchOp struct {
 	id     uint64
 	kind   opKind
 	col    int
-	delta  int64 // opIncr; opSetColumn: the value
-	valOff int   // opSet: b.vals[valOff : valOff+valN]
+	delta  int64  // opIncr; opSetColumn: the value
+	limit  uint64 // opIncr: a ceiling below the column's maximum (IncrCapped); 0 for none
+	valOff int    // opSet: b.vals[valOff : valOff+valN]
 	valN   int
 }
 
@@ -192,11 +193,29 @@ func (b *Batch) Incr(counter string, id uint64, column string, delta int64) erro
 }
 
 func (b *Batch) incr(cs *counterState, id uint64, column string, delta int64) error {
+	return b.incrCapped(cs, id, column, delta, 0)
+}
+
+// IncrCapped is Incr with a ceiling below the column's maximum: if the
+// column's value after the increment would exceed limit (or the column's
+// maximum, when that is lower), Commit fails with ErrValueRange and the
+// batch changes nothing. A limit of 0 means the column's maximum. tally
+// serve uses it to keep a 64-bit column's results within a RESP integer
+// (2^63-1) while batching pipelined increments.
+func (b *Batch) IncrCapped(counter string, id uint64, column string, delta int64, limit uint64) error {
+	cs, err := b.counter(counter)
+	if err != nil {
+		return b.fail(err)
+	}
+	return b.incrCapped(cs, id, column, delta, limit)
+}
+
+func (b *Batch) incrCapped(cs *counterState, id uint64, column string, delta int64, limit uint64) error {
 	col, ok := cs.cols.Load().byName[column]
 	if !ok {
 		return b.fail(columnNotFound(cs, column))
 	}
-	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opIncr, col: col, delta: delta})
+	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opIncr, col: col, delta: delta, limit: limit})
 	return nil
 }
 
@@ -346,9 +365,13 @@ func (b *Batch) buildImagesLocked() error {
 			switch {
 			case op.delta >= 0:
 				d := uint64(op.delta)
-				if max := cols.max[op.col]; d > max || v > max-d {
+				max := cols.max[op.col]
+				if op.limit != 0 && op.limit < max {
+					max = op.limit
+				}
+				if d > max || v > max-d {
 					return fmt.Errorf("%w: %s %d.%s = %d + %d exceeds max %d", ErrValueRange,
-						op.cs.name, op.id, cols.cols[op.col].Name, v, op.delta, cols.max[op.col])
+						op.cs.name, op.id, cols.cols[op.col].Name, v, op.delta, max)
 				}
 				v += d
 			case op.delta == math.MinInt64 || uint64(-op.delta) >= v:
