@@ -12,13 +12,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tallydb/tally"
 	"github.com/tallydb/tally/store"
 )
 
@@ -176,7 +176,7 @@ func New(db *store.DB, opts *Options) (*Server, error) {
 	if err := opts.EnsureDefaults().Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{db: db, opts: *opts.EnsureDefaults(), started: time.Now(), version: moduleVersion()}
+	s := &Server{db: db, opts: *opts.EnsureDefaults(), started: time.Now(), version: tally.Version()}
 	s.durability = db.Stats().Durability
 	var id [20]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -194,24 +194,6 @@ func New(db *store.DB, opts *Options) (*Server, error) {
 		}
 	}
 	return s, nil
-}
-
-// moduleVersion is tally's module version from the build info, or
-// "(devel)".
-func moduleVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(devel)"
-	}
-	if bi.Main.Path == "github.com/tallydb/tally" {
-		return bi.Main.Version
-	}
-	for _, d := range bi.Deps {
-		if d.Path == "github.com/tallydb/tally" {
-			return d.Version
-		}
-	}
-	return "(devel)"
 }
 
 // Register adds commands to the table. Names are matched without regard to

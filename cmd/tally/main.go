@@ -55,7 +55,7 @@ func init() {
 		cmdLikers, cmdUserLikes, cmdTop, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList,
 	}
 	commands = append(commands, unreadCommands...)
-	commands = append(commands, cmdServe, cmdDemo, cmdHelp)
+	commands = append(commands, cmdServe, cmdDemo, cmdVersion, cmdHelp)
 }
 
 // env is what every command runs with: the output streams and the global
@@ -109,6 +109,7 @@ Global flags (every store command also accepts -d and --durability after
 its name):
   -d DIR               the store directory; the default is $TALLY_DIR
   --durability MODE    sync, interval or nosync; the default is sync
+  --version            print tally's version (tally version) and exit
   --password PASSWORD  the password of the "tally serve" holding DIR, if it
                        has one; the default is $TALLY_PASSWORD (prefer it:
                        a command line is visible to other local users)
@@ -159,6 +160,7 @@ func (e *env) run(args []string) (code int) {
 	fs.StringVar(e.dirFlag(), "d", e.dir, "")
 	fs.StringVar(&e.durability, "durability", e.durability, "")
 	fs.StringVar(&e.password, "password", e.password, "")
+	version := fs.Bool("version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printGlobalHelp(e.stdout)
@@ -170,6 +172,9 @@ func (e *env) run(args []string) (code int) {
 	}
 	fs.Visit(func(f *flag.Flag) { e.durabilitySet = e.durabilitySet || f.Name == "durability" })
 	rest := fs.Args()
+	if *version && len(rest) == 0 {
+		rest = []string{"version"}
+	}
 	if len(rest) == 0 {
 		fmt.Fprintln(e.stderr, "tally: no command given")
 		printGlobalHelp(e.stderr)

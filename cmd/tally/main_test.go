@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -420,5 +421,17 @@ func TestHelp(t *testing.T) {
 	out, _, code := tally(t, "help", "counter")
 	if code != 0 || !strings.Contains(out, "counter add NAME") || !strings.Contains(out, "counter list") {
 		t.Errorf("help counter: exit %d, stdout %q", code, out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out := mustTally(t, args...)
+		if !strings.HasPrefix(out, "tally ") || !strings.Contains(out, runtime.Version()) || strings.Count(out, "\n") != 1 {
+			t.Errorf("tally %v = %q", args, out)
+		}
+	}
+	if _, _, code := tally(t, "version", "x"); code != exitUsage {
+		t.Errorf("tally version x: exit %d, want %d", code, exitUsage)
 	}
 }
