@@ -2,6 +2,7 @@ package server
 
 import (
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -284,6 +285,27 @@ func TestServerCommands(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("INFO lacks %q:\n%s", want, text)
 		}
+	}
+	for _, want := range []string{"# Replication\r\nrole:master\r\n", "connected_slaves:0\r\n", "# CPU\r\nused_cpu_sys:",
+		"used_cpu_user:", "instantaneous_ops_per_sec:", "# Errorstats\r\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("INFO lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "# Commandstats") {
+		t.Error("INFO shows commandstats by default (Redis shows them for INFO all / commandstats only)")
+	}
+	// Commandstats and errorstats as redis_exporter parses them: one
+	// rejected call (wrong arity) and one failed call (not a number).
+	rc.Do(ctx, "HINCRBY", "posts:1")
+	rc.Do(ctx, "HINCRBY", "posts:1", "likes", "x")
+	full, err2 := rc.Info(ctx, "all").Result()
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	if !regexp.MustCompile(`\r\ncmdstat_hincrby:calls=\d+,usec=\d+,usec_per_call=\d+\.\d\d,rejected_calls=1,failed_calls=1\r\n`).MatchString(full) ||
+		!regexp.MustCompile(`\r\nerrorstat_ERR:count=\d+\r\n`).MatchString(full) || !strings.Contains(full, "cmdstat_config|get:calls=") {
+		t.Errorf("INFO all: commandstats or errorstats missing:\n%s", full)
 	}
 	if text, _ := rc.Info(ctx, "clients").Result(); !strings.HasPrefix(text, "# Clients\r\n") || strings.Contains(text, "# Server") {
 		t.Errorf("INFO clients = %q", text)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -239,6 +240,15 @@ type finishFunc func(c *Conn, b *store.Batch, p *pending)
 type commandMetrics struct {
 	ok, failed prometheus.Counter
 	latency    prometheus.Observer
+	stats      *commandStats // INFO commandstats
+}
+
+// commandStats are a command's figures as Redis's INFO commandstats shows
+// them: calls that ran, their total time, and the errors, split as Redis
+// does into rejected (refused before running: arity, AUTH) and failed
+// (an error reply from the command itself).
+type commandStats struct {
+	calls, usec, rejected, failed atomic.Int64
 }
 
 func hasSubcommand(subs []Command, name string) bool {

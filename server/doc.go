@@ -71,8 +71,15 @@
 //	DBSIZE                           integer: stored rows (non-zero rows of every
 //	                                 counter; a row written after its range was aged
 //	                                 counts twice until the next merge)
-//	INFO [section ...]               server, clients, memory, persistence, stats,
-//	                                 keyspace, tally
+//	INFO [section ...]               server, clients, memory, persistence, stats
+//	                                 (instantaneous_ops_per_sec: the rate since the
+//	                                 previous INFO at least a second ago),
+//	                                 replication (role:master), cpu, errorstats
+//	                                 (errorstat_CODE:count=N), keyspace, tally; with
+//	                                 all, everything or commandstats also
+//	                                 commandstats (cmdstat_NAME:calls=,usec=,
+//	                                 usec_per_call=,rejected_calls=,failed_calls=),
+//	                                 as redis_exporter reads them
 //	SAVE                             OK after a checkpoint
 //
 // Every container (CLIENT, CONFIG, COMMAND, TALLY.COUNTER, TALLY.COLUMN)

@@ -18,13 +18,19 @@ import (
 // kept where tally has the same figure, tally's own figures are added
 // under their own names.
 
-var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "keyspace", "tally"}
+// infoSections are INFO's default sections (INFO, INFO default), in
+// Redis's order; INFO all and everything add commandstats, as Redis does.
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu",
+	"errorstats", "keyspace", "tally"}
 
 func infoHandler(c *Conn, args [][]byte) {
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		switch s := strings.ToLower(string(a)); s {
-		case "all", "everything", "default":
+		case "all", "everything":
+			want["commandstats"] = true
+			fallthrough
+		case "default":
 			for _, sec := range infoSections {
 				want[sec] = true
 			}
@@ -120,12 +126,37 @@ func (s *Server) info(want map[string]bool) string {
 		line("total_net_output_bytes", s.stats.netOut.Load())
 		line("rejected_connections", s.stats.rejected.Load())
 		line("total_error_replies", s.stats.errorReplies.Load())
+		line("instantaneous_ops_per_sec", s.opsRate.rate(time.Now(), s.stats.commands.Load(), s.started))
 		line("dropped_clients", s.stats.dropped.Load())
 		line("block_cache_hits", st.BlockCache.Hits)
 		line("block_cache_misses", st.BlockCache.Misses)
 		line("jobs_running", len(st.Jobs))
 		line("jobs_finished", st.JobsFinished)
 		line("background_errors", len(st.Errors))
+	}
+	if section("Replication") {
+		// One copy on one machine: the replication issue adds replicas.
+		st := stats()
+		line("role", "master")
+		line("connected_slaves", 0)
+		line("master_failover_state", "no-failover")
+		line("master_replid", s.runID)
+		line("master_repl_offset", st.LastSeq)
+	}
+	if section("CPU") {
+		for _, kv := range cpuTimes() {
+			line(kv.k, strconv.FormatFloat(kv.v, 'f', 6, 64))
+		}
+	}
+	if section("Commandstats") {
+		for _, c := range s.cmds.sorted {
+			s.commandStatLines(c, line)
+		}
+	}
+	if section("Errorstats") {
+		for _, l := range s.errorStats.lines() {
+			b.WriteString(l + "\r\n")
+		}
 	}
 	if section("Keyspace") {
 		// The user's counters only: packages' counters are not keys.
@@ -223,4 +254,26 @@ func human(n uint64) string {
 		return fmt.Sprintf("%.2fK", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// commandStatLines writes the cmdstat_ lines of c and its subcommands, in
+// Redis's form: cmdstat_NAME:calls=N,usec=U,usec_per_call=F,
+// rejected_calls=R,failed_calls=E (a subcommand as NAME|SUB), for the
+// commands called at least once.
+func (s *Server) commandStatLines(c *Command, line func(string, any)) {
+	if c.Handler != nil && c.metrics.stats != nil {
+		st := c.metrics.stats
+		calls, usec, rej, failed := st.calls.Load(), st.usec.Load(), st.rejected.Load(), st.failed.Load()
+		if calls+rej > 0 {
+			per := 0.0
+			if calls > 0 {
+				per = float64(usec) / float64(calls)
+			}
+			line("cmdstat_"+c.fullName, fmt.Sprintf("calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d",
+				calls, usec, per, rej, failed))
+		}
+	}
+	for i := range c.Subcommands {
+		s.commandStatLines(&c.Subcommands[i], line)
+	}
 }

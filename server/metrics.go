@@ -84,6 +84,7 @@ func (m *metrics) forCommand(name string) commandMetrics {
 		ok:      m.commands.WithLabelValues(name, "ok"),
 		failed:  m.commands.WithLabelValues(name, "error"),
 		latency: m.latency.WithLabelValues(name),
+		stats:   &commandStats{},
 	}
 }
 
