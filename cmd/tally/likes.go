@@ -38,7 +38,7 @@ var (
 		synopsis: "USER likes ITEM of business BIZ (replaces a dislike)",
 		help: fmt.Sprintf(likeWriteHelp, "like", " [--owner OWNER]",
 			"Records that USER likes ITEM (a dislike is replaced by the like).",
-			"\nFlags:\n  --owner OWNER   the item's owner, credited with its likes (LIKE.RECEIVED\n                  over RESP); set by the first like that names it\n",
+			"\nFlags:\n  --owner OWNER   the item's owner, credited with its likes (tally\n                  received); set by the first like that names it\n",
 			" --owner 7", "1 dislikes=0"),
 	}
 	cmdUnlike = &command{

@@ -246,3 +246,40 @@ func TestServeLikes(t *testing.T) {
 		t.Fatalf("after serve: %q", got)
 	}
 }
+
+// rank and received: the CLI forms of LIKE.RANK and LIKE.RECEIVED.
+func TestRankAndReceived(t *testing.T) {
+	t.Setenv("TALLY_DIR", "")
+	d := "-d=" + filepath.Join(t.TempDir(), "db")
+	mustTally(t, d, "business", "add", "video")
+	mustTally(t, d, "like", "video", "1", "10", "--owner", "7")
+	mustTally(t, d, "like", "video", "1", "11")
+	mustTally(t, d, "like", "video", "2", "10", "--owner", "8")
+	mustTally(t, d, "like", "video", "3", "12", "--owner", "8")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rank", "video", "1", "2", "3", "4"}, "1 1 2\n2 2 1\n3 2 1\n4 none\n"},
+		{[]string{"rank", "music", "1"}, "1 none\n"}, // an undeclared business reads as empty
+		{[]string{"received", "7", "8", "9"}, "7 2\n8 2\n9 0\n"},
+	} {
+		if got := mustTally(t, append([]string{d}, c.args...)...); got != c.want {
+			t.Errorf("tally %v = %q, want %q", c.args, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"rank", "video"}, exitUsage},
+		{[]string{"rank", "video", "x"}, exitUsage},
+		{[]string{"rank", "video", "1", "--day", "yesterday"}, exitUsage},
+		{[]string{"received"}, exitUsage},
+		{[]string{"received", "-3"}, exitUsage},
+	} {
+		if _, _, code := tally(t, append([]string{d}, c.args...)...); code != c.code {
+			t.Errorf("tally %v: exit %d, want %d", c.args, code, c.code)
+		}
+	}
+}

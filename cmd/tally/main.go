@@ -52,7 +52,7 @@ func init() {
 		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees,
 		cmdTimelineConfig,
 		cmdLike, cmdUnlike, cmdDislike, cmdUndislike, cmdLikes, cmdLiked,
-		cmdLikers, cmdUserLikes, cmdTop, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList,
+		cmdLikers, cmdUserLikes, cmdTop, cmdRank, cmdReceived, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList,
 	}
 	commands = append(commands, unreadCommands...)
 	commands = append(commands, cmdServe, cmdDemo, cmdVersion, cmdHelp)

@@ -124,6 +124,8 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("likers", "video", "8", "--dislikes"),
 		c("user-likes", "video", "101"),
 		c("top", "video", "5"),
+		c("rank", "video", "7", "8"),
+		c("received", "9", "10"),
 		{args: []string{"likes", "load", likesCSV}, mask: loadMask},
 		c("top", "music"),
 		// Unread.
