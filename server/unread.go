@@ -22,6 +22,7 @@ import (
 //	UNREAD.FEEDRESET user                             OK
 //	DOT.MARK channel                                  integer: the channel's new tag
 //	DOT.CLEAR user channel                            OK
+//	UNREAD.FORGET user                                OK: the user's tags dropped
 //	DOT.HAS user channel                              integer 1 or 0
 //	NOTICE.POST channel id                            integer 1, or 0 for a re-post
 //	NOTICE.READ user channel                          OK
@@ -105,6 +106,14 @@ func UnreadCommands(x *unread.Unread) []Command {
 			Since:   "0.1.0", Complexity: "O(N) where N is the number of accounts the user follows",
 			Args:    []Arg{user},
 			Handler: u.feedReset,
+		},
+		{
+			Name: "UNREAD.FORGET", Arity: 2, Flags: FlagWrite, Group: "unread",
+			Summary: "Drops a user's red-dot tags and last-read notices (an account deleted): the user then reads as " +
+				"one who never cleared or read, on every channel. Returns OK.",
+			Since: "0.1.0", Complexity: "O(C) where C is the number of channels",
+			Args:    []Arg{user},
+			Handler: u.forget,
 		},
 		{
 			Name: "DOT.MARK", Arity: 2, Flags: FlagWrite | FlagFast, Group: "unread",
@@ -306,6 +315,18 @@ func (u *unreadCmds) feedReset(c *Conn, args [][]byte) {
 		return
 	}
 	if err := u.x.FeedReset(user); err != nil {
+		c.WriteErr(err)
+		return
+	}
+	c.WriteOK()
+}
+
+func (u *unreadCmds) forget(c *Conn, args [][]byte) {
+	user, ok := u.id(c, args[1])
+	if !ok {
+		return
+	}
+	if err := u.x.ForgetTags(user); err != nil {
 		c.WriteErr(err)
 		return
 	}

@@ -80,6 +80,9 @@ func TestUnreadCommands(t *testing.T) {
 		{[]any{"DOT.MARK", "activity"}, int64(1)},
 		{[]any{"DOT.HAS", "42", "activity"}, int64(1)}, // never cleared: the first mark shows
 		{[]any{"DOT.CLEAR", "42", "activity"}, "OK"},
+		{[]any{"UNREAD.FORGET", "42"}, "OK"},
+		{[]any{"DOT.HAS", "42", "activity"}, int64(1)}, // forgotten: as one who never cleared
+		{[]any{"DOT.CLEAR", "42", "activity"}, "OK"},
 		{[]any{"DOT.MARK", "activity"}, int64(2)},
 		{[]any{"DOT.HAS", "42", "activity"}, int64(1)},
 		{[]any{"DOT.CLEAR", "42", "activity"}, "OK"},

@@ -135,6 +135,7 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("unread", "get", "1", "2"),
 		c("unread", "reset", "1", "mention"),
 		c("unread", "get", "1"),
+		c("unread", "forget", "1", "2"),
 		c("unread", "feed", "1", "4", "5"),
 		c("unread", "feed-reset", "1"),
 		c("unread", "feed", "1"),

@@ -112,6 +112,22 @@ Example:
 `,
 }
 
+var cmdUnreadForget = &command{
+	name:     "unread forget",
+	synopsis: "drop users' red-dot tags and last-read notices",
+	help: `Usage: tally -d DIR unread forget UID...
+
+Drops the red-dot tags and last-read notice ids of each user (an account
+deleted, or an idle user the host chooses to forget): the user then reads
+as one who never cleared or read, on every channel (marked channels show
+their dot; notices read 0 until the next "notice read"). Counts and feed
+unread are not touched. Prints nothing.
+
+Example:
+  tally -d /var/lib/tally unread forget 42
+`,
+}
+
 var cmdDotMark = &command{
 	name:     "dot mark",
 	synopsis: "put a red dot on a channel for every user at once",
@@ -198,7 +214,7 @@ Example:
 // unreadCommands are registered in the command table, in help order.
 var unreadCommands = []*command{
 	cmdUnreadKindAdd, cmdUnreadIncr, cmdUnreadReset, cmdUnreadGet,
-	cmdUnreadFeed, cmdUnreadFeedReset,
+	cmdUnreadFeed, cmdUnreadFeedReset, cmdUnreadForget,
 	cmdDotMark, cmdDotClear, cmdDotHas,
 	cmdNoticePost, cmdNoticeRead, cmdNoticeUnread,
 }
@@ -213,6 +229,7 @@ func init() {
 	cmdDotMark.run = runDotMark
 	cmdDotClear.run = runDotClear
 	cmdDotHas.run = runDotHas
+	cmdUnreadForget.run = runUnreadForget
 	cmdNoticePost.run = runNoticePost
 	cmdNoticeRead.run = runNoticeRead
 	cmdNoticeUnread.run = runNoticeUnread
@@ -503,5 +520,27 @@ func runNoticeUnread(e *env, args []string) error {
 			fmt.Fprintln(e.stdout, n)
 		}
 		return err
+	})
+}
+
+func runUnreadForget(e *env, args []string) error {
+	pos, err := parse(e.flags(cmdUnreadForget), args, false)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("want UID..., got no arguments")
+	}
+	uids, err := parseIDs("UID", pos)
+	if err != nil {
+		return err
+	}
+	return e.withGraph(func(g *graphStore) error {
+		for _, u := range uids {
+			if err := g.x.ForgetTags(u); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }

@@ -118,6 +118,9 @@ func TestUnreadCommands(t *testing.T) {
 		{[]string{"dot", "has", "5", "activity"}, "yes\n"},
 		{[]string{"dot", "clear", "5", "activity"}, ""},
 		{[]string{"dot", "has", "5", "activity"}, "no\n"},
+		{[]string{"unread", "forget", "5"}, ""}, // as one who never cleared
+		{[]string{"dot", "has", "5", "activity"}, "yes\n"},
+		{[]string{"dot", "clear", "5", "activity"}, ""},
 		{[]string{"dot", "mark", "activity"}, ""},
 		{[]string{"dot", "has", "5", "activity"}, "yes\n"},
 		{[]string{"dot", "has", "5", "activity"}, "yes\n"}, // reads record nothing
