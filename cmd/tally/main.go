@@ -50,7 +50,7 @@ func init() {
 		cmdReplay, cmdStats, cmdCheckpoint, cmdJobs, cmdJobsWait,
 		cmdFollow, cmdUnfollow, cmdFollowsLoad, cmdActive,
 		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees,
-		cmdTimelineConfig,
+		cmdTimelineConfig, cmdTimelineExpire,
 		cmdLike, cmdUnlike, cmdDislike, cmdUndislike, cmdLikes, cmdLiked,
 		cmdLikers, cmdUserLikes, cmdTop, cmdRank, cmdReceived, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList,
 	}

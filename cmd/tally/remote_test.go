@@ -108,6 +108,7 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("followees", "5"),
 		c("timeline", "config"),
 		c("timeline", "config", "--inbox-cap", "500"),
+		c("timeline", "expire"),
 		// Likes.
 		c("business", "add", "clips", "--hot-ranges", "2"),
 		c("business", "list"),

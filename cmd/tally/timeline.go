@@ -240,6 +240,23 @@ Example:
 `,
 }
 
+var cmdTimelineExpire = &command{
+	name:     "timeline expire",
+	synopsis: "expire inactive users' inboxes now",
+	help: `Usage: tally -d DIR timeline expire
+
+Runs the expiry of inactive inboxes now (tally serve runs it hourly; the
+CLI form of TL.EXPIRE): users whose last home read is older than the
+active window leave the push set and lose their inbox (their next "home"
+rebuilds it). Prints the number of users expired:
+  expired N
+
+Example:
+  $ tally -d /var/lib/tally timeline expire
+  expired 1200
+`,
+}
+
 var cmdTimelineConfig = &command{
 	name:     "timeline config",
 	synopsis: "show or change the timeline's options (creates the store if new)",
@@ -283,6 +300,7 @@ func init() {
 	cmdFollowers.run = func(e *env, args []string) error { return runIDPage(e, cmdFollowers, args) }
 	cmdFollowees.run = func(e *env, args []string) error { return runIDPage(e, cmdFollowees, args) }
 	cmdTimelineConfig.run = runTimelineConfig
+	cmdTimelineExpire.run = runTimelineExpire
 }
 
 // withTimeline opens the store and the timeline, runs fn, and closes both.
@@ -738,4 +756,19 @@ func hasTimeline(db *store.DB) bool {
 	cols := c.Columns()
 	want := []string{timeline.ColFollowers, timeline.ColFollowees, timeline.ColPosts, timeline.ColOrd, timeline.ColRead}
 	return len(cols) >= len(want) && slices.Equal(cols[:len(want)], want)
+}
+
+func runTimelineExpire(e *env, args []string) error {
+	if err := parseNoArgs(e, cmdTimelineExpire, args); err != nil {
+		return err
+	}
+	ctx, stop := e.interruptContext()
+	defer stop()
+	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
+		n, err := tl.Expire(ctx)
+		if err == nil {
+			fmt.Fprintf(e.stdout, "expired %d\n", n)
+		}
+		return err
+	})
 }

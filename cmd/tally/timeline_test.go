@@ -229,3 +229,18 @@ func TestReservedCounterNames(t *testing.T) {
 		t.Errorf("verify:\n%s", out)
 	}
 }
+
+// timeline expire runs the inbox expiry now (the CLI form of TL.EXPIRE;
+// which users it expires is the timeline package's tests' subject, with a
+// clock the CLI cannot move).
+func TestTimelineExpire(t *testing.T) {
+	d := newTimelineStore(t)
+	mustTally(t, d, "follow", "5", "6")
+	mustTally(t, d, "active", "5")
+	if out := mustTally(t, d, "timeline", "expire"); out != "expired 0\n" {
+		t.Fatalf("expire right after a read: %q", out)
+	}
+	if _, _, code := tally(t, d, "timeline", "expire", "x"); code != exitUsage {
+		t.Fatalf("timeline expire x: exit %d", code)
+	}
+}
