@@ -211,6 +211,39 @@ func parseHincrby(s *Server, args [][]byte) (incrArgs, string) {
 	return incrArgs{e, id, col, delta}, ""
 }
 
+// hincrbyOnceHandler is TALLY.HINCRBYONCE key field increment source seq.
+func hincrbyOnceHandler(c *Conn, args [][]byte) {
+	a, msg := parseHincrby(c.s, args[:4])
+	if msg != "" {
+		c.writeError(msg)
+		return
+	}
+	seq, ok := parseUint(args[5])
+	if !ok {
+		c.writeError(msgNotInteger)
+		return
+	}
+	cols := a.e.columns()
+	l := c.s.rows.stripe(stripeOf(a.e.cid, a.id))
+	l.RLock()
+	defer l.RUnlock()
+	v, applied, err := a.e.c.IncrOnce(a.id, cols.names[a.col], a.delta, string(args[4]), seq)
+	switch {
+	case errors.Is(err, store.ErrValueRange):
+		c.writeError(msgOverflow)
+	case err != nil:
+		c.WriteErr(err)
+	default:
+		c.WriteArray(2)
+		c.WriteUint(v)
+		if applied {
+			c.WriteInt(1)
+		} else {
+			c.WriteInt(0)
+		}
+	}
+}
+
 // firstColumn parses the key of a string-style command (INCR, GET...),
 // which addresses the counter's first column.
 func firstColumn(s *Server, key []byte) (incrArgs, string) {
@@ -706,6 +739,15 @@ func counterCommands() []Command {
 			Since: "2.0.0", Complexity: "O(1)",
 			Args: []Arg{key, field, {Name: "increment", Type: "integer"}},
 		}, parseHincrby),
+		{
+			Name: "TALLY.HINCRBYONCE", Arity: 6, Flags: FlagWrite | FlagFast, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "tally",
+			Summary: "HINCRBY applied once per (source, seq), for at-least-once queues (as \"tally incr ... --source S " +
+				"--seq N\"): returns [new value, 1] when applied, [current value, 0] for a redelivered or older seq.",
+			Since: "0.1.0", Complexity: "O(1)",
+			Args: []Arg{key, field, {Name: "increment", Type: "integer"}, {Name: "source", Type: "string"},
+				{Name: "seq", Type: "integer"}},
+			Handler: hincrbyOnceHandler,
+		},
 		{
 			Name: "HGET", Arity: 3, Flags: FlagReadOnly | FlagFast, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: g,
 			Summary: "Returns one column of a counter row (0 for a row never written; nil for an unknown column).",

@@ -318,3 +318,43 @@ func TestSchemaCommands(t *testing.T) {
 		t.Errorf("TALLY.COUNTER HELP = %q, %v", help, err)
 	}
 }
+
+// TALLY.HINCRBYONCE is HINCRBY applied once per (source, seq): the RESP
+// form of "tally incr ... --source S --seq N".
+func TestHincrbyOnce(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+	do := func(args ...any) (any, error) { return rc.Do(ctx, args...).Result() }
+	for _, c := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{"TALLY.HINCRBYONCE", "posts:1", "likes", 5, "queue", 10}, "[5 1]"},
+		{[]any{"TALLY.HINCRBYONCE", "posts:1", "likes", 5, "queue", 10}, "[5 0]"}, // redelivered
+		{[]any{"TALLY.HINCRBYONCE", "posts:1", "likes", 5, "queue", 9}, "[5 0]"},  // older
+		{[]any{"TALLY.HINCRBYONCE", "posts:1", "likes", 2, "queue", 11}, "[7 1]"},
+		{[]any{"TALLY.HINCRBYONCE", "posts:1", "likes", 1, "other", 1}, "[8 1]"},
+	} {
+		v, err := do(c.args...)
+		if err != nil || fmt.Sprint(v) != c.want {
+			t.Fatalf("%v = %v, %v; want %s", c.args, v, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []any
+		err  string
+	}{
+		{[]any{"TALLY.HINCRBYONCE", "posts:1", "likes", 1, "queue", "x"}, msgNotInteger},
+		{[]any{"TALLY.HINCRBYONCE", "posts:1", "nope", 1, "queue", 12}, "no such column"},
+		{[]any{"TALLY.HINCRBYONCE", "nosuch:1", "likes", 1, "queue", 12}, "no such counter"},
+		{[]any{"TALLY.HINCRBYONCE", "posts:1", "likes", 1, "", 12}, "source name"},
+		{[]any{"TALLY.HINCRBYONCE", "posts:1", "likes", 1 << 40, "queue", 12}, msgOverflow},
+	} {
+		if _, err := do(c.args...); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%v: %v, want an error with %q", c.args, err, c.err)
+		}
+	}
+	if got := ts.row(t, "posts", 1); got[2] != 8 {
+		t.Fatalf("posts:1 = %v: refused calls changed it", got)
+	}
+}

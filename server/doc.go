@@ -53,6 +53,10 @@
 //	                                 an array of the row's values in column order
 //	                                 (integers; a value above 2^63-1, possible only
 //	                                 in a 64-bit column, as a bulk string)
+//	TALLY.HINCRBYONCE key field n source seq
+//	                                 array [value, 1] when applied, [value, 0] for
+//	                                 a redelivered or older seq of source (as
+//	                                 "tally incr ... --source S --seq N")
 //	TALLY.COUNTER ADD name [RANGEBITS n] [KEEPHOT | HOTRANGES k |
 //	    AGE duration [EPOCHMS ms] [TIMESHIFT bits]]      OK (as "tally counter add")
 //	TALLY.COUNTER LIST               array of bulk, as "tally counter list" prints
