@@ -132,3 +132,51 @@ func runReceived(e *env, args []string) error {
 	fmt.Fprint(e.stdout, b.String())
 	return closeTally(db, nil)
 }
+
+var cmdSetOwner = &command{
+	name:     "set-owner",
+	synopsis: "change an item's owner, moving its likes to the new owner's total",
+	help: `Usage: tally -d DIR set-owner BIZ ITEM OWNER
+
+Makes OWNER the owner of ITEM of business BIZ (the CLI form of
+LIKE.SETOWNER): the item's likes move from the previous owner's received
+total to OWNER's, atomically. Prints the item's counts:
+  ITEM likes=N dislikes=M
+
+Example:
+  $ tally -d /var/lib/tally set-owner video 1234 8
+  1234 likes=5120 dislikes=3
+`,
+}
+
+func init() { cmdSetOwner.run = runSetOwner }
+
+func runSetOwner(e *env, args []string) error {
+	pos, err := parse(e.flags(cmdSetOwner), args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 3 {
+		return usagef("want BIZ ITEM OWNER, got %d arguments", len(pos))
+	}
+	biz, err := parseBusiness(pos[0])
+	if err != nil {
+		return err
+	}
+	ids, err := parseIDs("ITEM or OWNER", pos[1:])
+	if err != nil {
+		return err
+	}
+	db, l, err := e.openLikes(false)
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		return closeTally(db, fmt.Errorf("%w %s (businesses: none yet)", likes.ErrUnknownBusiness, quote.Input(biz)))
+	}
+	res, err := l.SetOwner(biz, ids[0], ids[1])
+	if err == nil {
+		fmt.Fprintf(e.stdout, "%d likes=%d dislikes=%d\n", ids[0], res.Likes, res.Dislikes)
+	}
+	return closeTally(db, err)
+}

@@ -263,6 +263,8 @@ func TestRankAndReceived(t *testing.T) {
 		{[]string{"rank", "video", "1", "2", "3", "4"}, "1 1 2\n2 2 1\n3 2 1\n4 none\n"},
 		{[]string{"rank", "music", "1"}, "1 none\n"}, // an undeclared business reads as empty
 		{[]string{"received", "7", "8", "9"}, "7 2\n8 2\n9 0\n"},
+		{[]string{"set-owner", "video", "1", "9"}, "1 likes=2 dislikes=0\n"},
+		{[]string{"received", "7", "9"}, "7 0\n9 2\n"},
 	} {
 		if got := mustTally(t, append([]string{d}, c.args...)...); got != c.want {
 			t.Errorf("tally %v = %q, want %q", c.args, got, c.want)
@@ -277,6 +279,8 @@ func TestRankAndReceived(t *testing.T) {
 		{[]string{"rank", "video", "1", "--day", "yesterday"}, exitUsage},
 		{[]string{"received"}, exitUsage},
 		{[]string{"received", "-3"}, exitUsage},
+		{[]string{"set-owner", "video", "1"}, exitUsage},
+		{[]string{"set-owner", "videos", "1", "2"}, exitError},
 	} {
 		if _, _, code := tally(t, append([]string{d}, c.args...)...); code != c.code {
 			t.Errorf("tally %v: exit %d, want %d", c.args, code, c.code)

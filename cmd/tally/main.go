@@ -49,10 +49,10 @@ func init() {
 		cmdLoad, cmdCompact, cmdVerify,
 		cmdReplay, cmdStats, cmdCheckpoint, cmdJobs, cmdJobsWait,
 		cmdFollow, cmdUnfollow, cmdFollowsLoad, cmdActive,
-		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees,
+		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees, cmdIsFollowing,
 		cmdTimelineConfig, cmdTimelineExpire,
 		cmdLike, cmdUnlike, cmdDislike, cmdUndislike, cmdLikes, cmdLiked,
-		cmdLikers, cmdUserLikes, cmdTop, cmdRank, cmdReceived, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList,
+		cmdLikers, cmdUserLikes, cmdTop, cmdRank, cmdReceived, cmdSetOwner, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList,
 	}
 	commands = append(commands, unreadCommands...)
 	commands = append(commands, cmdServe, cmdDemo, cmdVersion, cmdHelp)

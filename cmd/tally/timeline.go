@@ -240,6 +240,22 @@ Example:
 `,
 }
 
+var cmdIsFollowing = &command{
+	name:     "is-following",
+	synopsis: "whether a user follows accounts (yes or no)",
+	help: `Usage: tally -d DIR is-following UID FOLLOWEE...
+
+Prints, per FOLLOWEE, whether user UID follows it (the CLI form of
+TL.ISFOLLOWING):
+  FOLLOWEE yes|no
+
+Example:
+  $ tally -d /var/lib/tally is-following 1 20 21
+  20 yes
+  21 no
+`,
+}
+
 var cmdTimelineExpire = &command{
 	name:     "timeline expire",
 	synopsis: "expire inactive users' inboxes now",
@@ -301,6 +317,7 @@ func init() {
 	cmdFollowees.run = func(e *env, args []string) error { return runIDPage(e, cmdFollowees, args) }
 	cmdTimelineConfig.run = runTimelineConfig
 	cmdTimelineExpire.run = runTimelineExpire
+	cmdIsFollowing.run = runIsFollowing
 }
 
 // withTimeline opens the store and the timeline, runs fn, and closes both.
@@ -769,6 +786,35 @@ func runTimelineExpire(e *env, args []string) error {
 		if err == nil {
 			fmt.Fprintf(e.stdout, "expired %d\n", n)
 		}
+		return err
+	})
+}
+
+func runIsFollowing(e *env, args []string) error {
+	pos, err := parse(e.flags(cmdIsFollowing), args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return usagef("want UID and at least one FOLLOWEE, got %d arguments", len(pos))
+	}
+	ids, err := parseIDs("id", pos)
+	if err != nil {
+		return err
+	}
+	if err := timeline.CheckID("user", ids...); err != nil {
+		return err
+	}
+	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
+		var b strings.Builder // read everything before printing
+		for _, f := range ids[1:] {
+			yes, err := tl.IsFollowing(ids[0], f)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "%d %s\n", f, map[bool]string{true: "yes", false: "no"}[yes])
+		}
+		_, err := fmt.Fprint(e.stdout, b.String())
 		return err
 	})
 }

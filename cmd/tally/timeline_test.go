@@ -237,6 +237,9 @@ func TestTimelineExpire(t *testing.T) {
 	d := newTimelineStore(t)
 	mustTally(t, d, "follow", "5", "6")
 	mustTally(t, d, "active", "5")
+	if out := mustTally(t, d, "is-following", "5", "6", "7"); out != "6 yes\n7 no\n" {
+		t.Fatalf("is-following: %q", out)
+	}
 	if out := mustTally(t, d, "timeline", "expire"); out != "expired 0\n" {
 		t.Fatalf("expire right after a read: %q", out)
 	}
