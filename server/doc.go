@@ -1,7 +1,10 @@
 // Package server is the Redis-protocol (RESP) front end of tally, the
 // server of "tally serve": one process owns one store, and any number of
 // clients (redis-cli, redis-benchmark, any Redis client library) use it over
-// TCP, with pipelining. It uses only the public API of package store.
+// TCP, with pipelining. It uses only public APIs: package store's, the
+// command groups' packages (timeline, unread, likes: TimelineCommands and
+// the like take their handles) and the root package tally's counter
+// namespaces (CounterOwner).
 //
 // Requests are read by a RESP2 reader of this package's own (resp.go: why
 // not redcon's, which tally used until issue 16), replies encoded by it
