@@ -183,6 +183,31 @@ func (e *env) openLikes(create bool) (db *tallydb.DB, l *likes.Likes, err error)
 	return db, db.Likes(), nil
 }
 
+// parseBizItems parses "BIZ ITEM...".
+func parseBizItems(pos []string) (string, []uint64, error) {
+	if len(pos) < 2 {
+		return "", nil, usagef("want BIZ ITEM..., got %d arguments", len(pos))
+	}
+	biz, err := parseBusiness(pos[0])
+	if err != nil {
+		return "", nil, err
+	}
+	items, err := parseItems(pos[1:])
+	return biz, items, err
+}
+
+// parseDay parses a --day flag (YYYY-MM-DD, a UTC day); "" is none.
+func parseDay(day string) (time.Time, error) {
+	if day == "" {
+		return time.Time{}, nil
+	}
+	when, err := time.Parse(time.DateOnly, day)
+	if err != nil {
+		return time.Time{}, usagef("bad --day %s: want YYYY-MM-DD", quote.Input(day))
+	}
+	return when, nil
+}
+
 // parseBusiness checks a business name before anything is opened.
 func parseBusiness(s string) (string, error) {
 	if len(s) > likes.MaxBusinessLen || store.ValidateName(s) != nil {
@@ -269,14 +294,7 @@ func runLikes(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) < 2 {
-		return usagef("want BIZ ITEM..., got %d arguments", len(pos))
-	}
-	biz, err := parseBusiness(pos[0])
-	if err != nil {
-		return err
-	}
-	items, err := parseItems(pos[1:])
+	biz, items, err := parseBizItems(pos)
 	if err != nil {
 		return err
 	}
@@ -445,11 +463,9 @@ func runTop(e *env, args []string) error {
 		}
 		n = v
 	}
-	var when time.Time
-	if *day != "" {
-		if when, err = time.Parse(time.DateOnly, *day); err != nil {
-			return usagef("bad --day %s: want YYYY-MM-DD", quote.Input(*day))
-		}
+	when, err := parseDay(*day)
+	if err != nil {
+		return err
 	}
 	db, l, err := e.openLikes(false)
 	if err != nil {

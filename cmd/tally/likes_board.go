@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/likes"
@@ -57,22 +56,13 @@ func runRank(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) < 2 {
-		return usagef("want BIZ ITEM..., got %d arguments", len(pos))
-	}
-	biz, err := parseBusiness(pos[0])
+	biz, items, err := parseBizItems(pos)
 	if err != nil {
 		return err
 	}
-	items, err := parseItems(pos[1:])
+	when, err := parseDay(*day)
 	if err != nil {
 		return err
-	}
-	var when time.Time
-	if *day != "" {
-		if when, err = time.Parse(time.DateOnly, *day); err != nil {
-			return usagef("bad --day %s: want YYYY-MM-DD", quote.Input(*day))
-		}
 	}
 	db, l, err := e.openLikes(false)
 	if err != nil {
