@@ -33,6 +33,7 @@ import (
 //	                                           an array of [post, author] pairs, newest first
 //	TL.FOLLOWERS uid [LIMIT n] [CURSOR c]      array: next cursor (nil at the end), ids
 //	TL.FOLLOWEES uid [LIMIT n] [CURSOR c]      array: next cursor (nil at the end), ids
+//	TL.POSTS uid [LIMIT n] [CURSOR c]          the same, of the user's own posts, newest first
 //	TL.USER uid                                array: followers N followees M posts K
 //	TL.ACTIVE uid [uid ...]                    integer: inboxes rebuilt
 //	TL.CONFIG [INBOXCAP n] [ACTIVEWINDOW d]    array: every option and its value after the
@@ -73,10 +74,14 @@ func TimelineCommands(tl *timeline.Timeline) []Command {
 			Args:    page, Handler: t.home},
 		{Name: "TL.FOLLOWERS", Arity: -2, Flags: FlagReadOnly, Group: g, Since: since, Complexity: "O(limit)",
 			Summary: "Returns a page of an account's followers: the next cursor (nil at the end) and the ids.",
-			Args:    page, Handler: t.idPage(true)},
+			Args:    page, Handler: t.idPage(tl.FollowersPage)},
 		{Name: "TL.FOLLOWEES", Arity: -2, Flags: FlagReadOnly, Group: g, Since: since, Complexity: "O(followees)",
 			Summary: "Returns a page of the accounts a user follows, in id order: the next cursor (nil at the end) and the ids.",
-			Args:    page, Handler: t.idPage(false)},
+			Args:    page, Handler: t.idPage(tl.FolloweesPage)},
+		{Name: "TL.POSTS", Arity: -2, Flags: FlagReadOnly, Group: g, Since: since, Complexity: "O(limit)",
+			Summary: "Returns a page of a user's own posts, newest first (unpublished ones left out): the next cursor " +
+				"(nil at the end) and the post ids.",
+			Args: page, Handler: t.idPage(tl.PostsPage)},
 		{Name: "TL.USER", Arity: 2, Flags: FlagReadOnly | FlagFast, Group: g, Since: since, Complexity: "O(1)",
 			Summary: "Returns a user's counts: followers, followees and posts, as field/value pairs.",
 			Args:    []Arg{uid}, Handler: t.user},
@@ -298,19 +303,15 @@ func (t *tlCommands) home(c *Conn, args [][]byte) {
 	}
 }
 
-func (t *tlCommands) idPage(followers bool) Handler {
+// idPage is the handler of a page of ids: page is the timeline's method
+// (FollowersPage, FolloweesPage, PostsPage).
+func (t *tlCommands) idPage(page func(uint64, string, int) (timeline.IDPage, error)) Handler {
 	return func(c *Conn, args [][]byte) {
 		uid, limit, cursor, ok := pageArgs(c, args)
 		if !ok {
 			return
 		}
-		var p timeline.IDPage
-		var err error
-		if followers {
-			p, err = t.tl.FollowersPage(uid, cursor, limit)
-		} else {
-			p, err = t.tl.FolloweesPage(uid, cursor, limit)
-		}
+		p, err := page(uid, cursor, limit)
 		if err != nil {
 			c.WriteErr(err)
 			return

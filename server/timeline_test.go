@@ -127,6 +127,14 @@ func TestTimelineCommands(t *testing.T) {
 	if v := do("TL.FOLLOWEES", 1, "LIMIT", 2, "CURSOR", v[0]); !equalAny(v, []any{nil, []any{int64(22)}}) {
 		t.Fatalf("followees page 2: %v", v)
 	}
+	// A user's own posts, newest first, by cursor.
+	v = do("TL.POSTS", 20, "LIMIT", 1).([]any)
+	if v[0] == nil || !equalAny(v[1], []any{int64(101)}) {
+		t.Fatalf("posts: %v", v)
+	}
+	if v := do("TL.POSTS", 20, "LIMIT", 1, "CURSOR", v[0]); !equalAny(v, []any{nil, []any{int64(100)}}) {
+		t.Fatalf("posts page 2: %v", v)
+	}
 	if v := do("TL.UNPOST", 20, 100, 999); !equalAny(v, []any{"removed", "absent"}) {
 		t.Fatalf("unpost: %v", v)
 	}

@@ -373,6 +373,47 @@ func (t *Timeline) Posts(author, before uint64, fn func(post uint64) bool) error
 	return closeIter(it)
 }
 
+// PostsPage returns a page of author's own posts (their outbox), newest
+// first, starting after cursor ("" for the first page), with the cursor
+// rules of Home and the follow lists: opaque, issued for this author's
+// posts only (ErrBadCursor otherwise). A post published or unpublished
+// behind the cursor does not shift later pages.
+func (t *Timeline) PostsPage(author uint64, cursor string, limit int) (IDPage, error) {
+	limit, after, started, err := pageStart("author", author, cursorPosts, cursor, limit)
+	if err != nil {
+		return IDPage{}, err
+	}
+	before := uint64(0) // from the newest
+	if started {
+		if after <= 1 {
+			return IDPage{NoMore: true}, nil
+		}
+		before = after
+	}
+	var p IDPage
+	more := false
+	err = t.Posts(author, before, func(post uint64) bool {
+		if t.isRemoved(post) {
+			return true
+		}
+		if len(p.IDs) == limit {
+			more = true
+			return false
+		}
+		p.IDs = append(p.IDs, post)
+		return true
+	})
+	if err != nil {
+		return IDPage{}, err
+	}
+	if more {
+		p.Cursor = encodeCursor(cursorPosts, author, p.IDs[len(p.IDs)-1])
+	} else {
+		p.NoMore = true
+	}
+	return p, nil
+}
+
 func (t *Timeline) isRemoved(post uint64) bool {
 	t.removed.RLock()
 	defer t.removed.RUnlock()

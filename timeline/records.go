@@ -351,6 +351,7 @@ const (
 	cursorHome      = 'h'
 	cursorFollowers = 'r'
 	cursorFollowees = 'e'
+	cursorPosts     = 'p'
 )
 
 const cursorVersion = 1

@@ -49,7 +49,7 @@ func init() {
 		cmdLoad, cmdCompact, cmdVerify,
 		cmdReplay, cmdStats, cmdCheckpoint, cmdJobs, cmdJobsWait,
 		cmdFollow, cmdUnfollow, cmdFollowsLoad, cmdActive,
-		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees, cmdIsFollowing,
+		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees, cmdIsFollowing, cmdPosts,
 		cmdTimelineConfig, cmdTimelineExpire,
 		cmdLike, cmdUnlike, cmdDislike, cmdUndislike, cmdLikes, cmdLiked,
 		cmdLikers, cmdUserLikes, cmdTop, cmdRank, cmdReceived, cmdSetOwner, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList,

@@ -107,6 +107,8 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("followers", "2"),
 		c("followees", "5"),
 		c("is-following", "5", "2", "3"),
+		c("posts", "2"),
+		c("posts", "2", "--limit", "1"),
 		c("timeline", "config"),
 		c("timeline", "config", "--inbox-cap", "500"),
 		c("timeline", "expire"),

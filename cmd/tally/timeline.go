@@ -240,6 +240,28 @@ Example:
 `,
 }
 
+var cmdPosts = &command{
+	name:     "posts",
+	synopsis: "print a page of a user's own posts, newest first",
+	help: `Usage: tally -d DIR posts AUTHOR [--limit N] [--cursor C]
+
+Prints a page of AUTHOR's own posts (their outbox; the CLI form of
+TL.POSTS), one post id per line, newest first, then "next CURSOR" or
+"end". Unpublished posts are not listed. A cursor issued for another
+list is refused.
+
+Flags:
+  --limit N    ids per page, 1..1000 (default 20)
+  --cursor C   continue after the page that printed "next C"
+
+Example:
+  $ tally -d /var/lib/tally posts 21 --limit 2
+  2003
+  2001
+  next AXAAAAAAAAAVAAAAAAAAB9Hn5W4j
+`,
+}
+
 var cmdIsFollowing = &command{
 	name:     "is-following",
 	synopsis: "whether a user follows accounts (yes or no)",
@@ -318,6 +340,7 @@ func init() {
 	cmdTimelineConfig.run = runTimelineConfig
 	cmdTimelineExpire.run = runTimelineExpire
 	cmdIsFollowing.run = runIsFollowing
+	cmdPosts.run = func(e *env, args []string) error { return runIDPage(e, cmdPosts, args) }
 }
 
 // withTimeline opens the store and the timeline, runs fn, and closes both.
@@ -656,9 +679,12 @@ func runIDPage(e *env, c *command, args []string) error {
 	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
 		var p timeline.IDPage
 		var err error
-		if c == cmdFollowers {
+		switch c {
+		case cmdFollowers:
 			p, err = tl.FollowersPage(u, cursor, limit)
-		} else {
+		case cmdPosts:
+			p, err = tl.PostsPage(u, cursor, limit)
+		default:
 			p, err = tl.FolloweesPage(u, cursor, limit)
 		}
 		if err != nil {

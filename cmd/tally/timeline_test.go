@@ -247,3 +247,21 @@ func TestTimelineExpire(t *testing.T) {
 		t.Fatalf("timeline expire x: exit %d", code)
 	}
 }
+
+// posts: a user's own posts by cursor (the CLI form of TL.POSTS).
+func TestPostsCommand(t *testing.T) {
+	d := newTimelineStore(t)
+	mustTally(t, d, "post", "21", "2001", "2003", "2002")
+	out := mustTally(t, d, "posts", "21", "--limit", "2")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || lines[0] != "2003" || lines[1] != "2002" || !strings.HasPrefix(lines[2], "next ") {
+		t.Fatalf("posts page 1:\n%s", out)
+	}
+	if got := mustTally(t, d, "posts", "21", "--cursor", strings.TrimPrefix(lines[2], "next ")); got != "2001\nend\n" {
+		t.Fatalf("posts page 2: %q", got)
+	}
+	if _, errOut, code := tally(t, d, "posts", "22", "--cursor", strings.TrimPrefix(lines[2], "next ")); code != exitError ||
+		!strings.Contains(errOut, "bad cursor") {
+		t.Fatalf("another author's cursor: exit %d, %q", code, errOut)
+	}
+}
