@@ -566,8 +566,12 @@ func (d *demo) report() {
 	hotMem, coldPayload := tierBytes(s)
 	d.printf("\nreport\n")
 	for _, c := range s.Counters {
+		name := c.Name
+		if c.Owner != "" { // a package's counter, as stats names it
+			name = c.Owner + "." + name
+		}
 		d.printf("  %-10s %d rows: %d hot, %d cold (+%d delta); %d hot ranges, %d cold\n",
-			c.Name, c.Rows(), c.HotRows, c.ColdRows, c.DeltaRows, c.HotRanges, c.ColdRanges)
+			name, c.Rows(), c.HotRows, c.ColdRows, c.DeltaRows, c.HotRanges, c.ColdRanges)
 	}
 	d.printf("  %-10s %.2f bytes/row in memory (hot tables, the store's accounting), %.2f bytes/row of cold payload (encoded blocks and descriptors; Pebble's files are not split by tier)\n",
 		"bytes/row", bytesPerRow(hotMem, t.hotRows), bytesPerRow(coldPayload, t.coldRows))
