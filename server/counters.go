@@ -223,24 +223,17 @@ func hincrbyOnceHandler(c *Conn, args [][]byte) {
 		c.writeError(msgNotInteger)
 		return
 	}
-	cols := a.e.columns()
-	l := c.s.rows.stripe(stripeOf(a.e.cid, a.id))
-	l.RLock()
-	defer l.RUnlock()
-	v, applied, err := a.e.c.IncrOnce(a.id, cols.names[a.col], a.delta, string(args[4]), seq)
-	switch {
-	case errors.Is(err, store.ErrValueRange):
-		c.writeError(msgOverflow)
-	case err != nil:
-		c.WriteErr(err)
-	default:
-		c.WriteArray(2)
-		c.WriteUint(v)
-		if applied {
-			c.WriteInt(1)
-		} else {
-			c.WriteInt(0)
-		}
+	v, applied, err := c.commitIncr(a, true, string(args[4]), seq)
+	if err != nil {
+		c.writeIncr(v, err)
+		return
+	}
+	c.WriteArray(2)
+	c.WriteUint(v)
+	if applied {
+		c.WriteInt(1)
+	} else {
+		c.WriteInt(0)
 	}
 }
 
@@ -327,29 +320,51 @@ func incrCommand(cmd Command, parse incrParser) Command {
 
 // incr runs one increment on its own.
 func (c *Conn) incr(a incrArgs) {
+	v, _, err := c.commitIncr(a, false, "", 0)
+	c.writeIncr(v, err)
+}
+
+// commitIncr commits one increment in its own store batch, under its
+// row's shared lock: capped at 2^63-1 for a 64-bit column (a result RESP
+// cannot answer as an integer is refused at commit, atomically with the
+// write: no read first), and with once applied once per (source, seq).
+// It returns the column's value after the call and whether
+// the increment was applied (false: a redelivery, nothing changed).
+func (c *Conn) commitIncr(a incrArgs, once bool, source string, seq uint64) (uint64, bool, error) {
 	cols := a.e.columns()
 	l := c.s.rows.stripe(stripeOf(a.e.cid, a.id))
 	l.RLock()
 	defer l.RUnlock()
-	var v uint64
-	var err error
-	if cols.wide[a.col] {
-		// A 64-bit column: a result above 2^63-1 (which RESP cannot
-		// answer as an integer) is refused at commit by the batch's cap,
-		// atomically with the write: no read first, no exclusive lock.
-		if c.one == nil {
-			c.one = c.s.db.NewBatch()
-		}
-		b := c.one
-		b.Reset()
-		if err = b.IncrCapped(a.e.name, a.id, cols.names[a.col], a.delta, maxInt64); err == nil {
-			if err = b.Commit(); err == nil {
-				v = b.Result(0)
-			}
-		}
-	} else {
-		v, err = a.e.c.Incr(a.id, cols.names[a.col], a.delta)
+	if c.one == nil {
+		c.one = c.s.db.NewBatch()
 	}
+	b := c.one
+	b.Reset()
+	var limit uint64
+	if cols.wide[a.col] {
+		limit = maxInt64
+	}
+	if err := b.IncrCapped(a.e.name, a.id, cols.names[a.col], a.delta, limit); err != nil {
+		return 0, false, err
+	}
+	if once {
+		if err := b.Once(source, seq); err != nil {
+			return 0, false, err
+		}
+	}
+	if err := b.Commit(); err != nil {
+		return 0, false, err
+	}
+	if b.Duplicate() {
+		v, err := a.e.c.GetColumn(a.id, cols.names[a.col])
+		return v, false, err
+	}
+	return b.Result(0), true, nil
+}
+
+// writeIncr answers an increment: its value, or its error in Redis's
+// words.
+func (c *Conn) writeIncr(v uint64, err error) {
 	switch {
 	case errors.Is(err, store.ErrValueRange):
 		c.writeError(msgOverflow)

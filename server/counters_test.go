@@ -357,4 +357,16 @@ func TestHincrbyOnce(t *testing.T) {
 	if got := ts.row(t, "posts", 1); got[2] != 8 {
 		t.Fatalf("posts:1 = %v: refused calls changed it", got)
 	}
+	// A 64-bit column is capped at 2^63-1 as HINCRBY's is; the refused
+	// call records nothing, so its sequence number stays usable.
+	const top = 1<<63 - 1
+	if err := rc.HSet(ctx, "big:5", "n", top).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := do("TALLY.HINCRBYONCE", "big:5", "n", 1, "wide", 20); err == nil || err.Error() != msgOverflow {
+		t.Fatalf("past 2^63-1: %v, want %q", err, msgOverflow)
+	}
+	if v, err := do("TALLY.HINCRBYONCE", "big:5", "n", -1, "wide", 20); err != nil || fmt.Sprint(v) != fmt.Sprint([]any{int64(top - 1), int64(1)}) {
+		t.Fatalf("seq 20 after its refusal: %v, %v", v, err)
+	}
 }
