@@ -22,7 +22,7 @@ import (
 //	UNREAD.FEEDRESET user                             OK
 //	DOT.MARK channel                                  integer: the channel's new tag
 //	DOT.CLEAR user channel                            OK
-//	UNREAD.FORGET user                                OK: the user's tags dropped
+//	UNREAD.FORGET user [user ...]                     OK: the users' tags dropped, in one write
 //	DOT.HAS user channel                              integer 1 or 0
 //	NOTICE.POST channel id                            integer 1, or 0 for a re-post
 //	NOTICE.READ user channel                          OK
@@ -108,11 +108,11 @@ func UnreadCommands(x *unread.Unread) []Command {
 			Handler: u.feedReset,
 		},
 		{
-			Name: "UNREAD.FORGET", Arity: 2, Flags: FlagWrite, Group: "unread",
-			Summary: "Drops a user's red-dot tags and last-read notices (an account deleted): the user then reads as " +
-				"one who never cleared or read, on every channel. Returns OK.",
-			Since: "0.1.0", Complexity: "O(C) where C is the number of channels",
-			Args:    []Arg{user},
+			Name: "UNREAD.FORGET", Arity: -2, Flags: FlagWrite, Group: "unread",
+			Summary: "Drops users' red-dot tags and last-read notices (accounts deleted), all in one write: they then " +
+				"read as users who never cleared or read, on every channel. Returns OK.",
+			Since: "0.1.0", Complexity: "O(N×C) where N is the number of users and C of channels",
+			Args:    []Arg{{Name: "user", Type: "integer", Multiple: true}},
 			Handler: u.forget,
 		},
 		{
@@ -322,11 +322,15 @@ func (u *unreadCmds) feedReset(c *Conn, args [][]byte) {
 }
 
 func (u *unreadCmds) forget(c *Conn, args [][]byte) {
-	user, ok := u.id(c, args[1])
-	if !ok {
-		return
+	users := make([]uint64, 0, len(args)-1)
+	for _, a := range args[1:] {
+		user, ok := u.id(c, a)
+		if !ok {
+			return // checked before anything is written
+		}
+		users = append(users, user)
 	}
-	if err := u.x.ForgetTags(user); err != nil {
+	if err := u.x.ForgetTags(users...); err != nil {
 		c.WriteErr(err)
 		return
 	}

@@ -142,9 +142,13 @@ func TestUnreadBadInput(t *testing.T) {
 	if _, err := rc.Do(ctx, "UNREAD.INCR", "1", "mention", "5").Result(); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := rc.Do(ctx, "DOT.CLEAR", "1", "activity").Result(); err != nil {
+		t.Fatal(err)
+	}
 	state := func() string {
 		vals, _ := x.GetMany([]uint64{1, 2}, nil)
-		return fmt.Sprintf("%v|%v|%+v", x.Kinds(), vals, x.Channels())
+		has, _ := x.Has(1, "activity") // false while user 1's tag is kept
+		return fmt.Sprintf("%v|%v|%+v|%v", x.Kinds(), vals, x.Channels(), has)
 	}
 	before := state()
 	for _, tc := range []struct {
@@ -158,6 +162,7 @@ func TestUnreadBadInput(t *testing.T) {
 		{[]any{"UNREAD.KIND", "ADD", "x", "WIDE", "3"}, "syntax error"},
 		{[]any{"UNREAD.KIND", "ADD", "x", "MAX", "-1"}, "bad MAX"},
 		{[]any{"UNREAD.INCR", "1", "like"}, "unread: unknown kind"},
+		{[]any{"UNREAD.FORGET", "1", "x"}, "value is not an integer"}, // user 1 not forgotten either
 		{[]any{"UNREAD.INCR", "x", "mention"}, "value is not an integer"},
 		{[]any{"UNREAD.INCR", "-1", "mention"}, "value is not an integer"},
 		{[]any{"UNREAD.INCR", "1", "mention", "1.5"}, "value is not an integer"},

@@ -490,22 +490,25 @@ func (x *Unread) Unread(user uint64, channel string) (uint64, error) {
 	return ch.above(t), nil
 }
 
-// ForgetTags drops every dot tag and last-read notice of user (an account
-// deleted, or an idle user a host chooses to forget): the user then reads
-// as one who never cleared or read: every marked channel's dot shows, and
+// ForgetTags drops every dot tag and last-read notice of each user (an
+// account deleted, or an idle user a host chooses to forget), in one
+// batch: all of them or, on an error, none. A forgotten user reads as one
+// who never cleared or read: every marked channel's dot shows, and
 // notices read 0 until the next Read.
-func (x *Unread) ForgetTags(user uint64) error {
-	start := binary.BigEndian.AppendUint64([]byte{prefixTag}, user)
-	var end []byte
-	if user == ^uint64(0) {
-		end = x.tagFam.FamilyEnd()
-	} else {
-		end = binary.BigEndian.AppendUint64([]byte{prefixTag}, user+1)
-	}
+func (x *Unread) ForgetTags(users ...uint64) error {
 	b := x.db.NewBatch()
 	defer b.Close()
-	if err := x.tagFam.DeleteRange(b, start, end); err != nil {
-		return err
+	for _, user := range users {
+		start := binary.BigEndian.AppendUint64([]byte{prefixTag}, user)
+		var end []byte
+		if user == ^uint64(0) {
+			end = x.tagFam.FamilyEnd()
+		} else {
+			end = binary.BigEndian.AppendUint64([]byte{prefixTag}, user+1)
+		}
+		if err := x.tagFam.DeleteRange(b, start, end); err != nil {
+			return err
+		}
 	}
 	return b.Commit()
 }

@@ -118,7 +118,8 @@ var cmdUnreadForget = &command{
 	help: `Usage: tally -d DIR unread forget UID...
 
 Drops the red-dot tags and last-read notice ids of each user (an account
-deleted, or an idle user the host chooses to forget): the user then reads
+deleted, or an idle user the host chooses to forget), in one write: all
+of them or none. A forgotten user then reads
 as one who never cleared or read, on every channel (marked channels show
 their dot; notices read 0 until the next "notice read"). Counts and feed
 unread are not touched. Prints nothing.
@@ -535,12 +536,5 @@ func runUnreadForget(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.withGraph(func(g *graphStore) error {
-		for _, u := range uids {
-			if err := g.x.ForgetTags(u); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return e.withGraph(func(g *graphStore) error { return g.x.ForgetTags(uids...) })
 }
