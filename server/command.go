@@ -236,19 +236,15 @@ type stageFunc func(c *Conn, args [][]byte, b *store.Batch, p *pending) bool
 type finishFunc func(c *Conn, b *store.Batch, p *pending)
 
 // commandMetrics are a command's pre-resolved metric children, so the hot
-// path does no label lookups.
+// path does no label lookups. INFO's commandstats are derived from them
+// (calls and time from the latency histogram, errors from the failed
+// counter) but for rejected: Redis splits an error reply into rejected
+// (refused before running: arity, AUTH) and failed (the command's own),
+// and only resolve, an error path, counts the first.
 type commandMetrics struct {
 	ok, failed prometheus.Counter
 	latency    prometheus.Observer
-	stats      *commandStats // INFO commandstats
-}
-
-// commandStats are a command's figures as Redis's INFO commandstats shows
-// them: calls that ran, their total time, and the errors, split as Redis
-// does into rejected (refused before running: arity, AUTH) and failed
-// (an error reply from the command itself).
-type commandStats struct {
-	calls, usec, rejected, failed atomic.Int64
+	rejected   *atomic.Int64
 }
 
 func hasSubcommand(subs []Command, name string) bool {

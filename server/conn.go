@@ -220,7 +220,7 @@ func (c *Conn) resolve(args [][]byte) (*Command, bool) {
 	if cmd != nil && cmd.Handler != nil {
 		cmd.metrics.failed.Inc()
 		cmd.metrics.latency.Observe(time.Since(t0).Seconds())
-		cmd.metrics.stats.rejected.Add(1)
+		cmd.metrics.rejected.Add(1)
 	} else {
 		c.s.metrics.unknown.Inc()
 	}
@@ -353,12 +353,8 @@ func (c *Conn) run(cmd *Command, args [][]byte) {
 }
 
 func (c *Conn) account(cmd *Command, d time.Duration) {
-	st := cmd.metrics.stats
-	st.calls.Add(1)
-	st.usec.Add(d.Microseconds())
 	if c.errReply {
 		cmd.metrics.failed.Inc()
-		st.failed.Add(1)
 		c.s.stats.errorReplies.Add(1)
 	} else {
 		cmd.metrics.ok.Inc()

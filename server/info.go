@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/tallydb/tally/store"
 )
 
@@ -259,12 +262,20 @@ func human(n uint64) string {
 // commandStatLines writes the cmdstat_ lines of c and its subcommands, in
 // Redis's form: cmdstat_NAME:calls=N,usec=U,usec_per_call=F,
 // rejected_calls=R,failed_calls=E (a subcommand as NAME|SUB), for the
-// commands called at least once.
+// commands called at least once. They are read from the command's
+// metrics: the latency histogram observes every call, rejected ones
+// included, and the failed counter every error reply.
 func (s *Server) commandStatLines(c *Command, line func(string, any)) {
-	if c.Handler != nil && c.metrics.stats != nil {
-		st := c.metrics.stats
-		calls, usec, rej, failed := st.calls.Load(), st.usec.Load(), st.rejected.Load(), st.failed.Load()
-		if calls+rej > 0 {
+	if c.Handler != nil && c.metrics.rejected != nil {
+		var h, f dto.Metric
+		c.metrics.latency.(prometheus.Metric).Write(&h)
+		c.metrics.failed.Write(&f)
+		rej := uint64(c.metrics.rejected.Load())
+		observed := h.GetHistogram().GetSampleCount()
+		if observed > 0 {
+			calls := observed - min(rej, observed)
+			failed := uint64(f.GetCounter().GetValue()) - min(rej, uint64(f.GetCounter().GetValue()))
+			usec := uint64(h.GetHistogram().GetSampleSum() * 1e6)
 			per := 0.0
 			if calls > 0 {
 				per = float64(usec) / float64(calls)

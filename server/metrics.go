@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -81,10 +82,10 @@ func newMetrics(s *Server) *metrics {
 // forCommand resolves a command's metric children.
 func (m *metrics) forCommand(name string) commandMetrics {
 	return commandMetrics{
-		ok:      m.commands.WithLabelValues(name, "ok"),
-		failed:  m.commands.WithLabelValues(name, "error"),
-		latency: m.latency.WithLabelValues(name),
-		stats:   &commandStats{},
+		ok:       m.commands.WithLabelValues(name, "ok"),
+		failed:   m.commands.WithLabelValues(name, "error"),
+		latency:  m.latency.WithLabelValues(name),
+		rejected: new(atomic.Int64),
 	}
 }
 
