@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
 	"github.com/tallydb/tally/store"
 )
@@ -64,17 +65,19 @@ func (t *Timeline) storeConfig(c Config) error {
 	return b.Commit()
 }
 
-// loadState rebuilds the in-memory indexes from the store: the next free
-// ordinal, the pulled authors, the pending backfills and the fan-outs in
-// flight.
+// loadState rebuilds the in-memory mirrors from the store: the next free
+// ordinal, the pulled authors, the pending backfills, the removed posts and
+// the push set. It reads everything first and then publishes each mirror
+// under its own lock, so New and a reopen (reloadState) share it and page
+// readers see either the old mirrors or the new ones.
 func (t *Timeline) loadState() error {
+	next := uint32(1)
 	it, err := t.fam.ords.NewIter(&store.IterOptions{Reverse: true})
 	if err != nil {
 		return err
 	}
-	t.nextOrd = 1
 	if it.Next() {
-		t.nextOrd = binary.BigEndian.Uint32(it.Key()[1:]) + 1
+		next = binary.BigEndian.Uint32(it.Key()[1:]) + 1
 	}
 	if err := closeIter(it); err != nil {
 		return err
@@ -86,24 +89,43 @@ func (t *Timeline) loadState() error {
 	}); err != nil {
 		return err
 	}
-	t.pulled.Store(&pulled)
+	pending := map[uint32]map[uint64]struct{}{}
 	if err := t.scan(t.fam.pending, nil, func(k, _ []byte) bool {
-		t.pendingAddLocked(binary.BigEndian.Uint32(k[1:]), binary.BigEndian.Uint64(k[5:]))
+		ord, author := binary.BigEndian.Uint32(k[1:]), binary.BigEndian.Uint64(k[5:])
+		if pending[ord] == nil {
+			pending[ord] = map[uint64]struct{}{}
+		}
+		pending[ord][author] = struct{}{}
 		return true
 	}); err != nil {
 		return err
 	}
+	removed := roaring64.New()
 	if err := t.scan(t.fam.removed, nil, func(k, _ []byte) bool {
-		t.removed.bm.Add(binary.BigEndian.Uint64(k[1:]))
+		removed.Add(binary.BigEndian.Uint64(k[1:]))
 		return true
 	}); err != nil {
 		return err
 	}
-	bm, err := t.activeSet()
+	push, err := t.activeSet()
 	if err != nil {
 		return err
 	}
-	t.push.bm = bm
+	t.allocMu.Lock()
+	t.nextOrd = next
+	t.allocMu.Unlock()
+	t.pulledMu.Lock()
+	t.pulled.Store(&pulled)
+	t.pulledMu.Unlock()
+	t.pending.Lock()
+	t.pending.m = pending
+	t.pending.Unlock()
+	t.removed.Lock()
+	t.removed.bm = removed
+	t.removed.Unlock()
+	t.push.Lock()
+	t.push.bm = push
+	t.push.Unlock()
 	return nil
 }
 

@@ -1,10 +1,6 @@
 package timeline
 
 import (
-	"encoding/binary"
-
-	"github.com/RoaringBitmap/roaring/v2/roaring64"
-
 	"github.com/tallydb/tally/store"
 )
 
@@ -39,66 +35,11 @@ func (t *Timeline) afterReopen(bool) {
 	t.reloadState()
 }
 
-// reloadState replaces every mirror by what the store holds. The caller
-// holds graphMu's write side.
+// reloadState replaces every mirror by what the store holds, the
+// configuration included. The caller holds graphMu's write side.
 func (t *Timeline) reloadState() error {
 	if err := t.loadConfig(Config{}); err != nil {
 		return err
 	}
-	next := uint32(1)
-	it, err := t.fam.ords.NewIter(&store.IterOptions{Reverse: true})
-	if err != nil {
-		return err
-	}
-	if it.Next() {
-		next = binary.BigEndian.Uint32(it.Key()[1:]) + 1
-	}
-	if err := closeIter(it); err != nil {
-		return err
-	}
-	pulled := []uint64{}
-	if err := t.scan(t.fam.pulled, nil, func(k, _ []byte) bool {
-		pulled = append(pulled, binary.BigEndian.Uint64(k[1:]))
-		return true
-	}); err != nil {
-		return err
-	}
-	pending := map[uint32]map[uint64]struct{}{}
-	if err := t.scan(t.fam.pending, nil, func(k, _ []byte) bool {
-		ord, author := binary.BigEndian.Uint32(k[1:]), binary.BigEndian.Uint64(k[5:])
-		if pending[ord] == nil {
-			pending[ord] = map[uint64]struct{}{}
-		}
-		pending[ord][author] = struct{}{}
-		return true
-	}); err != nil {
-		return err
-	}
-	removed := roaring64.New()
-	if err := t.scan(t.fam.removed, nil, func(k, _ []byte) bool {
-		removed.Add(binary.BigEndian.Uint64(k[1:]))
-		return true
-	}); err != nil {
-		return err
-	}
-	push, err := t.activeSet()
-	if err != nil {
-		return err
-	}
-	t.allocMu.Lock()
-	t.nextOrd = next
-	t.allocMu.Unlock()
-	t.pulledMu.Lock()
-	t.pulled.Store(&pulled)
-	t.pulledMu.Unlock()
-	t.pending.Lock()
-	t.pending.m = pending
-	t.pending.Unlock()
-	t.removed.Lock()
-	t.removed.bm = removed
-	t.removed.Unlock()
-	t.push.Lock()
-	t.push.bm = push
-	t.push.Unlock()
-	return nil
+	return t.loadState()
 }
