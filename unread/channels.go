@@ -219,51 +219,12 @@ func checkTagValue(key, v []byte) error {
 	return err
 }
 
-// loadChannels reads every channel and notice into memory.
+// loadChannels reads every channel and notice into memory (New); a store
+// reopen reloads them the same way (reopen.go).
 func (x *Unread) loadChannels() error {
-	m := map[string]*channel{}
-	it, err := x.chanFam.NewIter(nil)
-	if err != nil {
-		return err
-	}
-	for it.Next() {
-		id := binary.BigEndian.Uint32(it.Key()[1:])
-		name, tag, err := decodeChannel(it.Value())
-		if err != nil {
-			it.Close()
-			return fmt.Errorf("%w: unread channel %d: %v", store.ErrCorrupt, id, err)
-		}
-		if int(id) != len(x.chans.byID)+1 || m[name] != nil {
-			it.Close()
-			return fmt.Errorf("%w: unread channel %d %q out of sequence", store.ErrCorrupt, id, name)
-		}
-		ch := &channel{id: id, name: name}
-		ch.tag.Store(tag)
-		m[name] = ch
-		x.chans.byID = append(x.chans.byID, ch)
-	}
-	if err := errors.Join(it.Err(), it.Close()); err != nil {
-		return fmt.Errorf("unread: channels: %w", err)
-	}
-	it, err = x.noticeFam.NewIter(nil)
-	if err != nil {
-		return err
-	}
-	for it.Next() {
-		k := it.Key()
-		cid, id := binary.BigEndian.Uint32(k[1:]), binary.BigEndian.Uint64(k[5:])
-		if cid == 0 || int(cid) > len(x.chans.byID) {
-			it.Close()
-			return fmt.Errorf("%w: unread notice %d of unknown channel %d", store.ErrCorrupt, id, cid)
-		}
-		ch := x.chans.byID[cid-1]
-		ch.notices = append(ch.notices, id) // keys come in ascending order
-	}
-	if err := errors.Join(it.Err(), it.Close()); err != nil {
-		return fmt.Errorf("unread: notices: %w", err)
-	}
-	x.chans.byName.Store(&m)
-	return nil
+	x.chans.mu.Lock()
+	defer x.chans.mu.Unlock()
+	return x.reloadChannelsLocked()
 }
 
 // lookupChannel returns the named channel, or ErrUnknownChannel.

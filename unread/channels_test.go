@@ -2,6 +2,7 @@ package unread
 
 import (
 	"errors"
+	"github.com/tallydb/tally/store"
 	"strings"
 	"testing"
 )
@@ -204,4 +205,26 @@ func TestChannelLimits(t *testing.T) {
 	if err := e.x.Clear(1, "another"); !errors.Is(err, ErrUnknownChannel) {
 		t.Fatalf("a refused channel exists: %v", err)
 	}
+}
+
+// A channel record that names id 0 (damage) is refused as corrupt when
+// the channels load, never taken for a channel or a panic.
+func TestChannelIDZeroCorrupt(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	_, err := e.x.Mark("activity")
+	must(t, err)
+	b := e.db.NewBatch()
+	defer b.Close()
+	must(t, e.x.chanFam.Put(b, channelKey(0), appendChannel(nil, "zero", 1)))
+	must(t, b.Commit())
+	e.x.chans.mu.Lock()
+	err = e.x.reloadChannelsLocked()
+	e.x.chans.mu.Unlock()
+	if !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("channel id 0: %v, want ErrCorrupt", err)
+	}
+	// Put it right for the cleanup's Check.
+	b.Reset()
+	must(t, e.x.chanFam.Delete(b, channelKey(0)))
+	must(t, b.Commit())
 }

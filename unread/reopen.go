@@ -77,7 +77,7 @@ func (x *Unread) reloadChannelsLocked() error {
 			return fmt.Errorf("%w: unread channel %d: %v", store.ErrCorrupt, id, err)
 		}
 		switch {
-		case int(id) <= len(byID) && byID[id-1].name == name:
+		case id >= 1 && int(id) <= len(byID) && byID[id-1].name == name:
 			byID[id-1].tag.Store(tag)
 		case int(id) == len(byID)+1 && byName[name] == nil:
 			ch := &channel{id: id, name: name}
