@@ -369,19 +369,26 @@ func parseIDs(what string, args []string) ([]uint64, error) {
 	return out, nil
 }
 
-func runFollow(e *env, c *command, args []string, follow bool) error {
+// parseUserFollowees parses "UID FOLLOWEE..." and checks the ids by the
+// timeline's rule: UID first.
+func parseUserFollowees(e *env, c *command, args []string) ([]uint64, error) {
 	pos, err := parse(e.flags(c), args, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(pos) < 2 {
-		return usagef("want UID and at least one FOLLOWEE, got %d arguments", len(pos))
+		return nil, usagef("want UID and at least one FOLLOWEE, got %d arguments", len(pos))
 	}
 	ids, err := parseIDs("id", pos)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := timeline.CheckID("user", ids...); err != nil {
+	return ids, timeline.CheckID("user", ids...)
+}
+
+func runFollow(e *env, c *command, args []string, follow bool) error {
+	ids, err := parseUserFollowees(e, c, args)
+	if err != nil {
 		return err
 	}
 	for _, f := range ids[1:] { // refused before the store opens, by the library's rule
@@ -817,18 +824,8 @@ func runTimelineExpire(e *env, args []string) error {
 }
 
 func runIsFollowing(e *env, args []string) error {
-	pos, err := parse(e.flags(cmdIsFollowing), args, true)
+	ids, err := parseUserFollowees(e, cmdIsFollowing, args)
 	if err != nil {
-		return err
-	}
-	if len(pos) < 2 {
-		return usagef("want UID and at least one FOLLOWEE, got %d arguments", len(pos))
-	}
-	ids, err := parseIDs("id", pos)
-	if err != nil {
-		return err
-	}
-	if err := timeline.CheckID("user", ids...); err != nil {
 		return err
 	}
 	return e.withTimeline(false, func(_ *store.DB, tl *timeline.Timeline) error {
