@@ -77,6 +77,43 @@ func CounterOwner(name string) string {
 	return ""
 }
 
+// CheckCounterName refuses, with an error wrapping store.ErrReserved, a
+// counter name in a package's namespace: what the tools check before
+// creating a counter of the host's.
+func CheckCounterName(name string) error {
+	if owner := CounterOwner(name); owner != "" {
+		return store.ReservedError(name, owner)
+	}
+	return nil
+}
+
+// UserCounter returns the host's counter named name, for the tools'
+// counter commands (tally incr, HINCRBY...): a counter a package owns, or
+// a name in a package's namespace, is refused with an error wrapping
+// store.ErrReserved, since its data is reached through the package.
+func UserCounter(db *store.DB, name string) (*store.Counter, error) {
+	c, err := db.UserCounter(name)
+	if errors.Is(err, store.ErrCounterNotFound) {
+		if err := CheckCounterName(name); err != nil {
+			return nil, err
+		}
+	}
+	return c, err
+}
+
+// UserCounters returns the schemas of the host's counters (those no
+// package owns), sorted by id: what "tally counter list" and
+// TALLY.COUNTER LIST show.
+func UserCounters(db *store.DB) []store.CounterInfo {
+	var out []store.CounterInfo
+	for _, ci := range db.Counters() {
+		if ci.Owner == "" {
+			out = append(out, ci)
+		}
+	}
+	return out
+}
+
 // Open opens (creating it if needed, unless read-only) the database in dir
 // with every package: the store with the packages' families declared, then
 // timeline, unread on timeline's follow graph, and likes. On error nothing

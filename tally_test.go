@@ -368,3 +368,38 @@ func TestDescribeJob(t *testing.T) {
 		t.Fatalf("an unknown job described as %q", got)
 	}
 }
+
+// The tools' view of counters: names in a package's namespace are refused
+// whether or not the package made the counter yet, owned counters are
+// refused, and the host's own are served and listed.
+func TestUserCounters(t *testing.T) {
+	db := open(t, t.TempDir(), false)
+	sdb := db.Store()
+	if err := sdb.CreateCounter("posts", store.CounterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"users", "unread_kinds", "unread_feed", "likes_video", "likes_received"} {
+		if err := CheckCounterName(name); !errors.Is(err, store.ErrReserved) {
+			t.Errorf("CheckCounterName(%s): %v", name, err)
+		}
+		if _, err := UserCounter(sdb, name); !errors.Is(err, store.ErrReserved) {
+			t.Errorf("UserCounter(%s): %v", name, err)
+		}
+	}
+	if err := CheckCounterName("posts"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := UserCounter(sdb, "posts"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := UserCounter(sdb, "nope"); !errors.Is(err, store.ErrCounterNotFound) {
+		t.Fatalf("UserCounter(nope): %v", err)
+	}
+	var names []string
+	for _, ci := range UserCounters(sdb) {
+		names = append(names, ci.Name)
+	}
+	if !slices.Equal(names, []string{"posts"}) {
+		t.Fatalf("UserCounters = %v", names)
+	}
+}

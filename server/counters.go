@@ -77,13 +77,9 @@ func (s *Server) counter(name []byte) (*counterEntry, string) {
 	if len(name) == 0 || len(name) > limits.MaxNameLen {
 		return nil, noSuch
 	}
-	h, err := s.db.UserCounter(string(name))
+	h, err := tally.UserCounter(s.db, string(name))
 	if errors.Is(err, store.ErrReserved) {
 		return nil, replyFor(err)
-	}
-	if owner := tally.CounterOwner(string(name)); err != nil && owner != "" {
-		// Not created yet, but a package's name all the same.
-		return nil, replyFor(store.ReservedError(string(name), owner))
 	}
 	if err != nil {
 		return nil, noSuch

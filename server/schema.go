@@ -97,8 +97,8 @@ func counterAddHandler(c *Conn, args [][]byte) {
 	if policy == "AGE" {
 		opts.Age = age
 	}
-	if owner := tally.CounterOwner(name); owner != "" {
-		c.WriteErr(store.ReservedError(name, owner))
+	if err := tally.CheckCounterName(name); err != nil {
+		c.WriteErr(err)
 		return
 	}
 	if err := c.s.db.CreateCounter(name, opts); err != nil {
@@ -112,24 +112,11 @@ func counterAddHandler(c *Conn, args [][]byte) {
 // packages'), as "tally counter list" prints: NAME range_bits=N policy=P
 // columns=COL:HINT/MAX,...
 func counterListHandler(c *Conn, args [][]byte) {
-	infos := UserCounters(c.s.db)
+	infos := tally.UserCounters(c.s.db)
 	c.WriteArray(len(infos))
 	for _, ci := range infos {
 		c.WriteBulkString(CounterLine(ci))
 	}
-}
-
-// UserCounters returns the schemas of the host's counters (those no
-// package owns), sorted by id: what TALLY.COUNTER LIST and "tally counter
-// list" show.
-func UserCounters(db *store.DB) []store.CounterInfo {
-	var out []store.CounterInfo
-	for _, ci := range db.Counters() {
-		if ci.Owner == "" {
-			out = append(out, ci)
-		}
-	}
-	return out
 }
 
 // CounterLine formats a counter's schema as one line, the format of
@@ -184,7 +171,7 @@ func columnAddHandler(c *Conn, args [][]byte) {
 		}
 		rest = rest[2:]
 	}
-	if _, err := c.s.db.UserCounter(string(args[2])); errors.Is(err, store.ErrReserved) {
+	if _, err := tally.UserCounter(c.s.db, string(args[2])); errors.Is(err, store.ErrReserved) {
 		c.WriteErr(err)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
 )
@@ -249,7 +250,7 @@ func runGet(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := userCounter(db, pos[0])
+	c, err := tallydb.UserCounter(db, pos[0])
 	if err != nil {
 		return closeDB(db, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
 )
@@ -132,7 +133,7 @@ func runLoad(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := userCounter(db, name)
+	c, err := tallydb.UserCounter(db, name)
 	if err != nil {
 		return closeDB(db, err)
 	}

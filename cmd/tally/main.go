@@ -448,25 +448,11 @@ func (e *env) withCounter(name string, fn func(*store.DB, *store.Counter) error)
 	if err != nil {
 		return err
 	}
-	c, err := userCounter(db, name)
+	c, err := tallydb.UserCounter(db, name)
 	if err != nil {
 		return closeDB(db, err)
 	}
 	return closeDB(db, fn(db, c))
-}
-
-// userCounter returns the named counter for the counter commands (incr,
-// set, get, delete, load, column add): a counter a package owns, or a name
-// in a package's namespace, is refused (store.ErrReserved), since its data
-// is reached through that package's commands.
-func userCounter(db *store.DB, name string) (*store.Counter, error) {
-	c, err := db.UserCounter(name)
-	if errors.Is(err, store.ErrCounterNotFound) {
-		if owner := tallydb.CounterOwner(name); owner != "" {
-			return nil, store.ReservedError(name, owner)
-		}
-	}
-	return c, err
 }
 
 func closeDB(db *store.DB, err error) error {

@@ -109,8 +109,8 @@ func runCounterAdd(e *env, args []string) error {
 	if err := store.ValidateName(name); err != nil {
 		return err
 	}
-	if owner := tallydb.CounterOwner(name); owner != "" {
-		return store.ReservedError(name, owner)
+	if err := tallydb.CheckCounterName(name); err != nil {
+		return err
 	}
 	if err := opts.Validate(); err != nil {
 		return err
@@ -195,7 +195,7 @@ func runCounterList(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	for _, ci := range server.UserCounters(db) {
+	for _, ci := range tallydb.UserCounters(db) {
 		fmt.Fprintln(e.stdout, counterLine(ci))
 	}
 	return closeDB(db, nil)
@@ -297,7 +297,7 @@ func runColumnAdd(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := userCounter(db, pos[0]); err != nil {
+	if _, err := tallydb.UserCounter(db, pos[0]); err != nil {
 		return closeDB(db, err)
 	}
 	return closeDB(db, db.AddColumn(pos[0], pos[1], opts))
