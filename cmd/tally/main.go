@@ -81,11 +81,9 @@ type env struct {
 	otherDir bool
 	// base is the served command's context (interruptContext).
 	base context.Context
-	// serving is set by serve: packages keep their background work.
+	// serving is set by serve: packages keep their background work, and
+	// the store heals a failure in place (store.Options.ReopenOnFailure).
 	serving bool
-	// reopenOnFailure is store.Options.ReopenOnFailure: serve heals a
-	// failed store in place.
-	reopenOnFailure bool
 }
 
 // usageError marks a malformed command line: exit status 2.
@@ -416,7 +414,7 @@ func (e *env) options() (*store.Options, error) {
 	if err != nil {
 		return nil, usagef("bad --durability %s: want sync, interval or nosync", quote.Input(e.durability))
 	}
-	return &store.Options{Durability: d, ReopenOnFailure: e.reopenOnFailure}, nil
+	return &store.Options{Durability: d, ReopenOnFailure: e.serving}, nil
 }
 
 func mustBeStoreDir(dir string) error {

@@ -140,8 +140,7 @@ func runServe(e *env, args []string) error {
 	// the timeline's hourly expiry of inactive inboxes; and TALLY.EXEC,
 	// which runs the CLI's commands on it for "tally -d DIR COMMAND" while
 	// serve holds DIR (remote.go).
-	e.serving = true
-	e.reopenOnFailure = true // a full disk heals without a restart
+	e.serving = true // background work on; a full disk heals without a restart
 	mode := openWrite
 	if *create {
 		mode = openCreate
