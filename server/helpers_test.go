@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/store"
 )
 
@@ -174,4 +175,27 @@ func resp(args ...string) string {
 		b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
 	}
 	return b.String()
+}
+
+// newDBServer is a server with every command "tally serve" registers
+// (the one table, the package groups) over a fresh database opened by
+// tally.Open; Check of every package runs at cleanup.
+func newDBServer(t *testing.T) (*testServer, *tallydb.DB) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "db")
+	db, err := tallydb.Open(dir, &tallydb.Options{Store: &store.Options{Durability: store.NoSync, DisableBackground: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServerWith(t, db.Store(), dir, nil,
+		TimelineCommands(db.Timeline()), UnreadCommands(db.Unread()), LikesCommands(db.Likes()), DBCommands(db))
+	t.Cleanup(func() { // runs before the server's cleanup closes the store (LIFO)
+		if err := db.Check(); err != nil {
+			t.Errorf("Check: %v", err)
+		}
+		for _, p := range db.Packages() {
+			p.Close()
+		}
+	})
+	return ts, db
 }

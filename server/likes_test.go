@@ -1,10 +1,6 @@
 package server
 
 import (
-	"context"
-	"errors"
-	"net"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,51 +9,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tallydb/tally/likes"
-	"github.com/tallydb/tally/store"
 )
 
-// newLikesServer is a server with the LIKE.* commands over a fresh store.
+// newLikesServer is a server with every command of "tally serve" over a
+// fresh database.
 func newLikesServer(t *testing.T) (*testServer, *likes.Likes) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "db")
-	db, err := store.Open(dir, &store.Options{Durability: store.NoSync, DisableBackground: true, Families: likes.Families()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := likes.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Register(LikesCommands(l)...); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := &testServer{s: s, db: db, addr: ln.Addr().String(), dir: dir, done: make(chan error, 1)}
-	go func() { ts.done <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-ts.done; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve returned %v", err)
-		}
-		if err := l.Check(); err != nil {
-			t.Errorf("likes Check: %v", err)
-		}
-		if err := db.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return ts, l
+	ts, db := newDBServer(t)
+	return ts, db.Likes()
 }
 
 func TestLikeCommands(t *testing.T) {
@@ -142,27 +101,27 @@ func TestLikeCommandsBadInput(t *testing.T) {
 	}{
 		{[]any{"LIKE.LIKE", "video", 1}, "wrong number of arguments"},
 		{[]any{"LIKE.LIKE", "video", 1, 2, 3, 4}, "wrong number of arguments"},
-		{[]any{"LIKE.LIKE", "video", "x", 2}, "item 'x' is not an unsigned decimal"},
-		{[]any{"LIKE.LIKE", "video", 1, "-2"}, "user '-2' is not an unsigned decimal"},
-		{[]any{"LIKE.LIKE", "video", 1, 2, "o"}, "owner 'o' is not"},
+		{[]any{"LIKE.LIKE", "video", "x", 2}, `bad item "x": want an unsigned decimal`},
+		{[]any{"LIKE.LIKE", "video", 1, "-2"}, `bad user "-2": want an unsigned decimal`},
+		{[]any{"LIKE.LIKE", "video", 1, 2, "o"}, `bad owner "o"`},
 		{[]any{"LIKE.LIKE", "bad biz", 1, 2}, "likes: invalid business name"},
 		{[]any{"LIKE.LIKE", "video", 1, 2, 6}, "likes: item has another owner"},
 		{[]any{"LIKE.UNLIKE", "video", 1}, "wrong number of arguments"},
 		{[]any{"LIKE.COUNTS", "video"}, "wrong number of arguments"},
-		{[]any{"LIKE.COUNTS", "video", "1x"}, "item '1x'"},
+		{[]any{"LIKE.COUNTS", "video", "1x"}, `bad item "1x"`},
 		{[]any{"LIKE.STATES", "video", 1}, "wrong number of arguments"},
-		{[]any{"LIKE.LIKERS", "video", 1, "LIMIT"}, "syntax error"},
-		{[]any{"LIKE.LIKERS", "video", 1, "LIMIT", "a"}, "not an integer"},
+		{[]any{"LIKE.LIKERS", "video", 1, "LIMIT"}, "LIMIT needs a value"},
+		{[]any{"LIKE.LIKERS", "video", 1, "LIMIT", "a"}, `bad limit "a"`},
 		{[]any{"LIKE.LIKERS", "video", 1, "LIMIT", 0}, "likes: limit out of range"},
 		{[]any{"LIKE.LIKERS", "video", 1, "CURSOR", "zzz"}, "likes: bad cursor"},
-		{[]any{"LIKE.LIKERS", "video", 1, "BOGUS"}, "syntax error"},
-		{[]any{"LIKE.USERLIKES", "video", 1, "DISLIKES"}, "syntax error"},
+		{[]any{"LIKE.LIKERS", "video", 1, "BOGUS"}, `unknown option "BOGUS"`},
+		{[]any{"LIKE.USERLIKES", "video", 1, "DISLIKES"}, `unknown option "DISLIKES"`},
 		{[]any{"LIKE.TOP", "video", 0}, "likes: limit out of range"},
-		{[]any{"LIKE.TOP", "video", "ten"}, "not an integer"},
-		{[]any{"LIKE.TOP", "video", "DAY", "yesterday"}, "invalid day"},
+		{[]any{"LIKE.TOP", "video", "ten"}, `bad n "ten"`},
+		{[]any{"LIKE.TOP", "video", "DAY", "yesterday"}, `bad day "yesterday"`},
 		{[]any{"LIKE.TOP", "video", "DAY", "2001-01-01"}, "likes: day board not kept"},
-		{[]any{"LIKE.RANK", "video", 1, "DAY"}, "syntax error"},
-		{[]any{"LIKE.RECEIVED", "x"}, "owner 'x'"},
+		{[]any{"LIKE.RANK", "video", 1, "DAY"}, "DAY needs a value"},
+		{[]any{"LIKE.RECEIVED", "x"}, `bad owner "x"`},
 	} {
 		_, err := rc.Do(ctx, c.args...).Result()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -51,9 +51,9 @@ func init() {
 		cmdFollow, cmdUnfollow, cmdFollowsLoad, cmdActive,
 		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees, cmdIsFollowing, cmdPosts,
 		cmdTimelineConfig, cmdTimelineExpire,
-		cmdLike, cmdUnlike, cmdDislike, cmdUndislike, cmdLikes, cmdLiked,
-		cmdLikers, cmdUserLikes, cmdTop, cmdRank, cmdReceived, cmdSetOwner, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList,
 	}
+	commands = append(commands, tableCommands()...)
+	commands = append(commands, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList)
 	commands = append(commands, unreadCommands...)
 	commands = append(commands, cmdServe, cmdDemo, cmdVersion, cmdHelp)
 }

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"errors"
+	"strings"
+
+	cmdtab "github.com/tallydb/tally/internal/commands"
+)
+
+// The CLI rendering of tally's one command table (internal/commands): each
+// table entry becomes a command whose arguments the table parses, which
+// opens the database as the entry says, runs the entry's handler and
+// prints its Text. The RESP server renders the same table (server.DBCommands).
+
+// tableCommands returns the CLI commands of the table.
+func tableCommands() []*command {
+	var out []*command
+	for _, tc := range cmdtab.All() {
+		out = append(out, &command{
+			name:     tc.CLI,
+			synopsis: tc.Summary,
+			help:     tc.CLIHelp(),
+			run:      func(e *env, args []string) error { return e.runTable(tc, args) },
+		})
+	}
+	return out
+}
+
+// runTable runs a table command: the global -d and --durability may follow
+// the command's name, as for every command.
+func (e *env) runTable(tc *cmdtab.Command, args []string) error {
+	rest, err := e.globalFlags(args)
+	if err != nil {
+		return err
+	}
+	in, err := tc.ParseCLI(rest)
+	if err == nil && tc.Check != nil {
+		err = tc.Check(in)
+	}
+	if err != nil {
+		if errors.Is(err, cmdtab.ErrUsage) {
+			return &usageError{err.Error()}
+		}
+		return err
+	}
+	mode := openWrite
+	switch tc.Open {
+	case cmdtab.OpenCreate:
+		mode = openCreate
+	case cmdtab.OpenExisting:
+		mode = openExisting
+	case cmdtab.OpenReadOnly:
+		mode = openReadOnly
+	}
+	db, err := e.openDB(mode)
+	if err != nil {
+		return err
+	}
+	ctx, stop := e.interruptContext()
+	defer stop()
+	out, err := tc.Run(ctx, db, in)
+	if err != nil {
+		return closeTally(db, err)
+	}
+	// Printed after the run, and in full before the store closes: a
+	// command's output is all or nothing, like its effect.
+	var b strings.Builder
+	err = tc.Text(&b, in, out)
+	e.stdout.Write([]byte(b.String()))
+	return closeTally(db, err)
+}
+
+// globalFlags takes -d DIR, --durability MODE and -h out of a command's
+// arguments (anywhere before "--"), and returns the rest.
+func (e *env) globalFlags(args []string) ([]string, error) {
+	var rest []string
+	for k := 0; k < len(args); k++ {
+		a := args[k]
+		if a == "--" {
+			return append(rest, args[k:]...), nil
+		}
+		name, val, hasVal := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if len(a) < 2 || a[0] != '-' {
+			rest = append(rest, a)
+			continue
+		}
+		switch name {
+		case "h", "help":
+			return nil, errHelp
+		case "d", "durability":
+			if !hasVal {
+				if k+1 >= len(args) {
+					return nil, usagef("flag needs an argument: -%s", name)
+				}
+				k++
+				val = args[k]
+			}
+			if name == "d" {
+				*e.dirFlag() = val
+			} else {
+				e.durability = val
+			}
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return rest, nil
+}

@@ -1,0 +1,567 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	tallydb "github.com/tallydb/tally"
+	"github.com/tallydb/tally/internal/quote"
+	"github.com/tallydb/tally/likes"
+	"github.com/tallydb/tally/store"
+)
+
+// Likes commands: package likes's API. A read of a store that holds no
+// likes yet (the CLI opens only the packages whose data exists) answers
+// as for an unknown item: zeros, empty pages, no ranks.
+
+const likesGroup = "likes"
+
+var (
+	pBiz   = Param{Name: "biz", Kind: String, Key: true}
+	pItem  = Param{Name: "item", Kind: Uint}
+	pUser  = Param{Name: "user", Kind: Uint}
+	pItems = Param{Name: "item", Kind: Uint, Multiple: true}
+	pDay   = Param{Name: "day", Kind: String, Option: true, Help: "YYYY-MM-DD: that UTC day's board instead of the all-time board"}
+	pLimit = Param{Name: "limit", Kind: Int, Option: true, Help: "entries per page, 1..1000 (default 100)"}
+	pCur   = Param{Name: "cursor", Kind: String, Option: true, Help: `continue after the page that printed "next C"`}
+)
+
+// checkBusiness checks the biz parameter before anything is opened.
+func checkBusiness(in *Input) error {
+	s := in.String("biz")
+	if len(s) > likes.MaxBusinessLen || store.ValidateName(s) != nil {
+		return fmt.Errorf("%w: %s (want 1 to %d letters, digits, '_' or '-', not starting with '-')",
+			likes.ErrInvalidBusiness, quote.Input(s), likes.MaxBusinessLen)
+	}
+	return nil
+}
+
+// checkItems checks the business and the number of items of a page read.
+func checkItems(in *Input) error {
+	if err := checkBusiness(in); err != nil {
+		return err
+	}
+	if n := len(in.Uints("item")); n > likes.MaxStates {
+		return fmt.Errorf("%w: %d items (limit %d)", likes.ErrLimit, n, likes.MaxStates)
+	}
+	return nil
+}
+
+// checkDay parses --day/DAY; the zero time when not given.
+func checkDay(in *Input) (time.Time, error) {
+	if !in.Has("day") {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.DateOnly, in.String("day"))
+	if err != nil {
+		return time.Time{}, Usagef("bad day %s: want YYYY-MM-DD", quote.Input(in.String("day")))
+	}
+	return t, nil
+}
+
+// counted is the reply of a transition: the item's counts after it.
+type counted struct {
+	item uint64
+	res  likes.Result
+}
+
+func textCounted(w io.Writer, _ *Input, out any) error {
+	r := out.(counted)
+	_, err := fmt.Fprintf(w, "%d likes=%d dislikes=%d\n", r.item, r.res.Likes, r.res.Dislikes)
+	return err
+}
+
+func replyCounted(w Replier, _ *Input, out any) {
+	r := out.(counted)
+	w.WriteArray(3)
+	w.WriteUint(r.res.Likes)
+	w.WriteUint(r.res.Dislikes)
+	if r.res.Changed {
+		w.WriteInt(1)
+	} else {
+		w.WriteInt(0)
+	}
+}
+
+// page is a likes page reply.
+func textPage(w io.Writer, _ *Input, out any) error {
+	pg := out.(likes.Page)
+	var b strings.Builder
+	for _, id := range pg.IDs {
+		b.WriteString(strconv.FormatUint(id, 10))
+		b.WriteByte('\n')
+	}
+	writeNext(&b, pg.Next)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeNext ends a page's lines: "next CURSOR", or "end".
+func writeNext(b *strings.Builder, next string) {
+	if next != "" {
+		fmt.Fprintf(b, "next %s\n", next)
+	} else {
+		b.WriteString("end\n")
+	}
+}
+
+func replyPage(w Replier, _ *Input, out any) {
+	pg := out.(likes.Page)
+	w.WriteArray(2)
+	replyCursor(w, pg.Next)
+	w.WriteArray(len(pg.IDs))
+	for _, id := range pg.IDs {
+		w.WriteUint(id)
+	}
+}
+
+// replyCursor writes a page's next cursor: nil at the end.
+func replyCursor(w Replier, next string) {
+	if next == "" {
+		w.WriteNull()
+	} else {
+		w.WriteBulkString(next)
+	}
+}
+
+// pageLimit returns the limit option, checked against the library's bound
+// (its own error, as the library reports it).
+func pageLimit(in *Input, def int64) (int, error) {
+	n := in.IntOr("limit", def)
+	if n < 1 || n > likes.MaxPage {
+		return 0, fmt.Errorf("%w: limit %d (want 1..%d)", likes.ErrLimit, n, likes.MaxPage)
+	}
+	return int(n), nil
+}
+
+func likeWrite(cli, resp, summary, help string, create bool, owner bool,
+	op func(l *likes.Likes, biz string, item, user, owner uint64) (likes.Result, error)) *Command {
+	params := []Param{pBiz, pItem, pUser}
+	if owner {
+		params = append(params, Param{Name: "owner", Kind: Uint, Optional: true})
+	}
+	open := OpenExisting
+	if create {
+		open = OpenCreate
+	}
+	return &Command{
+		CLI: cli, RESP: resp, Group: likesGroup, Mode: Write, Fast: true, Open: open,
+		Summary: summary, Complexity: "O(1)", Params: params, Check: checkBusiness,
+		Help: help + `
+BIZ names the business (videos, posts, comments: 1 to 58 letters, digits,
+'_' or '-'); ITEM and USER are unsigned decimal ids. The item's counts
+change in the same atomic write as the user's state. Repeating it changes
+nothing. BIZ must have been declared ("tally business add BIZ", or by a
+"likes load" that named it): a write to an unknown business is refused
+and changes nothing. Prints the item's counts after the call:
+  ITEM likes=N dislikes=M
+Over RESP the reply is [likes, dislikes, changed (1 or 0)].
+`,
+		Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+			item := in.Uint("item")
+			l := db.Likes()
+			if l == nil { // unlike or undislike in a store without likes
+				return counted{item: item, res: likes.Result{Item: item}}, nil
+			}
+			var o uint64
+			if owner {
+				o = in.Uint("owner")
+			}
+			res, err := op(l, in.String("biz"), item, in.Uint("user"), o)
+			return counted{item: item, res: res}, err
+		},
+		Text: textCounted, Reply: replyCounted,
+	}
+}
+
+func likesCommands() []*Command {
+	return []*Command{
+		likeWrite("like", "LIKE.LIKE", "USER likes ITEM of business BIZ (replaces a dislike)",
+			`Records that USER likes ITEM (a dislike is replaced by the like). OWNER,
+when given, is the item's owner, credited with its likes ("received"); the
+first like that names one sets it (set-owner changes it).
+
+Example:
+  $ tally -d /var/lib/tally like video 1234 42 7
+  1234 likes=1 dislikes=0
+`, true, true, func(l *likes.Likes, b string, i, u, o uint64) (likes.Result, error) { return l.Like(b, i, u, o) }),
+		likeWrite("unlike", "LIKE.UNLIKE", "remove USER's like of ITEM", `Removes USER's like of ITEM, if any.
+
+Example:
+  $ tally -d /var/lib/tally unlike video 1234 42
+  1234 likes=0 dislikes=0
+`, false, false, func(l *likes.Likes, b string, i, u, _ uint64) (likes.Result, error) { return l.Unlike(b, i, u) }),
+		likeWrite("dislike", "LIKE.DISLIKE", "USER dislikes ITEM (replaces a like)",
+			`Records that USER dislikes ITEM (a like is replaced by the dislike).
+
+Example:
+  $ tally -d /var/lib/tally dislike video 1234 42
+  1234 likes=0 dislikes=1
+`, true, false, func(l *likes.Likes, b string, i, u, _ uint64) (likes.Result, error) { return l.Dislike(b, i, u) }),
+		likeWrite("undislike", "LIKE.UNDISLIKE", "remove USER's dislike of ITEM", `Removes USER's dislike of ITEM, if any.
+
+Example:
+  $ tally -d /var/lib/tally undislike video 1234 42
+  1234 likes=0 dislikes=0
+`, false, false, func(l *likes.Likes, b string, i, u, _ uint64) (likes.Result, error) { return l.Undislike(b, i, u) }),
+		{
+			CLI: "set-owner", RESP: "LIKE.SETOWNER", Group: likesGroup, Mode: Write, Fast: true, Open: OpenExisting,
+			Summary:    "change an item's owner, moving its likes to the new owner's total",
+			Complexity: "O(1)", Params: []Param{pBiz, pItem, {Name: "owner", Kind: Uint}}, Check: checkBusiness,
+			Help: `Makes OWNER the owner of ITEM of business BIZ: the item's likes move from
+the previous owner's received total to OWNER's, atomically. Prints the
+item's counts:
+  ITEM likes=N dislikes=M
+
+Example:
+  $ tally -d /var/lib/tally set-owner video 1234 8
+  1234 likes=5120 dislikes=3
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				biz, item := in.String("biz"), in.Uint("item")
+				l := db.Likes()
+				if l == nil {
+					return nil, fmt.Errorf("%w %s (businesses: none yet)", likes.ErrUnknownBusiness, quote.Input(biz))
+				}
+				res, err := l.SetOwner(biz, item, in.Uint("owner"))
+				return counted{item: item, res: res}, err
+			},
+			Text: textCounted, Reply: replyCounted,
+		},
+		{
+			CLI: "likes", RESP: "LIKE.COUNTS", Group: likesGroup, Mode: Read, Fast: true, Open: OpenExisting,
+			Summary:    "like and dislike counts of items",
+			Complexity: "O(N) where N is the number of items", Params: []Param{pBiz, pItems}, Check: checkItems,
+			Help: `Prints the counts of each ITEM of business BIZ, one line per argument:
+  ITEM likes=N dislikes=M
+Items nobody liked, and every item of a business that has no likes yet,
+read 0. At most 1000 items. Over RESP: an array of [likes, dislikes].
+
+Example:
+  $ tally -d /var/lib/tally likes video 1234 1235
+  1234 likes=1 dislikes=0
+  1235 likes=0 dislikes=0
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				items := in.Uints("item")
+				counts := make([]likes.Counts, len(items))
+				if l := db.Likes(); l != nil {
+					return l.Counts(in.String("biz"), items, counts)
+				}
+				return counts, nil
+			},
+			Text: func(w io.Writer, in *Input, out any) error {
+				var b strings.Builder
+				for i, n := range out.([]likes.Counts) {
+					fmt.Fprintf(&b, "%d likes=%d dislikes=%d\n", in.Uints("item")[i], n.Likes, n.Dislikes)
+				}
+				_, err := io.WriteString(w, b.String())
+				return err
+			},
+			Reply: func(w Replier, _ *Input, out any) {
+				counts := out.([]likes.Counts)
+				w.WriteArray(len(counts))
+				for _, n := range counts {
+					w.WriteArray(2)
+					w.WriteUint(n.Likes)
+					w.WriteUint(n.Dislikes)
+				}
+			},
+		},
+		{
+			CLI: "liked", RESP: "LIKE.STATES", Group: likesGroup, Mode: Read, Fast: true, Open: OpenExisting,
+			Summary:    "USER's state on items: like, dislike or none",
+			Complexity: "O(N) where N is the number of items", Params: []Param{pBiz, pUser, pItems}, Check: checkItems,
+			Help: `Prints USER's state on each ITEM of business BIZ (the "did I like these"
+read of a page), one line per argument:
+  ITEM like|dislike|none
+At most 1000 items. Over RESP: an array of "like", "dislike" or "none".
+
+Example:
+  $ tally -d /var/lib/tally liked video 42 1234 1235
+  1234 like
+  1235 none
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				items := in.Uints("item")
+				states := make([]likes.State, len(items))
+				if l := db.Likes(); l != nil {
+					return l.States(in.String("biz"), in.Uint("user"), items, states)
+				}
+				return states, nil
+			},
+			Text: func(w io.Writer, in *Input, out any) error {
+				var b strings.Builder
+				for i, s := range out.([]likes.State) {
+					fmt.Fprintf(&b, "%d %s\n", in.Uints("item")[i], s)
+				}
+				_, err := io.WriteString(w, b.String())
+				return err
+			},
+			Reply: func(w Replier, _ *Input, out any) {
+				states := out.([]likes.State)
+				w.WriteArray(len(states))
+				for _, s := range states {
+					w.WriteBulkString(s.String())
+				}
+			},
+		},
+		{
+			CLI: "likers", RESP: "LIKE.LIKERS", Group: likesGroup, Mode: Read, Open: OpenExisting,
+			Summary:    "users who like ITEM, a page at a time",
+			Complexity: "O(N) where N is the page size",
+			Params: []Param{pBiz, pItem, pLimit, pCur,
+				{Name: "dislikes", Kind: Flag, Option: true, Help: "list the users who dislike ITEM instead"}},
+			Check: checkBusiness,
+			Help: `Prints the users who like ITEM of business BIZ, one id per line, then
+"next CURSOR" if there are more (pass it to --cursor for the next page) or
+"end". Small sets list in user id order; sets of 4096 users and more are
+roaring bitmaps and list in the order users first joined one; a cursor
+issued before a set was converted is refused (start again without
+--cursor). A cursor not issued by this store is refused. Over RESP: [next
+cursor (nil at the end), [user ...]].
+
+Example:
+  $ tally -d /var/lib/tally likers video 1234 --limit 2
+  42
+  77
+  next AQEBAAAAAQAAAAAAAATSAAAAAAAAAE0AAAAAAAAAAH9Mh55bYlqtX_nHrw
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				return likesPage(db, in, func(l *likes.Likes, biz string, limit int, cursor string) (likes.Page, error) {
+					if in.Has("dislikes") {
+						return l.Dislikers(biz, in.Uint("item"), limit, cursor)
+					}
+					return l.Likers(biz, in.Uint("item"), limit, cursor)
+				})
+			},
+			Text: textPage, Reply: replyPage,
+		},
+		{
+			CLI: "user-likes", RESP: "LIKE.USERLIKES", Group: likesGroup, Mode: Read, Open: OpenExisting,
+			Summary:    "items USER likes, newest first, a page at a time",
+			Complexity: "O(N) where N is the page size", Params: []Param{pBiz, pUser, pLimit, pCur}, Check: checkBusiness,
+			Help: `Prints the items USER likes in business BIZ, newest like first, one id per
+line, then "next CURSOR" if there are more or "end". A cursor not issued by
+this store is refused. Over RESP: [next cursor (nil at the end), [item ...]].
+
+Example:
+  $ tally -d /var/lib/tally user-likes video 42
+  1234
+  end
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				return likesPage(db, in, func(l *likes.Likes, biz string, limit int, cursor string) (likes.Page, error) {
+					return l.UserLikes(biz, in.Uint("user"), limit, cursor)
+				})
+			},
+			Text: textPage, Reply: replyPage,
+		},
+		{
+			CLI: "top", RESP: "LIKE.TOP", Group: likesGroup, Mode: Read, Open: OpenExisting,
+			Summary:    "leaderboard: the N items of BIZ with the most likes",
+			Complexity: "O(N)", Params: []Param{pBiz, {Name: "n", Kind: Int, Optional: true}, pDay},
+			Check: func(in *Input) error {
+				if err := checkBusiness(in); err != nil {
+					return err
+				}
+				if n := in.IntOr("n", 10); n < 1 || n > likes.MaxTop {
+					return fmt.Errorf("%w: top %d (want 1..%d)", likes.ErrLimit, n, likes.MaxTop)
+				}
+				_, err := checkDay(in)
+				return err
+			},
+			Help: `Prints the N (1..1000, default 10) items of business BIZ with the most
+likes, best first, one line each:
+  RANK ITEM LIKES
+Tied items share a rank (1, 2, 2, 4) and are listed by item id. With
+--day, the board of that UTC day: items by the likes made that day (and
+not undone since). The boards of the last 7 days, today included, are kept
+(the store's setting; older days are refused). Over RESP: an array of
+[rank, item, likes].
+
+Example:
+  $ tally -d /var/lib/tally top video 3
+  1 1234 5120
+  2 999 4000
+  2 1001 4000
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				l := db.Likes()
+				if l == nil {
+					return []likes.Entry(nil), nil
+				}
+				n := int(in.IntOr("n", 10))
+				if in.Has("day") {
+					day, _ := checkDay(in)
+					return l.TopDay(in.String("biz"), day, n)
+				}
+				return l.Top(in.String("biz"), n)
+			},
+			Text: func(w io.Writer, _ *Input, out any) error {
+				var b strings.Builder
+				for _, t := range out.([]likes.Entry) {
+					fmt.Fprintf(&b, "%d %d %d\n", t.Rank, t.Item, t.Likes)
+				}
+				_, err := io.WriteString(w, b.String())
+				return err
+			},
+			Reply: func(w Replier, _ *Input, out any) {
+				top := out.([]likes.Entry)
+				w.WriteArray(len(top))
+				for _, e := range top {
+					w.WriteArray(3)
+					w.WriteInt(int64(e.Rank))
+					w.WriteUint(e.Item)
+					w.WriteUint(e.Likes)
+				}
+			},
+		},
+		{
+			CLI: "rank", RESP: "LIKE.MRANK", RESPOne: "LIKE.RANK", Group: likesGroup, Mode: Read, Open: OpenExisting,
+			Summary:    "items' rank and likes on a business's board",
+			Complexity: "O(S) per item where S is the number of distinct scores above the item's",
+			Params:     []Param{pBiz, pItems, pDay},
+			Check: func(in *Input) error {
+				if err := checkItems(in); err != nil {
+					return err
+				}
+				_, err := checkDay(in)
+				return err
+			},
+			Help: `Prints, per ITEM, its rank on the all-time board of business BIZ (or, with
+--day, on that UTC day's board) and its likes there, as "top" ranks them
+(ties share a rank):
+  ITEM RANK LIKES
+or "ITEM none" for an item with no likes on that board. The boards of the
+last 7 days, today included, are kept. Over RESP, LIKE.RANK biz item
+replies [rank, likes] or nil; LIKE.MRANK an array of those, one per item.
+
+Example:
+  $ tally -d /var/lib/tally rank video 1234 999
+  1234 1 5120
+  999 2 4000
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				items := in.Uints("item")
+				out := make([]rankEntry, len(items))
+				l := db.Likes()
+				if l == nil {
+					return out, nil
+				}
+				day, _ := checkDay(in)
+				for i, item := range items {
+					var err error
+					if in.Has("day") {
+						out[i].Entry, out[i].ranked, err = l.RankDay(in.String("biz"), day, item)
+					} else {
+						out[i].Entry, out[i].ranked, err = l.Rank(in.String("biz"), item)
+					}
+					if err != nil {
+						return nil, err
+					}
+				}
+				return out, nil
+			},
+			Text: func(w io.Writer, in *Input, out any) error {
+				var b strings.Builder
+				for i, e := range out.([]rankEntry) {
+					if e.ranked {
+						fmt.Fprintf(&b, "%d %d %d\n", in.Uints("item")[i], e.Rank, e.Likes)
+					} else {
+						fmt.Fprintf(&b, "%d none\n", in.Uints("item")[i])
+					}
+				}
+				_, err := io.WriteString(w, b.String())
+				return err
+			},
+			Reply: func(w Replier, _ *Input, out any) {
+				es := out.([]rankEntry)
+				w.WriteArray(len(es))
+				for _, e := range es {
+					if !e.ranked {
+						w.WriteNull()
+						continue
+					}
+					w.WriteArray(2)
+					w.WriteInt(int64(e.Rank))
+					w.WriteUint(e.Likes)
+				}
+			},
+		},
+		{
+			CLI: "received", RESP: "LIKE.MRECEIVED", RESPOne: "LIKE.RECEIVED", Group: likesGroup, Mode: Read, Fast: true,
+			Open:       OpenExisting,
+			Summary:    "the likes owners' items received, over every business",
+			Complexity: "O(N) where N is the number of owners",
+			Params:     []Param{{Name: "owner", Kind: Uint, Multiple: true, Max: likes.MaxStates}},
+			Help: `Prints, per OWNER, the likes received by the items it owns (the owner
+named by "like ... OWNER"), over every business:
+  OWNER N
+Over RESP, LIKE.RECEIVED owner replies the integer; LIKE.MRECEIVED an
+array of them, one per owner.
+
+Example:
+  $ tally -d /var/lib/tally received 7
+  7 5120
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				owners := in.Uints("owner")
+				out := make([]uint64, len(owners))
+				if l := db.Likes(); l != nil {
+					for i, o := range owners {
+						n, err := l.Received(o)
+						if err != nil {
+							return nil, err
+						}
+						out[i] = n
+					}
+				}
+				return out, nil
+			},
+			Text: func(w io.Writer, in *Input, out any) error {
+				var b strings.Builder
+				for i, n := range out.([]uint64) {
+					fmt.Fprintf(&b, "%d %d\n", in.Uints("owner")[i], n)
+				}
+				_, err := io.WriteString(w, b.String())
+				return err
+			},
+			Reply: func(w Replier, _ *Input, out any) {
+				ns := out.([]uint64)
+				w.WriteArray(len(ns))
+				for _, n := range ns {
+					w.WriteUint(n)
+				}
+			},
+		},
+	}
+}
+
+// rankEntry is an item's place on a board; ranked is false when it has no
+// likes there.
+type rankEntry struct {
+	likes.Entry
+	ranked bool
+}
+
+// likesPage checks the page options and reads a page; a store without
+// likes has empty lists and refuses any cursor, since it issued none.
+func likesPage(db *tallydb.DB, in *Input, read func(l *likes.Likes, biz string, limit int, cursor string) (likes.Page, error)) (any, error) {
+	limit, err := pageLimit(in, 100)
+	if err != nil {
+		return nil, err
+	}
+	l := db.Likes()
+	if l == nil {
+		if in.Has("cursor") {
+			return nil, fmt.Errorf("%w: the store holds no likes", likes.ErrBadCursor)
+		}
+		return likes.Page{}, nil
+	}
+	return read(l, in.String("biz"), limit, in.String("cursor"))
+}

@@ -1,0 +1,307 @@
+package commands
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tallydb/tally/internal/quote"
+)
+
+// value is one parameter's parsed value.
+type value struct {
+	set bool
+	u   []uint64 // Uint: one value, or a Multiple's
+	i   []int64  // Int
+	s   []string // String
+}
+
+// Input is a command's parsed arguments, by parameter name.
+type Input struct {
+	cmd   *Command
+	vals  []value               // one per cmd.Params
+	style func(*Command) string // the synopsis errors show: CLI or RESP
+}
+
+func (in *Input) val(name string) *value {
+	for i := range in.cmd.Params {
+		if in.cmd.Params[i].Name == name {
+			return &in.vals[i]
+		}
+	}
+	panic("commands: " + in.cmd.CLI + " has no parameter " + name) // a bug in the table
+}
+
+// Has reports whether the parameter was given (a Flag: whether it is set).
+func (in *Input) Has(name string) bool { return in.val(name).set }
+
+// Uint returns a Uint parameter's value, or 0 when not given.
+func (in *Input) Uint(name string) uint64 {
+	if v := in.val(name); v.set {
+		return v.u[0]
+	}
+	return 0
+}
+
+// UintOr returns a Uint parameter's value, or def when not given.
+func (in *Input) UintOr(name string, def uint64) uint64 {
+	if v := in.val(name); v.set {
+		return v.u[0]
+	}
+	return def
+}
+
+// Uints returns a Multiple Uint parameter's values.
+func (in *Input) Uints(name string) []uint64 { return in.val(name).u }
+
+// Int returns an Int parameter's value, or 0 when not given.
+func (in *Input) Int(name string) int64 {
+	if v := in.val(name); v.set {
+		return v.i[0]
+	}
+	return 0
+}
+
+// IntOr returns an Int parameter's value, or def when not given.
+func (in *Input) IntOr(name string, def int64) int64 {
+	if v := in.val(name); v.set {
+		return v.i[0]
+	}
+	return def
+}
+
+// String returns a String parameter's value, or "" when not given.
+func (in *Input) String(name string) string {
+	if v := in.val(name); v.set {
+		return v.s[0]
+	}
+	return ""
+}
+
+// Strings returns a Multiple String parameter's values.
+func (in *Input) Strings(name string) []string { return in.val(name).s }
+
+// Repeated returns how many values the command's Multiple parameter got
+// (0 when it has none).
+func (in *Input) Repeated() int {
+	for i, p := range in.cmd.Params {
+		if p.Multiple {
+			v := &in.vals[i]
+			return len(v.u) + len(v.i) + len(v.s)
+		}
+	}
+	return 0
+}
+
+// Command returns the command the input is for.
+func (in *Input) Command() *Command { return in.cmd }
+
+// add parses s as a value of parameter i, naming it as shown.
+func (in *Input) add(i int, s string, shown string) error {
+	p := &in.cmd.Params[i]
+	v := &in.vals[i]
+	if v.set && !p.Multiple {
+		return Usagef("%s given twice", shown)
+	}
+	if p.Multiple && p.Max > 0 && len(v.u)+len(v.i)+len(v.s) >= p.Max {
+		return Usagef("too many %s: at most %d", shown, p.Max)
+	}
+	switch p.Kind {
+	case Uint:
+		u, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return Usagef("bad %s %s: want an unsigned decimal integer below 2^64", shown, quote.Input(s))
+		}
+		v.u = append(v.u, u)
+	case Int:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return Usagef("bad %s %s: want a decimal integer (may be negative)", shown, quote.Input(s))
+		}
+		v.i = append(v.i, n)
+	case String:
+		v.s = append(v.s, s)
+	}
+	v.set = true
+	return nil
+}
+
+// positional adds the n-th positional argument s.
+func (in *Input) positional(n int, s string) error {
+	k := 0
+	for i, p := range in.cmd.Params {
+		if p.Option {
+			break
+		}
+		if k == n || p.Multiple && k < n {
+			return in.add(i, s, p.Name)
+		}
+		k++
+	}
+	return errNoSlot
+}
+
+// errNoSlot is positional's error for an argument past the last
+// positional; the parsers say what it is.
+var errNoSlot = Usagef("wrong number of arguments")
+
+// finish checks that every required positional was given.
+func (in *Input) finish() error {
+	for i, p := range in.cmd.Params {
+		if !p.Option && !p.Optional && !in.vals[i].set {
+			return Usagef("missing %s (want %s)", strings.ToUpper(p.Name), in.style(in.cmd))
+		}
+	}
+	return nil
+}
+
+func newInput(c *Command, style func(*Command) string) *Input {
+	return &Input{cmd: c, vals: make([]value, len(c.Params)), style: style}
+}
+
+// ParseCLI parses a command line's arguments after the command's name.
+// Options are --name VALUE, --name=VALUE or -name VALUE, anywhere (an
+// optional positional may be given so too); "--" ends them; an argument that starts with '-' and a digit is a value (a
+// negative number), not an option.
+func (c *Command) ParseCLI(args []string) (*Input, error) {
+	in := newInput(c, (*Command).Synopsis)
+	n := 0
+	optionsDone := false
+	for k := 0; k < len(args); k++ {
+		a := args[k]
+		if !optionsDone && a == "--" {
+			optionsDone = true
+			continue
+		}
+		if optionsDone || len(a) < 2 || a[0] != '-' || a[1] >= '0' && a[1] <= '9' {
+			if err := in.positional(n, a); err != nil {
+				if err == errNoSlot {
+					err = Usagef("wrong number of arguments: extra %s (want %s)", quote.Input(a), c.Synopsis())
+				}
+				return nil, err
+			}
+			n++
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		i := c.option(name)
+		if i < 0 {
+			return nil, Usagef("unknown flag -%s", quote.Clip(name))
+		}
+		p := &c.Params[i]
+		shown := p.Name
+		if p.Kind == Flag {
+			if hasVal {
+				b, err := strconv.ParseBool(val)
+				if err != nil {
+					return nil, Usagef("bad %s %s: want true or false", shown, quote.Input(val))
+				}
+				in.vals[i].set = b
+				continue
+			}
+			in.vals[i].set = true
+			continue
+		}
+		if !hasVal {
+			if k+1 >= len(args) {
+				return nil, Usagef("%s needs a value", shown)
+			}
+			k++
+			val = args[k]
+		}
+		if err := in.add(i, val, shown); err != nil {
+			return nil, err
+		}
+	}
+	if err := in.finish(); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// option returns the index of the option named name (CLI spelling), or -1.
+// An optional single positional may also be given so ("like video 1 42
+// --owner 7" is "like video 1 42 7").
+func (c *Command) option(name string) int {
+	for i, p := range c.Params {
+		if (p.Option || p.Optional && !p.Multiple) && p.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// respOption returns the index of the option whose RESP token is tok (any
+// case), or -1.
+func (c *Command) respOption(tok []byte) int {
+	for i, p := range c.Params {
+		if p.Option && len(tok) <= 32 && strings.EqualFold(RESPOption(p.Name), string(tok)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ParseRESP parses a request's arguments after the command's name (and
+// subcommand). Positionals come first; after the required ones, a word
+// equal to an option's token is that option.
+func (c *Command) ParseRESP(args [][]byte) (*Input, error) {
+	in := newInput(c, (*Command).RESPSynopsis)
+	min := c.MinArgs()
+	n := 0
+	for k := 0; k < len(args); k++ {
+		a := args[k]
+		if n >= min {
+			if i := c.respOption(a); i >= 0 {
+				p := &c.Params[i]
+				tok := RESPOption(p.Name)
+				if p.Kind == Flag {
+					if in.vals[i].set {
+						return nil, Usagef("%s given twice", tok)
+					}
+					in.vals[i].set = true
+					continue
+				}
+				if k+1 >= len(args) {
+					return nil, Usagef("%s needs a value", tok)
+				}
+				k++
+				if err := in.add(i, string(args[k]), p.Name); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		if err := in.positional(n, string(a)); err != nil {
+			if err != errNoSlot {
+				return nil, err
+			}
+			if len(a) > 0 && !isDigits(a) && hasOption(c) {
+				return nil, Usagef("unknown option %s (want %s)", quote.Input(string(a)), c.RESPSynopsis())
+			}
+			return nil, Usagef("wrong number of arguments for '%s' command (want %s)", strings.ToLower(c.RESP), c.RESPSynopsis())
+		}
+		n++
+	}
+	if err := in.finish(); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+func hasOption(c *Command) bool {
+	for _, p := range c.Params {
+		if p.Option {
+			return true
+		}
+	}
+	return false
+}
+
+func isDigits(b []byte) bool {
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,9 @@
+package commands
+
+// All returns the table: every command, in the order "tally help" lists
+// them. Each call builds it anew (the table holds no state).
+func All() []*Command {
+	var t []*Command
+	t = append(t, likesCommands()...)
+	return t
+}

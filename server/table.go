@@ -1,0 +1,167 @@
+package server
+
+import (
+	"strings"
+
+	tallydb "github.com/tallydb/tally"
+	"github.com/tallydb/tally/internal/commands"
+)
+
+// DBCommands returns the RESP rendering of tally's one command table
+// (internal/commands) on db: every command the CLI has against a database
+// (timelines, unread, likes, counters, jobs and maintenance), with the same
+// parameters in the same order, the same defaults and the same errors. Its
+// mapping rules are in the package doc. "tally serve" registers them:
+//
+//	srv.Register(server.DBCommands(db)...)
+func DBCommands(db *tallydb.DB) []Command {
+	return tableCommands(db, commands.All())
+}
+
+// tableCommands renders table as server commands: one per RESP name (and
+// RESPOne), subcommands grouped under their container in table order.
+func tableCommands(db *tallydb.DB, table []*commands.Command) []Command {
+	var out []Command
+	containers := map[string]int{} // container name -> index in out
+	add := func(name string, cmd Command) {
+		container, sub, ok := strings.Cut(name, " ")
+		if !ok {
+			cmd.Name = name
+			out = append(out, cmd)
+			return
+		}
+		cmd.Name = sub
+		i, seen := containers[container]
+		if !seen {
+			i = len(out)
+			containers[container] = i
+			out = append(out, Command{Name: container, Arity: -2, Group: cmd.Group, Since: cmd.Since,
+				Summary: strings.ToUpper(container[strings.LastIndexByte(container, '.')+1:]) + " commands."})
+		}
+		out[i].Subcommands = append(out[i].Subcommands, cmd)
+	}
+	for _, tc := range table {
+		add(tc.RESP, renderCommand(db, tc, false))
+		if tc.RESPOne != "" {
+			add(tc.RESPOne, renderCommand(db, tc, true))
+		}
+	}
+	return out
+}
+
+// renderCommand is the RESP form of tc; one is its single-value form.
+func renderCommand(db *tallydb.DB, tc *commands.Command, one bool) Command {
+	words := len(strings.Fields(tc.RESP)) // 2 for a subcommand
+	if one {
+		words = len(strings.Fields(tc.RESPOne))
+	}
+	min := tc.MinArgs()
+	arity := -(words + min)
+	if tc.Fixed() || one && !hasOptions(tc) {
+		arity = words + min
+	}
+	cmd := Command{
+		Arity: arity, Group: tc.Group, Since: "1.0.0", Summary: tc.Summary, Complexity: tc.Complexity,
+		Args: respArgs(tc, one),
+	}
+	switch tc.Mode {
+	case commands.Read:
+		cmd.Flags = FlagReadOnly
+	case commands.Write:
+		cmd.Flags = FlagWrite
+	case commands.Admin:
+		cmd.Flags = FlagWrite | FlagAdmin
+	}
+	if tc.Fast {
+		cmd.Flags |= FlagFast
+	}
+	for i, p := range tc.Positionals() {
+		if p.Key && words == 1 {
+			cmd.FirstKey, cmd.LastKey, cmd.KeyStep = 1+i, 1+i, 1
+		}
+	}
+	cmd.Handler = func(c *Conn, args [][]byte) {
+		in, err := tc.ParseRESP(args[words:])
+		if err == nil && one && in.Repeated() != 1 {
+			err = commands.Usagef("wrong number of arguments for '%s' command", strings.ToLower(tc.RESPOne))
+		}
+		if err == nil && tc.Check != nil {
+			err = tc.Check(in)
+		}
+		if err != nil {
+			c.WriteErr(err)
+			return
+		}
+		out, err := tc.Run(c.Context(), db, in)
+		if err != nil {
+			c.WriteErr(err)
+			return
+		}
+		if one {
+			tc.Reply(&unwrapReplier{Replier: c}, in, out)
+			return
+		}
+		tc.Reply(c, in, out)
+	}
+	return cmd
+}
+
+func hasOptions(tc *commands.Command) bool {
+	for _, p := range tc.Params {
+		if p.Option || p.Optional && !p.Multiple {
+			return true
+		}
+	}
+	return false
+}
+
+// respArgs is COMMAND DOCS's argument list of tc.
+func respArgs(tc *commands.Command, one bool) []Arg {
+	var args []Arg
+	for _, p := range tc.Params {
+		a := Arg{Name: p.Name, Type: "string", Optional: p.Optional || p.Option, Multiple: p.Multiple && !one}
+		switch p.Kind {
+		case commands.Uint, commands.Int:
+			a.Type = "integer"
+		case commands.Flag:
+			a.Type = "pure-token"
+		}
+		if p.Key {
+			a.Type = "key"
+		}
+		if p.Option {
+			a.Token = commands.RESPOption(p.Name)
+		}
+		if one && p.Multiple {
+			a.Optional = false
+		}
+		args = append(args, a)
+	}
+	return args
+}
+
+// unwrapReplier drops the array header of an M-form's reply, so the
+// single-value form replies the one element.
+type unwrapReplier struct {
+	commands.Replier
+	started bool
+}
+
+func (u *unwrapReplier) WriteArray(n int) {
+	if !u.started {
+		u.started = true
+		return
+	}
+	u.Replier.WriteArray(n)
+}
+
+func (u *unwrapReplier) first() {
+	u.started = true
+}
+
+func (u *unwrapReplier) WriteInt(v int64)         { u.first(); u.Replier.WriteInt(v) }
+func (u *unwrapReplier) WriteUint(v uint64)       { u.first(); u.Replier.WriteUint(v) }
+func (u *unwrapReplier) WriteBulkString(s string) { u.first(); u.Replier.WriteBulkString(s) }
+func (u *unwrapReplier) WriteNull()               { u.first(); u.Replier.WriteNull() }
+func (u *unwrapReplier) WriteOK()                 { u.first(); u.Replier.WriteOK() }
+func (u *unwrapReplier) WriteSimple(s string)     { u.first(); u.Replier.WriteSimple(s) }
