@@ -1,7 +1,6 @@
 package server
 
 import (
-
 	"github.com/tallydb/tally/likes"
 )
 
@@ -84,4 +83,3 @@ func (h *likeHandlers) businessList(c *Conn, _ [][]byte) {
 type likeHandlers struct {
 	l *likes.Likes
 }
-

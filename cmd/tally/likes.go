@@ -36,4 +36,3 @@ func parseBusiness(s string) (string, error) {
 	}
 	return s, nil
 }
-
