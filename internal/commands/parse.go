@@ -20,7 +20,14 @@ type Input struct {
 	cmd   *Command
 	vals  []value               // one per cmd.Params
 	style func(*Command) string // the synopsis errors show: CLI or RESP
+	cli   bool                  // parsed from a command line
 }
+
+// CLI reports whether the input came from the command line. A command's
+// effect never depends on it; the few defaults that do say so in the
+// table (post waits for its fan-out in the CLI, whose process exits when
+// the command returns, and not over RESP).
+func (in *Input) CLI() bool { return in.cli }
 
 func (in *Input) val(name string) *value {
 	for i := range in.cmd.Params {
@@ -164,6 +171,7 @@ func newInput(c *Command, style func(*Command) string) *Input {
 // negative number), not an option.
 func (c *Command) ParseCLI(args []string) (*Input, error) {
 	in := newInput(c, (*Command).Synopsis)
+	in.cli = true
 	n := 0
 	optionsDone := false
 	for k := 0; k < len(args); k++ {
