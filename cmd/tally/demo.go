@@ -14,10 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/bench/workload"
 	"github.com/tallydb/tally/internal/hist"
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
+	"github.com/tallydb/tally/timeline"
 )
 
 var cmdDemo = &command{
@@ -106,7 +108,8 @@ type demo struct {
 
 	posts, people *workload.Workload
 	postCols      []string
-	db            *store.DB
+	db            *store.DB // all.Store()
+	all           *tallydb.DB
 	ctx           context.Context
 	now           atomic.Int64 // the store's clock, Unix ns
 
@@ -194,14 +197,23 @@ func runDemo(e *env, args []string) error {
 
 func (d *demo) printf(format string, args ...any) { fmt.Fprintf(d.e.stdout, format, args...) }
 
+// open opens the demo's database through tally.Open, like every host.
 func (d *demo) open() (err error) {
-	d.db, err = store.Open(d.dir, &store.Options{
-		Durability: d.durability,
-		Now:        func() time.Time { return time.Unix(0, d.now.Load()) },
-		// Aging happens when the demo says so, not on a timer.
-		CompactionInterval: -1,
+	d.all, err = tallydb.Open(d.dir, &tallydb.Options{
+		Store: &store.Options{
+			Durability: d.durability,
+			Now:        func() time.Time { return time.Unix(0, d.now.Load()) },
+			// Aging happens when the demo says so, not on a timer.
+			CompactionInterval: -1,
+		},
+		Timeline: &timeline.Options{ExpireInterval: -1},
+		Likes:    d.likesOptions(),
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	d.db = d.all.Store()
+	return nil
 }
 
 func (d *demo) run() error {
@@ -210,8 +222,8 @@ func (d *demo) run() error {
 		return err
 	}
 	err := d.phases()
-	if d.db != nil {
-		err = closeDB(d.db, err)
+	if d.all != nil {
+		err = closeTally(d.all, err)
 	}
 	if err == nil {
 		d.printf("wall time  %v\n", time.Since(start).Round(100*time.Millisecond))
@@ -488,9 +500,9 @@ func (d *demo) restart() error {
 		break
 	}
 	start := time.Now()
-	err = d.db.Close()
+	err = d.all.Close()
 	closeTime := time.Since(start)
-	d.db = nil
+	d.db, d.all = nil, nil
 	<-writing
 	if err != nil {
 		return err

@@ -45,10 +45,8 @@ const demoBiz = "video"
 func demoLikes(d *demo) error {
 	ld := &likesDemo{}
 	d.likes = ld
-	l, err := likes.New(d.db, d.likesOptions())
-	if err != nil {
-		return err
-	}
+	l := d.all.Likes()
+	var err error
 	n := int(min(d.items/10, 300_000))
 	items := max(d.items/10, 100)
 	if ld.w, err = workload.NewLikes(workload.LikesConfig{Seed: d.seed, Items: items, Users: max(d.users, 100),
@@ -213,10 +211,7 @@ func (ld *likesDemo) traffic(d *demo, l *likes.Likes) error {
 // the same and every invariant holds.
 func demoLikesVerify(d *demo) error {
 	ld := d.likes
-	l, err := likes.New(d.db, d.likesOptions())
-	if err != nil {
-		return err
-	}
+	l := d.all.Likes()
 	after, err := l.Counts(demoBiz, ld.sample, nil)
 	if err != nil {
 		return err

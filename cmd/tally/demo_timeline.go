@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"fmt"
+	tallydb "github.com/tallydb/tally"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -42,20 +43,17 @@ func demoTimeline(d *demo) error {
 	now := time.Now().UTC()
 	var clock atomic.Int64
 	clock.Store(now.UnixNano())
-	db, err := store.Open(dir, &store.Options{Durability: d.durability, JobWorkers: -1, CacheSize: 128 << 20})
+	all, err := tallydb.Open(dir, &tallydb.Options{
+		Store: &store.Options{Durability: d.durability, JobWorkers: -1, CacheSize: 128 << 20},
+		Timeline: &timeline.Options{
+			Config: timeline.Config{PullThreshold: 1 << 40}, ExpireInterval: -1,
+			Now: func() time.Time { return time.Unix(0, clock.Load()) },
+		},
+	})
 	if err != nil {
 		return err
 	}
-	tl, err := timeline.New(db, &timeline.Options{
-		Config: timeline.Config{PullThreshold: 1 << 40}, ExpireInterval: -1,
-		Now: func() time.Time { return time.Unix(0, clock.Load()) },
-	})
-	if err != nil {
-		return closeDB(db, err)
-	}
-	err = runDemoTimeline(d, db, tl, users, &clock)
-	tl.Close()
-	return closeDB(db, err)
+	return closeTally(all, runDemoTimeline(d, all.Store(), all.Timeline(), users, &clock))
 }
 
 func runDemoTimeline(d *demo, db *store.DB, tl *timeline.Timeline, users int, clock *atomic.Int64) error {
