@@ -99,7 +99,7 @@ type Command struct {
 	fullName string // "hincrby", "config|get": metrics, errors, COMMAND
 	parent   *Command
 	subs     map[string]*Command
-	metrics  commandMetrics
+	metrics  *commandMetrics
 }
 
 // FullName returns the command's lower-case name as Redis reports it:
@@ -235,17 +235,42 @@ type stageFunc func(c *Conn, args [][]byte, b *store.Batch, p *pending) bool
 // committed.
 type finishFunc func(c *Conn, b *store.Batch, p *pending)
 
-// commandMetrics are a command's pre-resolved metric children, so the hot
-// path does no label lookups. INFO's commandstats are derived from them
-// (calls and time from the latency histogram, errors from the failed
-// counter) but for rejected: Redis splits an error reply into rejected
-// (refused before running: arity, AUTH) and failed (the command's own),
-// and only resolve, an error path, counts the first.
+// commandMetrics are a command's metric children, resolved on the
+// command's first call (an idle server exports no series for commands
+// nobody ran; Redis's commandstats likewise list only commands called),
+// then kept, so the hot path does no label lookups. INFO's commandstats
+// are derived from them (calls and time from the latency histogram, errors
+// from the failed counter) but for rejected: Redis splits an error reply
+// into rejected (refused before running: arity, AUTH) and failed (the
+// command's own), and only resolve, an error path, counts the first.
 type commandMetrics struct {
+	m        *metrics
+	name     string
+	children atomic.Pointer[commandSeries]
+	rejected atomic.Int64
+}
+
+// commandSeries are the series of one command.
+type commandSeries struct {
 	ok, failed prometheus.Counter
 	latency    prometheus.Observer
-	rejected   *atomic.Int64
 }
+
+// get returns the command's series, creating them on first use.
+func (cm *commandMetrics) get() *commandSeries {
+	if cs := cm.children.Load(); cs != nil {
+		return cs
+	}
+	cm.children.CompareAndSwap(nil, &commandSeries{
+		ok:      cm.m.commands.WithLabelValues(cm.name, "ok"),
+		failed:  cm.m.commands.WithLabelValues(cm.name, "error"),
+		latency: cm.m.latency.WithLabelValues(cm.name),
+	})
+	return cm.children.Load()
+}
+
+// used returns the command's series, or nil if it was never called.
+func (cm *commandMetrics) used() *commandSeries { return cm.children.Load() }
 
 func hasSubcommand(subs []Command, name string) bool {
 	for i := range subs {

@@ -218,8 +218,9 @@ func (c *Conn) resolve(args [][]byte) (*Command, bool) {
 	}
 	c.writeError(msg)
 	if cmd != nil && cmd.Handler != nil {
-		cmd.metrics.failed.Inc()
-		cmd.metrics.latency.Observe(time.Since(t0).Seconds())
+		cs := cmd.metrics.get()
+		cs.failed.Inc()
+		cs.latency.Observe(time.Since(t0).Seconds())
 		cmd.metrics.rejected.Add(1)
 	} else {
 		c.s.metrics.unknown.Inc()
@@ -353,13 +354,14 @@ func (c *Conn) run(cmd *Command, args [][]byte) {
 }
 
 func (c *Conn) account(cmd *Command, d time.Duration) {
+	cs := cmd.metrics.get()
 	if c.errReply {
-		cmd.metrics.failed.Inc()
+		cs.failed.Inc()
 		c.s.stats.errorReplies.Add(1)
 	} else {
-		cmd.metrics.ok.Inc()
+		cs.ok.Inc()
 	}
-	cmd.metrics.latency.Observe(d.Seconds())
+	cs.latency.Observe(d.Seconds())
 	c.s.stats.commands.Add(1)
 }
 

@@ -266,10 +266,10 @@ func human(n uint64) string {
 // metrics: the latency histogram observes every call, rejected ones
 // included, and the failed counter every error reply.
 func (s *Server) commandStatLines(c *Command, line func(string, any)) {
-	if c.Handler != nil && c.metrics.rejected != nil {
+	if cs := c.usedMetrics(); cs != nil {
 		var h, f dto.Metric
-		c.metrics.latency.(prometheus.Metric).Write(&h)
-		c.metrics.failed.Write(&f)
+		cs.latency.(prometheus.Metric).Write(&h)
+		cs.failed.Write(&f)
 		rej := uint64(c.metrics.rejected.Load())
 		observed := h.GetHistogram().GetSampleCount()
 		if observed > 0 {
@@ -287,4 +287,12 @@ func (s *Server) commandStatLines(c *Command, line func(string, any)) {
 	for i := range c.Subcommands {
 		s.commandStatLines(&c.Subcommands[i], line)
 	}
+}
+
+// usedMetrics returns c's series if c has a handler and was called.
+func (c *Command) usedMetrics() *commandSeries {
+	if c.Handler == nil || c.metrics == nil {
+		return nil
+	}
+	return c.metrics.used()
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -79,14 +78,10 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
-// forCommand resolves a command's metric children.
-func (m *metrics) forCommand(name string) commandMetrics {
-	return commandMetrics{
-		ok:       m.commands.WithLabelValues(name, "ok"),
-		failed:   m.commands.WithLabelValues(name, "error"),
-		latency:  m.latency.WithLabelValues(name),
-		rejected: new(atomic.Int64),
-	}
+// forCommand returns a command's metrics; its series are created on its
+// first call.
+func (m *metrics) forCommand(name string) *commandMetrics {
+	return &commandMetrics{m: m, name: name}
 }
 
 func (m *metrics) handler() http.Handler {

@@ -161,8 +161,18 @@ func TestMetrics(t *testing.T) {
 	redis.NewClient(&redis.Options{Addr: ts2.addr}).Ping(ctx)
 	w = httptest.NewRecorder()
 	ts2.s.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
-	if strings.Contains(w.Body.String(), `command="hincrby",outcome="ok"} 3`) {
+	body2 := w.Body.String()
+	if strings.Contains(body2, `command="hincrby",outcome="ok"} 3`) {
 		t.Error("the second server reports the first one's commands")
+	}
+	// Series exist for the commands called only (issue 20): the second
+	// server ran PING (and HELLO/CLIENT as go-redis connects) and nothing
+	// else, so no HINCRBY series, and few series in all.
+	if strings.Contains(body2, `command="hincrby"`) || !strings.Contains(body2, `command="ping"`) {
+		t.Errorf("an idle server's command series:\n%s", body2)
+	}
+	if n := strings.Count(body2, "tally_server_command_duration_seconds_bucket"); n > 4*14 {
+		t.Errorf("%d histogram bucket series on a server that ran a few commands", n)
 	}
 }
 
