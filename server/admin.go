@@ -124,7 +124,7 @@ func helloHandler(c *Conn, args [][]byte) {
 			c.writeError(msgBadClientName)
 			return
 		}
-		c.name = string(name)
+		c.setName(string(name))
 	}
 	c.WriteArray(14)
 	c.WriteBulkString("server")
@@ -157,11 +157,12 @@ func validClientName(b []byte) bool {
 func clientIDHandler(c *Conn, args [][]byte) { c.WriteInt(int64(c.id)) }
 
 func clientGetNameHandler(c *Conn, args [][]byte) {
-	if c.name == "" {
+	name := c.Name()
+	if name == "" {
 		c.WriteNull()
 		return
 	}
-	c.WriteBulkString(c.name)
+	c.WriteBulkString(name)
 }
 
 func clientSetNameHandler(c *Conn, args [][]byte) {
@@ -169,7 +170,7 @@ func clientSetNameHandler(c *Conn, args [][]byte) {
 		c.writeError(msgBadClientName)
 		return
 	}
-	c.name = string(args[2])
+	c.setName(string(args[2]))
 	c.WriteOK()
 }
 
@@ -181,13 +182,17 @@ func clientSetInfoHandler(c *Conn, args [][]byte) {
 			c.writeError("ERR lib-name cannot contain spaces, newlines or special characters.")
 			return
 		}
-		c.libName = string(v)
+		c.info.mu.Lock()
+		c.info.libName = string(v)
+		c.info.mu.Unlock()
 	case "LIB-VER":
 		if !validClientName(v) {
 			c.writeError("ERR lib-ver cannot contain spaces, newlines or special characters.")
 			return
 		}
-		c.libVer = string(v)
+		c.info.mu.Lock()
+		c.info.libVer = string(v)
+		c.info.mu.Unlock()
 	default:
 		c.writeError(fmt.Sprintf("ERR Unrecognized option '%.32s'", sanitize(args[2])))
 		return
@@ -207,6 +212,8 @@ func (s *Server) configParams() [][2]string {
 		{"maxclients", strconv.Itoa(s.opts.MaxClients)},
 		{"proto-max-bulk-len", strconv.Itoa(s.opts.MaxRequestBytes)},
 		{"save", ""}, // no RDB snapshots: checkpoints are tally's own
+		{"slowlog-log-slower-than", strconv.FormatInt(s.slow.threshold.Load(), 10)},
+		{"slowlog-max-len", strconv.FormatInt(s.slow.maxLen.Load(), 10)},
 		{"timeout", strconv.Itoa(int(s.opts.IdleTimeout.Seconds()))},
 	}
 }
@@ -275,7 +282,7 @@ func connectionCommands() []Command {
 			}}},
 			Handler: helloHandler},
 		{Name: "CLIENT", Arity: -2, Group: "connection", Since: "2.4.0", Summary: "Client connection commands.",
-			Subcommands: []Command{
+			Subcommands: append([]Command{
 				{Name: "ID", Arity: 2, Flags: FlagFast, Group: "connection", Since: "5.0.0", Complexity: "O(1)",
 					Summary: "Returns the connection's id.", Handler: clientIDHandler},
 				{Name: "GETNAME", Arity: 2, Flags: FlagFast, Group: "connection", Since: "2.6.9", Complexity: "O(1)",
@@ -288,14 +295,16 @@ func connectionCommands() []Command {
 					Args: []Arg{{Name: "attr", Type: "oneof", Args: []Arg{
 						{Name: "libname", Type: "string", Token: "LIB-NAME"}, {Name: "libver", Type: "string", Token: "LIB-VER"}}}},
 					Handler: clientSetInfoHandler},
-			}},
+			}, clientInspectCommands()...)},
 		{Name: "CONFIG", Arity: -2, Group: "server", Since: "2.0.0", Summary: "Configuration commands.",
 			Subcommands: []Command{
 				{Name: "GET", Arity: -3, Flags: FlagReadOnly, Group: "server", Since: "2.0.0", Complexity: "O(N) where N is the number of parameters",
 					Summary: "Returns matching parameters: appendfsync (from the durability), appendonly, databases, " +
 						"maxclients, proto-max-bulk-len (the request limit), save, timeout.",
 					Args: []Arg{{Name: "parameter", Type: "string", Multiple: true}}, Handler: configGetHandler},
+				configSetCommand(),
 			}},
+		slowlogCommand(),
 		{Name: "COMMAND", Arity: -1, Group: "server", Since: "2.8.13", Complexity: "O(N) where N is the number of commands",
 			Summary: "Returns every command's name, arity, flags and key positions.", Handler: commandHandler,
 			Subcommands: []Command{

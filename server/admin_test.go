@@ -63,8 +63,8 @@ func TestConnectionCommands(t *testing.T) {
 	if err := conn.Do(ctx, "CLIENT", "SETINFO", "COLOR", "red").Err(); err == nil {
 		t.Fatal("CLIENT SETINFO COLOR: no error")
 	}
-	if err := conn.Do(ctx, "CLIENT", "KILL", "x").Err(); err == nil || !strings.Contains(err.Error(), "unknown subcommand 'KILL'. Try CLIENT HELP.") {
-		t.Fatalf("CLIENT KILL: %v", err)
+	if err := conn.Do(ctx, "CLIENT", "KILL", "x").Err(); err == nil || err.Error() != "ERR No such client" {
+		t.Fatalf("CLIENT KILL x: %v", err)
 	}
 
 	// HELLO: RESP2 only.
@@ -209,8 +209,8 @@ func TestServerCommands(t *testing.T) {
 	if v, err := rc.ConfigGet(ctx, "maxmemory").Result(); err != nil || len(v) != 0 {
 		t.Fatalf("CONFIG GET maxmemory = %v, %v", v, err)
 	}
-	if err := rc.ConfigSet(ctx, "save", "").Err(); err == nil || !strings.Contains(err.Error(), "unknown subcommand 'set'") {
-		t.Fatalf("CONFIG SET: %v", err)
+	if err := rc.ConfigSet(ctx, "save", "").Err(); err == nil || !strings.Contains(err.Error(), "Unknown option") {
+		t.Fatalf("CONFIG SET save: %v", err)
 	}
 	if err := rc.Do(ctx, "CONFIG").Err(); err == nil || !strings.Contains(err.Error(), "wrong number of arguments for 'config' command") {
 		t.Fatalf("CONFIG: %v", err)

@@ -99,6 +99,9 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 		p.cmd.finish(c, b, p)
 		c.account(p.cmd, d)
 	}
+	// The slow log records a batch once, as its first command with the
+	// batch's time: every command of it took that long.
+	c.s.slow.record(c, c.pend[0].args, d)
 	return len(c.pend)
 }
 

@@ -68,11 +68,11 @@ type Conn struct {
 	addr   string
 	opened time.Time
 
-	name, libName, libVer string
-	authed                bool
-	quit                  bool // QUIT: close after this reply
-	served                bool // a batch of commands was read: the next is not the first
-	errReply              bool // the running command replied with an error
+	info     connInfo // inspect.go: CLIENT LIST's view
+	authed   bool
+	quit     bool // QUIT: close after this reply
+	served   bool // a batch of commands was read: the next is not the first
+	errReply bool // the running command replied with an error
 
 	// Scratch reused by commands.
 	batch *store.Batch
@@ -106,9 +106,6 @@ func newConn(s *Server, nc net.Conn, id uint64) *Conn {
 // ID returns the connection's id (CLIENT ID), unique in this process.
 func (c *Conn) ID() uint64 { return c.id }
 
-// Name returns the name set by CLIENT SETNAME or HELLO SETNAME.
-func (c *Conn) Name() string { return c.name }
-
 // RemoteAddr returns the client's address.
 func (c *Conn) RemoteAddr() string { return c.addr }
 
@@ -135,8 +132,16 @@ func (c *Conn) serve() {
 				c.nc.SetReadDeadline(aLongTimeAgo)
 			}
 		}
+		if c.info.killed.Load() {
+			c.s.dropped(c, reasonKilled, nil)
+			return
+		}
 		cmds, err := c.rd.read()
 		if err != nil {
+			if c.info.killed.Load() {
+				c.s.dropped(c, reasonKilled, nil)
+				return
+			}
 			c.readFailed(err)
 			return
 		}
@@ -193,6 +198,8 @@ func (c *Conn) execute(cmds []request) {
 			i++
 			continue
 		}
+		c.info.lastCmd.Store(cmd)
+		c.info.lastActive.Store(time.Now().UnixNano())
 		if cmd.stage != nil {
 			i += c.runBatch(cmd, cmds[i:])
 			continue
@@ -350,7 +357,9 @@ func (c *Conn) run(cmd *Command, args [][]byte) {
 	t0 := time.Now()
 	c.errReply = false
 	cmd.Handler(c, args)
-	c.account(cmd, time.Since(t0))
+	d := time.Since(t0)
+	c.account(cmd, d)
+	c.s.slow.record(c, args, d)
 }
 
 func (c *Conn) account(cmd *Command, d time.Duration) {

@@ -57,6 +57,14 @@ type Options struct {
 	// IdleTimeout closes a connection that sends nothing for this long
 	// (Redis's "timeout"). Zero means never. The default is 0.
 	IdleTimeout time.Duration
+	// SlowlogThreshold is the least run time of a command that the slow
+	// log (SLOWLOG GET) records; negative turns the log off. CONFIG SET
+	// slowlog-log-slower-than changes it at run time (in µs, as Redis;
+	// 0 there records every command). The default is 10ms, Redis's.
+	SlowlogThreshold time.Duration
+	// SlowlogMaxLen is how many entries the slow log keeps (CONFIG SET
+	// slowlog-max-len). The default is 128, Redis's.
+	SlowlogMaxLen int
 	// Logger receives a line for each client dropped for breaking a limit
 	// or for a protocol error, a warning for each HTTP request
 	// ("Possible SECURITY ATTACK detected"), and accept errors. The
@@ -66,10 +74,12 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultMaxClients      = 10000
-	DefaultMaxRequestBytes = 4 << 20
-	DefaultMaxArgs         = 1 << 16
-	DefaultWriteTimeout    = 10 * time.Second
+	DefaultMaxClients       = 10000
+	DefaultMaxRequestBytes  = 4 << 20
+	DefaultMaxArgs          = 1 << 16
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultSlowlogThreshold = 10 * time.Millisecond
+	DefaultSlowlogMaxLen    = 128
 )
 
 // EnsureDefaults returns a copy of o (which may be nil) with every zero
@@ -90,6 +100,12 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.SlowlogThreshold == 0 {
+		c.SlowlogThreshold = DefaultSlowlogThreshold
+	}
+	if c.SlowlogMaxLen == 0 {
+		c.SlowlogMaxLen = DefaultSlowlogMaxLen
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -115,6 +131,9 @@ func (o *Options) Validate() error {
 	}
 	if o.WriteTimeout < 0 {
 		bad("WriteTimeout %v is negative", o.WriteTimeout)
+	}
+	if o.SlowlogMaxLen < 0 {
+		bad("SlowlogMaxLen %d is negative", o.SlowlogMaxLen)
 	}
 	if o.IdleTimeout < 0 {
 		bad("IdleTimeout %v is negative", o.IdleTimeout)
@@ -148,6 +167,7 @@ type Server struct {
 	closing    atomic.Bool
 	errorStats errorStats // INFO errorstats
 	opsRate    opsRate    // INFO instantaneous_ops_per_sec
+	slow       slowlog    // SLOWLOG
 	conns      sync.WaitGroup
 	// ctx is what long commands wait under (Conn.Context); it ends when
 	// the connections are closed (Close, or Shutdown out of time), so
@@ -180,6 +200,12 @@ func New(db *store.DB, opts *Options) (*Server, error) {
 	}
 	s := &Server{db: db, opts: *opts.EnsureDefaults(), started: time.Now(), version: tally.Version()}
 	s.durability = db.Stats().Durability
+	if t := s.opts.SlowlogThreshold; t < 0 {
+		s.slow.threshold.Store(-1)
+	} else {
+		s.slow.threshold.Store(t.Microseconds())
+	}
+	s.slow.maxLen.Store(int64(s.opts.SlowlogMaxLen))
 	var id [20]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
@@ -387,11 +413,12 @@ const (
 	reasonReadError   dropReason = "read_error"
 	reasonIdle        dropReason = "idle_timeout"
 	reasonCrossProto  dropReason = "cross_protocol"
+	reasonKilled      dropReason = "killed" // CLIENT KILL
 )
 
 // allDropReasons lists every reason, for the metric's zero values.
 var allDropReasons = []dropReason{reasonTooLarge, reasonTooManyArgs, reasonProtocol, reasonWriteError,
-	reasonReadError, reasonIdle, reasonCrossProto}
+	reasonReadError, reasonIdle, reasonCrossProto, reasonKilled}
 
 // dropped records a client the server drops.
 func (s *Server) dropped(c *Conn, reason dropReason, err error) {

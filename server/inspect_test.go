@@ -1,0 +1,137 @@
+package server
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestClientListAndKill: CLIENT LIST and INFO show every connection in
+// Redis's format; CLIENT KILL closes another one after its batch, by
+// address or filter, and SKIPME keeps the caller.
+func TestClientListAndKill(t *testing.T) {
+	ts := newTestServer(t, nil)
+	a := ts.client(t, &redis.Options{PoolSize: 1, ClientName: "alice"})
+	b := ts.client(t, &redis.Options{PoolSize: 1, ClientName: "bob"})
+	if err := b.HIncrBy(ctx, "posts:1", "likes", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	list, err := a.ClientList(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bobLine string
+	for _, l := range strings.Split(strings.TrimSpace(list), "\n") {
+		if strings.Contains(l, " name=bob ") {
+			bobLine = l
+		}
+	}
+	for _, want := range []string{"id=", " addr=127.0.0.1:", " name=bob ", " cmd=hincrby ", " db=0 ", " resp=2 ", " age="} {
+		if !strings.Contains(bobLine, want) {
+			t.Errorf("CLIENT LIST line of bob lacks %q: %q (all: %q)", want, bobLine, list)
+		}
+	}
+	info, err := a.Do(ctx, "CLIENT", "INFO").Text()
+	if err != nil || !strings.Contains(info, " name=alice ") || !strings.Contains(info, "cmd=client|info") {
+		t.Fatalf("CLIENT INFO = %q, %v", info, err)
+	}
+	bobID, err := b.ClientID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := a.Do(ctx, "CLIENT", "LIST", "ID", bobID).Text(); err != nil || strings.Count(l, "\n") != 1 || !strings.Contains(l, "name=bob") {
+		t.Fatalf("CLIENT LIST ID %d = %q, %v", bobID, l, err)
+	}
+	// SKIPME yes (the default) spares the caller.
+	myID, _ := a.ClientID(ctx).Result()
+	if n, err := a.Do(ctx, "CLIENT", "KILL", "ID", myID).Int(); err != nil || n != 0 {
+		t.Fatalf("CLIENT KILL ID self = %d, %v", n, err)
+	}
+	if n, err := a.Do(ctx, "CLIENT", "KILL", "ID", bobID).Int(); err != nil || n != 1 {
+		t.Fatalf("CLIENT KILL ID bob = %d, %v", n, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ts.s.Clients() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d clients after the kill", ts.s.Clients())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := a.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the killer's connection: %v", err)
+	}
+	for _, bad := range [][]any{{"CLIENT", "KILL", "ID", "x"}, {"CLIENT", "KILL", "ID"}, {"CLIENT", "KILL", "SKIPME", "maybe"},
+		{"CLIENT", "LIST", "TYPE", "odd"}, {"CLIENT", "LIST", "ID", "0"}} {
+		if err := a.Do(ctx, bad...).Err(); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+}
+
+// TestSlowlog: commands over the threshold are logged newest first with
+// Redis's six fields; CONFIG SET changes the threshold and the length at
+// run time; RESET empties the log.
+func TestSlowlog(t *testing.T) {
+	ts := newTestServer(t, &Options{SlowlogThreshold: time.Hour})
+	rc := ts.client(t, &redis.Options{PoolSize: 1, ClientName: "slow"})
+	if n, err := rc.Do(ctx, "SLOWLOG", "LEN").Int(); err != nil || n != 0 {
+		t.Fatalf("SLOWLOG LEN = %d, %v", n, err)
+	}
+	if v, err := rc.ConfigGet(ctx, "slowlog-*").Result(); err != nil ||
+		!reflect.DeepEqual(v, map[string]string{"slowlog-log-slower-than": "3600000000", "slowlog-max-len": "128"}) {
+		t.Fatalf("CONFIG GET slowlog-* = %v, %v", v, err)
+	}
+	if err := rc.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.ConfigSet(ctx, "slowlog-max-len", "3").Err(); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 300)
+	rc.Do(ctx, "ECHO", long)
+	for i := 0; i < 4; i++ {
+		rc.HIncrBy(ctx, "posts:1", "likes", 1)
+	}
+	entries, err := rc.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 3 {
+		t.Fatalf("%d entries with slowlog-max-len 3: %+v", len(entries), entries)
+	}
+	if e := entries[0]; !reflect.DeepEqual(e.Args, []string{"hincrby", "posts:1", "likes", "1"}) {
+		t.Errorf("newest entry %+v", e)
+	}
+	if entries[0].ID <= entries[1].ID || entries[0].ClientName != "slow" || !strings.HasPrefix(entries[0].ClientAddr, "127.0.0.1:") {
+		t.Errorf("entries %+v", entries)
+	}
+	if err := rc.Do(ctx, "SLOWLOG", "RESET").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.ConfigSet(ctx, "slowlog-max-len", "10").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rc.Do(ctx, "ECHO", long)
+	entries, _ = rc.SlowLogGet(ctx, 1).Result()
+	if len(entries) != 1 || len(entries[0].Args) != 2 || entries[0].Args[1] != strings.Repeat("x", 128)+"... (172 more bytes)" {
+		t.Fatalf("a long argument is cut as Redis cuts it: %+v", entries)
+	}
+	// Off, and bad values refused without changing anything.
+	if err := rc.ConfigSet(ctx, "slowlog-log-slower-than", "-1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rc.Do(ctx, "SLOWLOG", "RESET")
+	rc.Ping(ctx)
+	if n, _ := rc.Do(ctx, "SLOWLOG", "LEN").Int(); n != 0 {
+		t.Fatalf("%d entries with the log off", n)
+	}
+	if err := rc.Do(ctx, "CONFIG", "SET", "slowlog-max-len", "5", "slowlog-log-slower-than", "x").Err(); err == nil {
+		t.Fatal("a bad value was accepted")
+	}
+	if v, _ := rc.ConfigGet(ctx, "slowlog-max-len").Result(); v["slowlog-max-len"] != "10" {
+		t.Fatalf("a refused CONFIG SET changed slowlog-max-len: %v", v)
+	}
+}
