@@ -379,6 +379,7 @@ func (c *Conn) readRow(e *counterEntry, id uint64) ([]uint64, bool) {
 		c.WriteErr(err)
 		return nil, false
 	}
+	c.s.countLookup(anyNonZero(vals))
 	return vals, true
 }
 
@@ -681,6 +682,7 @@ func mgetHandler(c *Conn, args [][]byte) {
 		n := len(vals) / len(keys)
 		c.WriteArray(len(keys))
 		for i := range keys {
+			c.s.countLookup(anyNonZero(vals[i*n : (i+1)*n]))
 			c.WriteBulkUint(vals[i*n])
 		}
 		return
@@ -688,6 +690,7 @@ func mgetHandler(c *Conn, args [][]byte) {
 	c.WriteArray(len(keys))
 	for i, e := range c.ents {
 		if e == nil {
+			c.s.countLookup(false)
 			c.WriteNull()
 			continue
 		}
@@ -697,6 +700,7 @@ func mgetHandler(c *Conn, args [][]byte) {
 			c.WriteNull()
 			continue
 		}
+		c.s.countLookup(anyNonZero(vals))
 		c.WriteBulkUint(vals[0])
 	}
 }

@@ -130,6 +130,8 @@ func (s *Server) info(want map[string]bool) string {
 		line("rejected_connections", s.stats.rejected.Load())
 		line("total_error_replies", s.stats.errorReplies.Load())
 		line("instantaneous_ops_per_sec", s.opsRate.rate(time.Now(), s.stats.commands.Load(), s.started))
+		line("keyspace_hits", s.stats.keyspaceHits.Load())
+		line("keyspace_misses", s.stats.keyspaceMisses.Load())
 		line("dropped_clients", s.stats.dropped.Load())
 		line("block_cache_hits", st.BlockCache.Hits)
 		line("block_cache_misses", st.BlockCache.Misses)
@@ -295,4 +297,14 @@ func (c *Command) usedMetrics() *commandSeries {
 		return nil
 	}
 	return c.metrics.used()
+}
+
+// countLookup counts a read of a row for INFO's keyspace_hits and
+// keyspace_misses: a hit when the row exists (some column is non-zero).
+func (s *Server) countLookup(exists bool) {
+	if exists {
+		s.stats.keyspaceHits.Add(1)
+	} else {
+		s.stats.keyspaceMisses.Add(1)
+	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +135,59 @@ func TestSlowlog(t *testing.T) {
 	if v, _ := rc.ConfigGet(ctx, "slowlog-max-len").Result(); v["slowlog-max-len"] != "10" {
 		t.Fatalf("a refused CONFIG SET changed slowlog-max-len: %v", v)
 	}
+}
+
+// TestKeyInspection: TYPE, MEMORY USAGE and INFO's keyspace hits and
+// misses, as redis-cli --bigkeys and redis_exporter read them.
+func TestKeyInspection(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+	if err := rc.HIncrBy(ctx, "posts:7", "likes", 3).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"posts:7": "hash", "posts:8": "none", "nosuch:1": "none", "garbage": "none"} {
+		if got, err := rc.Type(ctx, key).Result(); err != nil || got != want {
+			t.Errorf("TYPE %s = %q, %v; want %q", key, got, err, want)
+		}
+	}
+	if n, err := rc.MemoryUsage(ctx, "posts:7").Result(); err != nil || n <= 0 || n > 1024 {
+		t.Errorf("MEMORY USAGE posts:7 = %d, %v", n, err)
+	}
+	if n, err := rc.Do(ctx, "MEMORY", "USAGE", "posts:7", "SAMPLES", "5").Int64(); err != nil || n <= 0 {
+		t.Errorf("MEMORY USAGE posts:7 SAMPLES 5 = %d, %v", n, err)
+	}
+	if err := rc.MemoryUsage(ctx, "posts:8").Err(); err != redis.Nil {
+		t.Errorf("MEMORY USAGE of a missing row: %v, want nil", err)
+	}
+	if err := rc.Do(ctx, "MEMORY", "USAGE", "posts:7", "SAMPLES").Err(); err == nil {
+		t.Error("MEMORY USAGE with a dangling SAMPLES: no error")
+	}
+	before, _ := rc.Info(ctx, "stats").Result()
+	rc.HGet(ctx, "posts:7", "likes")
+	rc.HGet(ctx, "posts:9", "likes")
+	rc.MGet(ctx, "posts:7", "posts:10", "nosuch:1")
+	after, _ := rc.Info(ctx, "stats").Result()
+	field := func(info, name string) string {
+		for _, l := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(l, name+":"); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	if h0, h1 := field(before, "keyspace_hits"), field(after, "keyspace_hits"); h0 == "" || atoiT(t, h1)-atoiT(t, h0) != 2 {
+		t.Errorf("keyspace_hits %s -> %s, want +2", h0, h1)
+	}
+	if m0, m1 := field(before, "keyspace_misses"), field(after, "keyspace_misses"); m0 == "" || atoiT(t, m1)-atoiT(t, m0) != 3 {
+		t.Errorf("keyspace_misses %s -> %s, want +3", m0, m1)
+	}
+}
+
+func atoiT(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return n
 }

@@ -177,6 +177,7 @@ type Server struct {
 	stats  struct {
 		clients, accepted, rejected, dropped atomic.Int64
 		commands, errorReplies               atomic.Int64
+		keyspaceHits, keyspaceMisses         atomic.Int64 // reads of rows that exist / do not
 		netIn, netOut                        atomic.Uint64
 	}
 
@@ -216,7 +217,7 @@ func New(db *store.DB, opts *Options) (*Server, error) {
 	s.mu.conns = map[*Conn]struct{}{}
 	s.cmds.byName = map[string]*Command{}
 	s.metrics = newMetrics(s)
-	for _, group := range [][]Command{connectionCommands(), counterCommands(), schemaCommands()} {
+	for _, group := range [][]Command{connectionCommands(), counterCommands(), schemaCommands(), keyCommands()} {
 		if err := s.Register(group...); err != nil {
 			return nil, err
 		}
