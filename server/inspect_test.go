@@ -150,6 +150,12 @@ func TestKeyInspection(t *testing.T) {
 			t.Errorf("TYPE %s = %q, %v; want %q", key, got, err, want)
 		}
 	}
+	if n, err := rc.HLen(ctx, "posts:7").Result(); err != nil || n != 3 {
+		t.Errorf("HLEN posts:7 = %d, %v; want 3 (reposts, comments, likes)", n, err)
+	}
+	if n, err := rc.HLen(ctx, "posts:8").Result(); err != nil || n != 0 {
+		t.Errorf("HLEN posts:8 = %d, %v", n, err)
+	}
 	if n, err := rc.MemoryUsage(ctx, "posts:7").Result(); err != nil || n <= 0 || n > 1024 {
 		t.Errorf("MEMORY USAGE posts:7 = %d, %v", n, err)
 	}

@@ -73,8 +73,25 @@ func memoryUsageHandler(c *Conn, args [][]byte) {
 	c.WriteInt(int64(8 * len(c.vals))) // the row's values, when the counter has no figures yet
 }
 
+// hlenHandler is HLEN key: the number of fields HGETALL returns (every
+// column of the counter) for a stored row, 0 for a missing one.
+func hlenHandler(c *Conn, args [][]byte) {
+	e, _, exists, ok := c.lookupRow(args[1])
+	switch {
+	case !ok:
+	case !exists:
+		c.WriteInt(0)
+	default:
+		c.WriteInt(int64(min(len(c.vals), len(e.columns().names))))
+	}
+}
+
 func keyCommands() []Command {
 	return []Command{
+		{Name: "HLEN", Arity: 2, Flags: FlagReadOnly | FlagFast, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "hash",
+			Since: "2.0.0", Complexity: "O(1)",
+			Summary: "Returns the number of fields of a stored row (every column of its counter), 0 for a missing row.",
+			Args:    []Arg{{Name: "key", Type: "key"}}, Handler: hlenHandler},
 		{Name: "TYPE", Arity: 2, Flags: FlagReadOnly | FlagFast, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "generic",
 			Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Returns hash for a stored counter row (COUNTER:ID with a non-zero column), none for anything else.",
