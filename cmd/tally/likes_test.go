@@ -71,6 +71,10 @@ func TestLikesCommands(t *testing.T) {
 		{[]string{"top", "video", "1"}, "1 1 1\n"},
 		{[]string{"likes", "nobiz", "1"}, "1 likes=0 dislikes=0\n"},
 		{[]string{"top", "nobiz"}, ""},
+		// --json prints what the RESP form replies.
+		{[]string{"--json", "likes", "video", "1", "4"}, "[[1,0],[0,0]]\n"},
+		{[]string{"likers", "video", "1", "--json"}, "[null,[10]]\n"},
+		{[]string{"--json", "rank", "video", "1", "9"}, "[[1,1],null]\n"},
 	} {
 		if got := mustTally(t, append([]string{d}, c.args...)...); got != c.want {
 			t.Errorf("tally %s:\n%s\nwant\n%s", strings.Join(c.args, " "), got, c.want)

@@ -66,6 +66,7 @@ type env struct {
 	durability     string // --durability
 	durabilitySet  bool   // --durability was given before the command
 	password       string // --password, or TALLY_PASSWORD: AUTH to a running server
+	json           bool   // --json: a table command prints its RESP reply as JSON
 
 	// served is set when the command runs inside tally serve for a client
 	// (TALLY.EXEC, remote.go): every open returns the server's database and
@@ -108,6 +109,9 @@ its name):
   -d DIR               the store directory; the default is $TALLY_DIR
   --durability MODE    sync, interval or nosync; the default is sync
   --version            print tally's version (tally version) and exit
+  --json               print a command's result as JSON (the commands of
+                       the one command table: the value its RESP form
+                       replies, arrays as arrays, nil as null)
   --password PASSWORD  the password of the "tally serve" holding DIR, if it
                        has one; the default is $TALLY_PASSWORD (prefer it:
                        a command line is visible to other local users)
@@ -158,6 +162,7 @@ func (e *env) run(args []string) (code int) {
 	fs.StringVar(e.dirFlag(), "d", e.dir, "")
 	fs.StringVar(&e.durability, "durability", e.durability, "")
 	fs.StringVar(&e.password, "password", e.password, "")
+	fs.BoolVar(&e.json, "json", e.json, "")
 	version := fs.Bool("version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -269,6 +269,9 @@ func (e *env) forward(rest []string) (int, error) {
 	if e.durabilitySet {
 		args = append(args, "--durability", e.durability)
 	}
+	if e.json {
+		args = append(args, "--json")
+	}
 	for _, a := range rest {
 		args = append(args, a)
 	}

@@ -65,13 +65,17 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 	// Printed after the run, and in full before the store closes: a
 	// command's output is all or nothing, like its effect.
 	var b strings.Builder
-	err = tc.Text(&b, in, out)
+	if e.json {
+		err = cmdtab.JSON(&b, tc, in, out)
+	} else {
+		err = tc.Text(&b, in, out)
+	}
 	e.stdout.Write([]byte(b.String()))
 	return closeTally(db, err)
 }
 
-// globalFlags takes -d DIR, --durability MODE and -h out of a command's
-// arguments (anywhere before "--"), and returns the rest.
+// globalFlags takes -d DIR, --durability MODE, --json and -h out of a
+// command's arguments (anywhere before "--"), and returns the rest.
 func (e *env) globalFlags(args []string) ([]string, error) {
 	var rest []string
 	for k := 0; k < len(args); k++ {
@@ -87,6 +91,8 @@ func (e *env) globalFlags(args []string) ([]string, error) {
 		switch name {
 		case "h", "help":
 			return nil, errHelp
+		case "json":
+			e.json = true
 		case "d", "durability":
 			if !hasVal {
 				if k+1 >= len(args) {

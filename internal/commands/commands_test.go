@@ -101,3 +101,19 @@ func TestBothFrontEnds(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestJSON renders a nested reply.
+func TestJSON(t *testing.T) {
+	cmd := &Command{CLI: "x", RESP: "X", Reply: func(w Replier, _ *Input, _ any) {
+		w.WriteArray(3)
+		w.WriteNull()
+		w.WriteArray(2)
+		w.WriteUint(1 << 63)
+		w.WriteInt(-1)
+		w.WriteArray(0)
+	}}
+	var b strings.Builder
+	if err := JSON(&b, cmd, nil, nil); err != nil || b.String() != "[null,[9223372036854775808,-1],[]]\n" {
+		t.Fatalf("%q, %v", b.String(), err)
+	}
+}
