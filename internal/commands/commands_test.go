@@ -89,6 +89,14 @@ func TestBothFrontEnds(t *testing.T) {
 		if !reflect.DeepEqual(a.vals, b.vals) {
 			t.Errorf("%v / %v: %+v != %+v", tc.cli, tc.resp, a.vals, b.vals)
 		}
+		// The request RESPArgs makes of the command line parses the same.
+		req := a.RESPArgs()
+		if req[0] != "X" {
+			t.Fatalf("RESPArgs %q", req)
+		}
+		if c, err := cmd.ParseRESP(respArgs(req[1:]...)); err != nil || !reflect.DeepEqual(c.vals, a.vals) {
+			t.Errorf("%v: RESPArgs %q parses to %+v, %v", tc.cli, req, c, err)
+		}
 	}
 	if _, err := cmd.ParseCLI([]string{"v", "1", "--bogus"}); err == nil || !strings.Contains(err.Error(), "unknown flag -bogus") {
 		t.Error(err)
