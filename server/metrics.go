@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -119,12 +120,17 @@ var (
 	descReplayed     = desc("tally_store_recovery_records_replayed", "Log records replayed by the store's Open.")
 	descReopens      = desc("tally_store_reopens_total", "Failures (a full disk, a failed WAL) the store healed by reopening itself in place.")
 	descDurability   = desc("tally_store_durability", "1 for the store's durability mode: sync, interval or nosync.", "mode")
+	descQueuePending = desc("tally_queue_jobs_pending", "Jobs of the durable queue (fan-outs, backfills, board prunes) waiting for a worker.")
+	descQueueRunning = desc("tally_queue_jobs_running", "Jobs of the durable queue a worker runs now.")
+	descQueueDone    = desc("tally_queue_jobs_finished_total", "Jobs of the durable queue finished since the store was opened.")
+	descQueueOldest  = desc("tally_queue_oldest_job_age_seconds", "Age of the oldest queued job (0 when the queue is empty).")
 )
 
 func (sc *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRows, descRanges, descMem, descColdDisk, descLastSeq, descCkptSeq,
 		descLogRecords, descLogBytes, descDisk, descPebbleMem, descCacheHits, descCacheMisses, descCacheBytes,
-		descCacheEntries, descJobs, descJobsDone, descBgErrors, descRecovery, descReplayed, descReopens, descDurability} {
+		descCacheEntries, descJobs, descJobsDone, descBgErrors, descRecovery, descReplayed, descReopens, descDurability,
+		descQueuePending, descQueueRunning, descQueueDone, descQueueOldest} {
 		ch <- d
 	}
 }
@@ -163,4 +169,14 @@ func (sc *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descRecovery, st.Recovery.Duration.Seconds())
 	gauge(descReplayed, float64(st.Recovery.RecordsReplayed))
 	gauge(descDurability, 1, st.Durability.String())
+	gauge(descQueuePending, float64(st.Queue.Pending))
+	gauge(descQueueRunning, float64(st.Queue.Running))
+	counter(descQueueDone, float64(st.Queue.Finished))
+	oldest := 0.0
+	if st.Queue.Pending+st.Queue.Running > 0 {
+		if jobs := sc.s.db.QueuedJobs(); len(jobs) > 0 {
+			oldest = max(0, time.Since(jobs[0].Created).Seconds())
+		}
+	}
+	gauge(descQueueOldest, oldest)
 }

@@ -143,6 +143,9 @@ func TestMetrics(t *testing.T) {
 		`tally_store_last_seq 4`,
 		`tally_pebble_memory_bytes `,
 		`tally_store_block_cache_hits_total 0`,
+		`tally_queue_jobs_pending 0`,
+		`tally_queue_jobs_finished_total 0`,
+		`tally_queue_oldest_job_age_seconds 0`,
 		`go_goroutines `,
 		`process_resident_memory_bytes `,
 	} {
