@@ -153,14 +153,15 @@ func unreadCommands() []*Command {
 			Summary:    "add a kind of one-to-one unread count (creates the store if DIR is new)",
 			Complexity: "O(1)",
 			Params: []Param{pKind,
-				{Name: "hint", Kind: Uint, Option: true, Help: "width of a count in memory: 8, 16 or 32 (default 16); larger counts are still exact"},
+				{Name: "hint", Kind: Uint, Option: true, Help: "bits of a count in memory: 8, 16 or 32 (default 16)"},
 				{Name: "max", Kind: Uint, Option: true, Help: "counts are bounded by 2^MAX-1: 32 or 64 (default 32)"}},
 			Check: func(in *Input) error { _, err := checkKindOptions(in); return err },
 			Help: fmt.Sprintf(`Adds KIND (mention, comment, like...) to the one-to-one unread counts, live:
 users' existing counts are not rewritten and read 0 for it. If DIR does not
 exist or is empty, a new store is created in it. Prints nothing (over RESP:
 OK). KIND is 1 to %[1]d letters, digits, '_' or '-', not starting with '-';
-there are at most %[2]d kinds.
+there are at most %[2]d kinds. --hint is only a width in memory: larger
+counts are still exact, up to --max.
 
 Example:
   tally -d /var/lib/tally unread kind add mention
