@@ -327,7 +327,7 @@ Example:
   42 12
   7 0
 `,
-			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+			Run: func(ctx context.Context, db *tallydb.DB, in *Input) (any, error) {
 				x := db.Unread()
 				if x == nil { // OpenWrite opens every package: not reached
 					return nil, fmt.Errorf("unread: not open")
@@ -335,6 +335,9 @@ Example:
 				uids := in.Uints("uid")
 				out := make([]uint64, len(uids))
 				for i, u := range uids {
+					if err := ctx.Err(); err != nil {
+						return nil, err // the client went: stop reading
+					}
 					n, err := x.Feed(u)
 					if err != nil {
 						return nil, err
