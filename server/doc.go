@@ -19,8 +19,8 @@
 //	s.Shutdown(ctx)                         // then db.Close() checkpoints
 //
 // Register adds commands before Serve; the built-in groups (connection and
-// server commands, counters, schema) are registered by New, the unread group
-// by the host (Register(UnreadCommands(x)...)). A command is a
+// server commands, counters, schema) are registered by New, the one command
+// table by the host (Register(DBCommands(db)...)). A command is a
 // Command value: name, arity, flags, key positions, documentation for
 // COMMAND DOCS and a Handler that writes one reply to its *Conn. Later
 // groups (timelines, unread, likes) are one slice of Commands each.
@@ -64,9 +64,9 @@
 //	    AGE duration [EPOCHMS ms] [TIMESHIFT bits]]      OK (as "tally counter add")
 //	TALLY.COUNTER LIST               array of bulk, as "tally counter list" prints
 //	TALLY.COLUMN ADD counter column [HINT 8|16|32] [MAX 32|64]  OK (as "tally column add")
-//	UNREAD.*, DOT.*, NOTICE.*        unread counts (package unread), when the
-//	                                 host registers UnreadCommands ("tally
-//	                                 serve" does): see unread.go
+//	UNREAD.*, DOT.*, NOTICE.*        unread counts, red dots, notices (package
+//	                                 unread), entries of the one command table
+//	                                 (DBCommands): see internal/commands/unread.go
 //	PING [msg], ECHO msg, QUIT       PONG or msg; msg; OK and close
 //	SELECT 0                         OK (any other index: ERR DB index is out of range)
 //	AUTH [user] password             OK; user must be "default"

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,36 +13,12 @@ import (
 	"github.com/tallydb/tally/unread"
 )
 
-// newUnreadServer is a server with the unread group on a store that has
-// the timeline and unread.
+// newUnreadServer is a server with every command "tally serve" registers
+// on a fresh database; the timeline and unread are its packages.
 func newUnreadServer(t *testing.T) (*testServer, *timeline.Timeline, *unread.Unread) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "db")
-	db, err := store.Open(dir, &store.Options{
-		Durability: store.NoSync, DisableBackground: true,
-		Families: append(timeline.Families(), unread.Families()...),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl, err := timeline.New(db, &timeline.Options{ExpireInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := unread.New(db, &unread.Options{Graph: tl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := startServerWith(t, db, dir, nil, UnreadCommands(x))
-	t.Cleanup(func() { // runs before startServer's cleanup closes the store
-		if err := x.Check(); err != nil {
-			t.Errorf("unread Check: %v", err)
-		}
-		if err := tl.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return ts, tl, x
+	ts, db := newDBServer(t)
+	return ts, db.Timeline(), db.Unread()
 }
 
 func TestUnreadCommands(t *testing.T) {
@@ -117,6 +92,9 @@ func TestUnreadCommands(t *testing.T) {
 	if got := do("UNREAD.FEED", "42"); got != int64(3) {
 		t.Fatalf("UNREAD.FEED = %v, want 3", got)
 	}
+	if got := do("UNREAD.MFEED", "42", "7", "42"); !reflect.DeepEqual(got, []any{int64(3), int64(0), int64(3)}) {
+		t.Fatalf("UNREAD.MFEED = %v, want [3 0 3]", got)
+	}
 	if got := do("UNREAD.FEEDRESET", "42"); got != "OK" {
 		t.Fatalf("UNREAD.FEEDRESET = %v", got)
 	}
@@ -159,29 +137,36 @@ func TestUnreadBadInput(t *testing.T) {
 		{[]any{"UNREAD.KIND", "ADD", "a.b"}, "invalid name"},
 		{[]any{"UNREAD.KIND", "ADD", "x", "HINT", "12"}, "invalid option"},
 		{[]any{"UNREAD.KIND", "ADD", "x", "HINT"}, "HINT needs a value"},
-		{[]any{"UNREAD.KIND", "ADD", "x", "WIDE", "3"}, "syntax error"},
-		{[]any{"UNREAD.KIND", "ADD", "x", "MAX", "-1"}, "bad MAX"},
+		{[]any{"UNREAD.KIND", "ADD", "x", "WIDE", "3"}, `unknown option "WIDE"`},
+		{[]any{"UNREAD.KIND", "ADD", "x", "MAX", "-1"}, `bad max "-1"`},
+		{[]any{"UNREAD.KIND", "ADD", "x", "MAX", "320"}, "invalid option: max 320"}, // not 64 (uint8)
+		{[]any{"UNREAD.KIND", "ADD", "x", "HINT", "0"}, "invalid option: hint 0"},
 		{[]any{"UNREAD.INCR", "1", "like"}, "unread: unknown kind"},
-		{[]any{"UNREAD.FORGET", "1", "x"}, "value is not an integer"}, // user 1 not forgotten either
-		{[]any{"UNREAD.INCR", "x", "mention"}, "value is not an integer"},
-		{[]any{"UNREAD.INCR", "-1", "mention"}, "value is not an integer"},
-		{[]any{"UNREAD.INCR", "1", "mention", "1.5"}, "value is not an integer"},
-		{[]any{"UNREAD.INCR", "1", "mention", "1", "2"}, "syntax error"},
+		{[]any{"UNREAD.FORGET", "1", "x"}, `bad uid "x"`}, // user 1 not forgotten either
+		{[]any{"UNREAD.INCR", "x", "mention"}, `bad uid "x"`},
+		{[]any{"UNREAD.INCR", "-1", "mention"}, `bad uid "-1"`},
+		{[]any{"UNREAD.INCR", "1", "mention", "1.5"}, `bad n "1.5"`},
+		{[]any{"UNREAD.INCR", "1", "mention", "1", "2"}, "wrong number of arguments"},
 		{[]any{"UNREAD.INCR", "1", "mention", "4294967296"}, "value out of range"},
 		{[]any{"UNREAD.INCR", "1"}, "wrong number of arguments"},
 		{[]any{"UNREAD.RESET", "1", "mention", "nope"}, "unread: unknown kind"},
-		{[]any{"UNREAD.RESET", "y"}, "value is not an integer"},
+		{[]any{"UNREAD.RESET", "y"}, `bad uid "y"`},
 		{[]any{"UNREAD.GET", "1", "2"}, "wrong number of arguments"},
-		{[]any{"UNREAD.MGET", "1", "z"}, "value is not an integer"},
-		{[]any{"UNREAD.FEED", "18446744073709551616"}, "value is not an integer"},
+		{[]any{"UNREAD.MGET", "1", "z"}, `bad uid "z"`},
+		{[]any{"UNREAD.MGET"}, "wrong number of arguments"},
+		{[]any{"UNREAD.FEED", "18446744073709551616"}, `bad uid "18446744073709551616"`},
+		{[]any{"UNREAD.FEED", "1", "2"}, "wrong number of arguments"},
+		{[]any{"UNREAD.MFEED", "1", "x"}, `bad uid "x"`},
 		{[]any{"UNREAD.FEEDRESET"}, "wrong number of arguments"},
+		{[]any{"UNREAD.FEEDRESET", "1", "2"}, "wrong number of arguments"},
 		{[]any{"DOT.MARK", "a b"}, "invalid channel name"},
 		{[]any{"DOT.CLEAR", "1", "nochan"}, "unread: unknown channel"},
 		{[]any{"DOT.HAS", "1", "a.b"}, "invalid channel name"},
-		{[]any{"DOT.HAS", "q", "activity"}, "value is not an integer"},
+		{[]any{"DOT.HAS", "q", "activity"}, `bad uid "q"`},
 		{[]any{"NOTICE.POST", "system", "0"}, "invalid notice id"},
-		{[]any{"NOTICE.POST", "system", "-1"}, "value is not an integer"},
+		{[]any{"NOTICE.POST", "system", "-1"}, `bad id "-1"`},
 		{[]any{"NOTICE.POST", "bad.name", "1"}, "invalid channel name"},
+		{[]any{"NOTICE.POST", "new", "0"}, "invalid notice id"}, // checked before "new" is declared
 		{[]any{"NOTICE.READ", "1", "nochan"}, "unread: unknown channel"},
 		{[]any{"NOTICE.UNREAD", "1", "a.b"}, "invalid channel name"},
 	} {
@@ -196,5 +181,56 @@ func TestUnreadBadInput(t *testing.T) {
 	// The connection is still usable.
 	if v, err := rc.Do(ctx, "UNREAD.GET", "1").Result(); err != nil || !reflect.DeepEqual(v, []any{int64(5)}) {
 		t.Fatalf("after bad input: %v %v", v, err)
+	}
+}
+
+// TestUnreadReadsNeverWrite: DOT.HAS, NOTICE.UNREAD, UNREAD.GET/MGET and
+// UNREAD.KIND LIST write nothing, whether the channel is declared or not,
+// and COMMAND says they are read-only.
+func TestUnreadReadsNeverWrite(t *testing.T) {
+	ts, _, x := newUnreadServer(t)
+	rc := ts.client(t, nil)
+	for _, args := range [][]any{
+		{"UNREAD.KIND", "ADD", "mention"}, {"DOT.MARK", "activity"}, {"NOTICE.POST", "system", "1"},
+	} {
+		if err := rc.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	before := x.DB().Stats().LastSeq
+	for _, tc := range []struct {
+		args []any
+		want any
+	}{
+		{[]any{"DOT.HAS", "1", "activity"}, int64(1)},
+		{[]any{"DOT.HAS", "1", "nochan"}, int64(0)},
+		{[]any{"NOTICE.UNREAD", "1", "system"}, int64(0)},
+		{[]any{"NOTICE.UNREAD", "1", "nochan"}, int64(0)},
+		{[]any{"UNREAD.GET", "1"}, []any{int64(0)}},
+		{[]any{"UNREAD.MGET", "1", "2"}, []any{[]any{int64(0)}, []any{int64(0)}}},
+		{[]any{"UNREAD.KIND", "LIST"}, []any{"mention"}},
+	} {
+		got, err := rc.Do(ctx, tc.args...).Result()
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%v = %#v, %v; want %#v", tc.args, got, err, tc.want)
+		}
+	}
+	if after := x.DB().Stats().LastSeq; after != before {
+		t.Errorf("reads wrote: last_seq %d -> %d", before, after)
+	}
+	if got := fmt.Sprint(x.Channels()); strings.Contains(got, "nochan") {
+		t.Errorf("a read declared a channel: %s", got)
+	}
+	for _, name := range []string{"DOT.HAS", "NOTICE.UNREAD", "UNREAD.GET", "UNREAD.MGET", "UNREAD.FEED", "UNREAD.MFEED"} {
+		info, err := rc.Do(ctx, "COMMAND", "INFO", name).Result()
+		var flags any
+		if all, ok := info.([]any); ok && len(all) == 1 {
+			if cmd, ok := all[0].([]any); ok && len(cmd) > 2 {
+				flags = cmd[2]
+			}
+		}
+		if err != nil || !reflect.DeepEqual(flags, []any{"readonly", "fast"}) && !reflect.DeepEqual(flags, []any{"readonly"}) {
+			t.Errorf("COMMAND INFO %s: %v %v; want readonly", name, info, err)
+		}
 	}
 }

@@ -54,7 +54,6 @@ func init() {
 	}
 	commands = append(commands, tableCommands()...)
 	commands = append(commands, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList)
-	commands = append(commands, unreadCommands...)
 	commands = append(commands, cmdServe, cmdDemo, cmdVersion, cmdHelp)
 }
 

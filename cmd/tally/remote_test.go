@@ -136,6 +136,7 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("top", "music"),
 		// Unread.
 		c("unread", "kind", "add", "reply"),
+		c("unread", "kind", "list"),
 		c("unread", "incr", "1", "mention", "2"),
 		c("unread", "incr", "1", "reply"),
 		c("unread", "get", "1", "2"),
@@ -186,6 +187,9 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("unread", "incr", "1", "nosuch"),
 		c("unread", "kind", "add", "mention"),
 		c("dot", "mark"),
+		c("dot", "has", "1", "a.b"),
+		c("unread", "get", "1", "x"),
+		c("unread", "kind", "add", "x", "--hint", "12"),
 		c("notice", "post", "system", "0"),
 		c("verify", "extra"),
 		c("stats", "--bogus"),
