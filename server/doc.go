@@ -2,7 +2,7 @@
 // server of "tally serve": one process owns one store, and any number of
 // clients (redis-cli, redis-benchmark, any Redis client library) use it over
 // TCP, with pipelining. It uses only public APIs: package store's, the
-// command groups' packages (timeline, unread, likes: TimelineCommands and
+// command groups' packages (timeline, unread, likes: UnreadCommands and
 // the like take their handles) and the root package tally's counter
 // namespaces (CounterOwner).
 //
@@ -93,11 +93,12 @@
 // answers HELP with its subcommands.
 //
 // Groups of the packages above store are registered by their hosts ("tally
-// serve" registers them all): TimelineCommands (timeline.go) is the TL.*
-// group of package timeline: TL.FOLLOW, TL.UNFOLLOW, TL.ISFOLLOWING,
-// TL.POST [WAIT], TL.UNPOST, TL.HOME uid [LIMIT n] [CURSOR c],
-// TL.FOLLOWERS, TL.FOLLOWEES, TL.USER, TL.ACTIVE, TL.CONFIG and TL.EXPIRE;
-// its file comment lists every reply.
+// serve" registers them all). The TL.* group of package timeline is part
+// of the one command table (DBCommands): TL.FOLLOW, TL.UNFOLLOW,
+// TL.ISFOLLOWING and TL.MISFOLLOWING, TL.POST [WAIT] [ASYNC], TL.UNPOST,
+// TL.HOME uid [LIMIT n] [CURSOR c], TL.FOLLOWERS, TL.FOLLOWEES, TL.POSTS,
+// TL.USER and TL.MUSER, TL.ACTIVE, TL.CONFIG and TL.EXPIRE;
+// internal/commands/timeline.go lists every reply beside its CLI form.
 //
 // Likes (LIKE.LIKE, LIKE.UNLIKE, LIKE.DISLIKE, LIKE.UNDISLIKE,
 // LIKE.SETOWNER, LIKE.COUNTS, LIKE.STATES, LIKE.LIKERS, LIKE.USERLIKES,

@@ -40,7 +40,7 @@ func TestPackageCountersReserved(t *testing.T) {
 	}
 	mustSchema(t, db.Store())
 	ts := startServerWith(t, db.Store(), dir, nil,
-		TimelineCommands(db.Timeline()), LikesCommands(db.Likes()))
+		LikesCommands(db.Likes()), DBCommands(db))
 	t.Cleanup(func() { // runs before the server's cleanup closes the store (LIFO)
 		if err := db.Check(); err != nil {
 			t.Errorf("Check: %v", err)

@@ -2,64 +2,41 @@ package server
 
 import (
 	"context"
-	"errors"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
 )
 
-// newTimelineServer serves a fresh store with the TL.* group registered.
+// newTimelineServer serves a fresh database with the one command table
+// (the TL.* commands among it) and no job workers: a fan-out runs when a
+// test runs the jobs, or when TL.POST WAIT waits for it. Check of every
+// package runs at cleanup.
 func newTimelineServer(t *testing.T) (*redis.Client, *timeline.Timeline) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "db")
-	db, err := store.Open(dir, &store.Options{Durability: store.NoSync, DisableBackground: true, JobWorkers: -1})
+	db, err := tallydb.Open(dir, &tallydb.Options{
+		Store:    &store.Options{Durability: store.NoSync, DisableBackground: true, JobWorkers: -1},
+		Timeline: &timeline.Options{ExpireInterval: -1},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := timeline.New(db, &timeline.Options{ExpireInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Register(TimelineCommands(tl)...); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
-	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), PoolSize: 2})
-	t.Cleanup(func() {
-		c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-done; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-		if err := tl.Check(); err != nil {
+	ts := startServerWith(t, db.Store(), dir, nil, DBCommands(db))
+	t.Cleanup(func() { // runs before the server's cleanup closes the store (LIFO)
+		if err := db.Check(); err != nil {
 			t.Errorf("Check: %v", err)
 		}
-		tl.Close()
-		if err := db.Close(); err != nil {
-			t.Errorf("Close: %v", err)
+		for _, p := range db.Packages() {
+			p.Close()
 		}
 	})
-	return c, tl
+	return ts.client(t, &redis.Options{PoolSize: 2}), db.Timeline()
 }
 
 func TestTimelineCommands(t *testing.T) {
@@ -85,6 +62,9 @@ func TestTimelineCommands(t *testing.T) {
 	}
 	if v := do("TL.ISFOLLOWING", 21, 1); v != int64(0) {
 		t.Fatalf("isfollowing reversed: %v", v)
+	}
+	if v := do("TL.MISFOLLOWING", 1, 21, 23, 20); !equalAny(v, []any{int64(1), int64(0), int64(1)}) {
+		t.Fatalf("misfollowing: %v", v)
 	}
 	if n := do("TL.ACTIVE", 1); n != int64(1) {
 		t.Fatalf("active: %v", n)
@@ -117,6 +97,10 @@ func TestTimelineCommands(t *testing.T) {
 	if v := do("TL.USER", 20); !equalAny(v, []any{"followers", int64(2), "followees", int64(0), "posts", int64(2)}) {
 		t.Fatalf("user: %v", v)
 	}
+	if v := do("TL.MUSER", 20, 1); !equalAny(v, []any{[]any{"followers", int64(2), "followees", int64(0), "posts", int64(2)},
+		[]any{"followers", int64(0), "followees", int64(3), "posts", int64(0)}}) {
+		t.Fatalf("muser: %v", v)
+	}
 	if v := do("TL.FOLLOWERS", 20); !equalAny(v, []any{nil, []any{int64(1), int64(2)}}) {
 		t.Fatalf("followers: %v", v)
 	}
@@ -143,6 +127,12 @@ func TestTimelineCommands(t *testing.T) {
 	}
 	if v := do("TL.HOME", 1); !equalAny(v, []any{nil, []any{[]any{int64(101), int64(20)}}}) {
 		t.Fatalf("home after unpost and unfollow: %v", v)
+	}
+	if v := do("TL.POST", 20, 105, "ASYNC"); !equalAny(v, []any{"queued"}) { // RESP's default, said
+		t.Fatalf("post async: %v", v)
+	}
+	if v := do("TL.FOLLOWERS", 20, "LIMIT", 0); !equalAny(v, []any{nil, []any{int64(1), int64(2)}}) { // 0: the default
+		t.Fatalf("followers limit 0: %v", v)
 	}
 	if v := do("TL.CONFIG", "INBOXCAP", 50, "ACTIVEWINDOW", "48h"); !equalAny(v, []any{"inbox_cap", int64(50), "active_window", "48h0m0s", "pull_threshold", int64(1000000), "chunk_size", int64(1000)}) {
 		t.Fatalf("config: %v", v)
@@ -185,24 +175,40 @@ func TestTimelineCommandsBadInput(t *testing.T) {
 	}{
 		{[]any{"TL.FOLLOW", 1, 1}, "ERR timeline: a user cannot follow themselves"},
 		{[]any{"TL.FOLLOW", 4, 5, 4}, "ERR timeline: a user cannot follow themselves"},
-		{[]any{"TL.FOLLOW", 1, "x"}, "ERR invalid id 'x'"},
+		{[]any{"TL.FOLLOW", 1, "x"}, `ERR bad followee "x"`},
+		{[]any{"TL.UNFOLLOW", 1, 1}, "ERR timeline: a user cannot follow themselves"},
 		{[]any{"TL.FOLLOW", 0, 2}, "ERR timeline: bad id"},
 		{[]any{"TL.FOLLOW", 1}, "ERR wrong number of arguments"},
 		{[]any{"TL.POST", 2, 13, 12}, "ERR timeline: post id belongs to another author"},
-		{[]any{"TL.POST", 2, "WAIT"}, "ERR wrong number of arguments"},
+		{[]any{"TL.POST", 2, "WAIT"}, `ERR bad post "WAIT"`},
+		{[]any{"TL.POST", 2, 13, "WAIT", "ASYNC"}, "ERR wait and async exclude each other"},
+		{[]any{"TL.POST", 2, 13, "WAIT", "WAIT"}, "ERR WAIT given twice"},
+		{[]any{"TL.POST", 2, 0}, "ERR timeline: bad id: post id 0"},
 		{[]any{"TL.UNPOST", 2, 12}, "ERR timeline: post id belongs to another author"},
 		{[]any{"TL.HOME", 1, "LIMIT", -1}, "ERR timeline: bad page limit"},
-		{[]any{"TL.HOME", 1, "LIMIT", "x"}, "ERR invalid limit"},
+		{[]any{"TL.HOME", 1, "LIMIT", 1001}, "ERR timeline: bad page limit"},
+		{[]any{"TL.HOME", 1, "LIMIT", "x"}, `ERR bad limit "x"`},
 		{[]any{"TL.HOME", 1, "CURSOR", "nope"}, "ERR timeline: bad cursor"},
 		{[]any{"TL.HOME", 3, "CURSOR", cursor}, "ERR timeline: bad cursor"},
-		{[]any{"TL.HOME", 1, "LIMIT"}, "ERR syntax error"},
-		{[]any{"TL.HOME", 1, "SIDEWAYS", 2}, "ERR syntax error"},
+		{[]any{"TL.HOME", 1, "LIMIT"}, "ERR LIMIT needs a value"},
+		{[]any{"TL.HOME", 1, "SIDEWAYS", 2}, `ERR unknown option "SIDEWAYS"`},
+		{[]any{"TL.HOME", "x"}, `ERR bad uid "x"`},
 		{[]any{"TL.FOLLOWERS", 2, "CURSOR", cursor}, "ERR timeline: bad cursor"},
 		{[]any{"TL.CONFIG", "INBOXCAP", 0}, "ERR timeline: invalid option"},
 		{[]any{"TL.CONFIG", "ACTIVEWINDOW", "1s"}, "ERR timeline: invalid option"},
-		{[]any{"TL.CONFIG", "BOGUS", 1}, "ERR syntax error"},
+		{[]any{"TL.CONFIG", "INBOXCAP", 2000000}, "ERR timeline: invalid option"},
+		{[]any{"TL.CONFIG", "PULLTHRESHOLD", 0}, "ERR timeline: invalid option"},
+		{[]any{"TL.CONFIG", "CHUNKSIZE", -1}, "ERR timeline: invalid option"},
+		{[]any{"TL.CONFIG", "ACTIVEWINDOW", "soon"}, `ERR bad active-window "soon"`},
+		{[]any{"TL.CONFIG", "BOGUS", 1}, `ERR unknown option "BOGUS"`},
+		{[]any{"TL.EXPIRE", 1}, "ERR wrong number of arguments"},
 		{[]any{"TL.ACTIVE", 0}, "ERR timeline: bad id"},
 		{[]any{"TL.USER", 0}, "ERR timeline: bad id"},
+		{[]any{"TL.USER", 1, 2}, "ERR wrong number of arguments"},
+		{[]any{"TL.MUSER", 1, 0}, "ERR timeline: bad id"},
+		{[]any{"TL.ISFOLLOWING", 1}, "ERR wrong number of arguments"},
+		{[]any{"TL.ISFOLLOWING", 1, 2, 3}, "ERR wrong number of arguments"},
+		{[]any{"TL.MISFOLLOWING", 1, 0}, "ERR timeline: bad id"},
 	} {
 		err := c.Do(ctx, tc.args...).Err()
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {

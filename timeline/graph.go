@@ -386,10 +386,22 @@ type IDPage struct {
 	NoMore bool   // the list ends with this page
 }
 
+// CheckLimit returns an error wrapping ErrBadLimit for a page limit that
+// the page reads (Home, FollowersPage, FolloweesPage, PostsPage) refuse:
+// below 0 or above MaxLimit (0 means DefaultLimit). It is the one
+// statement of the rule, for a host that parses a limit and refuses it
+// before anything is opened.
+func CheckLimit(limit int64) error {
+	if limit < 0 || limit > MaxLimit {
+		return fmt.Errorf("%w: %d (want 0..%d; 0 means %d)", ErrBadLimit, limit, MaxLimit, DefaultLimit)
+	}
+	return nil
+}
+
 // checkLimit validates a page limit; 0 means DefaultLimit.
 func checkLimit(limit int) (int, error) {
-	if limit < 0 || limit > MaxLimit {
-		return 0, fmt.Errorf("%w: %d (want 0..%d; 0 means %d)", ErrBadLimit, limit, MaxLimit, DefaultLimit)
+	if err := CheckLimit(int64(limit)); err != nil {
+		return 0, err
 	}
 	if limit == 0 {
 		limit = DefaultLimit

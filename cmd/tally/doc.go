@@ -50,7 +50,7 @@
 //	follows load FILE [--skip-bad]
 //	                            bulk-load CSV "follower,followee"
 //	active UID...               mark users active (rebuilds expired inboxes)
-//	post AUTHOR POSTID... [--async]
+//	post AUTHOR POSTID... [--wait] [--async]
 //	                            publish; "POSTID delivered N" after the
 //	                            fan-out; unpost: "POSTID removed|absent"
 //	home UID [--limit N] [--cursor C]

@@ -48,9 +48,7 @@ func init() {
 		cmdIncr, cmdSet, cmdGet, cmdDelete,
 		cmdLoad, cmdCompact, cmdVerify,
 		cmdReplay, cmdStats, cmdCheckpoint, cmdJobs, cmdJobsWait,
-		cmdFollow, cmdUnfollow, cmdFollowsLoad, cmdActive,
-		cmdPost, cmdUnpost, cmdHome, cmdUser, cmdFollowers, cmdFollowees, cmdIsFollowing, cmdPosts,
-		cmdTimelineConfig, cmdTimelineExpire,
+		cmdFollowsLoad,
 	}
 	commands = append(commands, tableCommands()...)
 	commands = append(commands, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList)

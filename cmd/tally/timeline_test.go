@@ -36,9 +36,11 @@ func TestTimelineCommands(t *testing.T) {
 	wantOut(t, mustTally(t, d, "post", "20", "100", "101"), "100 delivered 1\n101 delivered 1\n")
 	wantOut(t, mustTally(t, d, "post", "20", "101"), "101 duplicate\n")
 	wantOut(t, mustTally(t, d, "post", "21", "102", "--async"), "102 queued\n")
+	wantOut(t, mustTally(t, d, "post", "23", "105", "--async"), "105 queued\n") // nobody to push to: still "queued"
 	mustTally(t, d, "jobs", "wait")
-	wantOut(t, mustTally(t, d, "post", "22", "103", "104"), "103 delivered 1\n104 delivered 1\n")
+	wantOut(t, mustTally(t, d, "post", "22", "103", "--wait", "104"), "103 delivered 1\n104 delivered 1\n")
 	wantOut(t, mustTally(t, d, "user", "1", "20", "99"), "1 followers=0 followees=3 posts=0\n20 followers=2 followees=0 posts=2\n99 followers=0 followees=0 posts=0\n")
+	wantOut(t, mustTally(t, d, "followers", "20", "--limit", "0"), "1\n2\nend\n") // 0: the default page
 
 	// Pages: the cursor line feeds the next page.
 	out := mustTally(t, d, "home", "1", "--limit", "2")
@@ -136,27 +138,36 @@ func TestTimelineBadInput(t *testing.T) {
 	}{
 		{[]string{"follow", "1", "1"}, 1, "cannot follow themselves"},
 		{[]string{"follow", "4", "5", "4"}, 1, "cannot follow themselves"},
-		{[]string{"follow", "1", "x"}, 2, `bad id "x"`},
+		{[]string{"follow", "1", "x"}, 2, `bad followee "x"`},
+		{[]string{"unfollow", "1", "1"}, 1, "cannot follow themselves"},
 		{[]string{"follow", "0", "2"}, 1, "timeline: bad id"},
-		{[]string{"follow", "1"}, 2, "want UID and at least one FOLLOWEE"},
-		{[]string{"unfollow", "1", "-3"}, 2, "flag provided but not defined"},
+		{[]string{"follow", "1"}, 2, "missing FOLLOWEE (want UID FOLLOWEE...)"},
+		{[]string{"unfollow", "1", "-3"}, 2, `bad followee "-3"`},
+		{[]string{"follow", "1", "2", "--bogus"}, 2, "unknown flag -bogus"},
 		{[]string{"follow", "1", "9223372036854775808"}, 1, "timeline: bad id"},
 		{[]string{"post", "2", "12", "11"}, 1, "belongs to another author"},
 		{[]string{"post", "2", "0"}, 1, "timeline: bad id"},
-		{[]string{"post", "2"}, 2, "want AUTHOR"},
+		{[]string{"post", "2"}, 2, "missing POST (want AUTHOR POST..."},
+		{[]string{"post", "2", "13", "--wait", "--async"}, 2, "wait and async exclude each other"},
 		{[]string{"unpost", "2", "11"}, 1, "belongs to another author"},
 		{[]string{"home", "1", "--limit", "-1"}, 1, "bad page limit"},
 		{[]string{"home", "1", "--limit", "1001"}, 1, "bad page limit"},
 		{[]string{"home", "1", "--cursor", "not-a-cursor"}, 1, "bad cursor"},
-		{[]string{"home", "x"}, 2, "bad user id"},
-		{[]string{"home", "1", "2"}, 2, "want one UID"},
+		{[]string{"home", "x"}, 2, `bad uid "x"`},
+		{[]string{"home", "1", "2"}, 2, `extra "2" (want UID [--limit LIMIT] [--cursor CURSOR])`},
+		{[]string{"posts", "0"}, 1, "timeline: bad id: author id 0"},
 		{[]string{"followers", "1", "--cursor", "AAAA"}, 1, "bad cursor"},
-		{[]string{"user"}, 2, "want at least one UID"},
+		{[]string{"user"}, 2, "missing UID (want UID...)"},
+		{[]string{"user", "1", "0"}, 1, "timeline: bad id: user id 0"},
+		{[]string{"is-following", "1"}, 2, "missing FOLLOWEE"},
+		{[]string{"is-following", "0", "1"}, 1, "timeline: bad id: user id 0"},
 		{[]string{"active", "0"}, 1, "timeline: bad id"},
 		{[]string{"timeline", "config", "--inbox-cap", "0"}, 1, "invalid option"},
 		{[]string{"timeline", "config", "--inbox-cap", "2000000"}, 1, "invalid option"},
 		{[]string{"timeline", "config", "--active-window", "10s"}, 1, "invalid option"},
-		{[]string{"timeline", "config", "--active-window", "soon"}, 2, "bad --active-window"},
+		{[]string{"timeline", "config", "--active-window", "soon"}, 2, `bad active-window "soon"`},
+		{[]string{"timeline", "config", "--active-window", "0s"}, 1, "invalid option"},
+		{[]string{"timeline", "config", "extra"}, 2, `extra "extra"`},
 		{[]string{"timeline", "config", "--pull-threshold", "0"}, 1, "invalid option"},
 		{[]string{"timeline", "config", "--chunk-size", "-1"}, 1, "invalid option"},
 		{[]string{"timeline"}, 2, "missing subcommand"},
@@ -173,7 +184,8 @@ func TestTimelineBadInput(t *testing.T) {
 }
 
 func TestTimelineHelp(t *testing.T) {
-	for _, c := range []string{"follow", "unfollow", "follows load", "active", "post", "unpost", "home", "user", "followers", "followees", "timeline config"} {
+	for _, c := range []string{"follow", "unfollow", "follows load", "active", "post", "unpost", "home", "user", "followers", "followees",
+		"is-following", "posts", "timeline config", "timeline expire"} {
 		out := mustTally(t, append([]string{"help"}, strings.Fields(c)...)...)
 		if !strings.Contains(out, "Usage: tally -d DIR "+c) || !strings.Contains(out, "Example:") {
 			t.Errorf("help %s lacks usage or an example:\n%s", c, out)

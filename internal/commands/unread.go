@@ -52,8 +52,7 @@ import (
 const unreadGroup = "unread"
 
 var (
-	pUID     = Param{Name: "uid", Kind: Uint}
-	pUIDs    = Param{Name: "uid", Kind: Uint, Multiple: true}
+	// pUID and pUIDs are timeline.go's.
 	pChannel = Param{Name: "channel", Kind: String}
 	pKind    = Param{Name: "kind", Kind: String}
 )
