@@ -56,6 +56,12 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The bar's clock starts with the run.
+	var progress cmdtab.Progress
+	if isTerminal(e.stdout) {
+		progress = barProgress{newProgress(e.stdout, "", "", 0)}
+	}
+	in.SetOutput(e.stderr, progress)
 	ctx, stop := e.interruptContext()
 	defer stop()
 	out, err := tc.Run(ctx, db, in)
@@ -106,3 +112,14 @@ func (e *env) globalFlags(args []string) ([]string, error) {
 	}
 	return rest, nil
 }
+
+// barProgress draws a table command's progress as the CLI's progress bar
+// (progress.go).
+type barProgress struct{ bar *progressBar }
+
+func (b barProgress) Update(label, unit string, done, total int64) {
+	b.bar.label, b.bar.unit, b.bar.total = label, unit, total
+	b.bar.update(done)
+}
+
+func (b barProgress) Finish() { b.bar.finish() }
