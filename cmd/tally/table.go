@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	cmdtab "github.com/tallydb/tally/internal/commands"
+	"github.com/tallydb/tally/store"
 )
 
 // The CLI rendering of tally's one command table (internal/commands): each
@@ -52,7 +53,11 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 	case cmdtab.OpenReadOnly:
 		mode = openReadOnly
 	}
-	db, err := e.openDB(mode)
+	var configure func(*store.Options) error
+	if tc.StoreOptions != nil {
+		configure = func(o *store.Options) error { return tc.StoreOptions(in, o) }
+	}
+	db, err := e.openDBWith(mode, configure)
 	if err != nil {
 		return err
 	}
