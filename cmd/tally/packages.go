@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 
 	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/store"
@@ -84,13 +83,4 @@ func closeTally(db *tallydb.DB, err error) error {
 		err = cerr
 	}
 	return err
-}
-
-// writePackageStats prints every open package's figures as NAME.KEY VALUE.
-func writePackageStats(w io.Writer, db *tallydb.DB) {
-	for _, p := range db.PackageStats() {
-		for _, s := range p.Stats {
-			fmt.Fprintf(w, "%s.%s %s\n", p.Name, s.Key, s.Value)
-		}
-	}
 }

@@ -5,5 +5,6 @@ package commands
 func All() []*Command {
 	var t []*Command
 	t = append(t, likesCommands()...)
+	t = append(t, adminCommands()...)
 	return t
 }
