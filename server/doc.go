@@ -88,6 +88,15 @@
 //	                                 usec_per_call=,rejected_calls=,failed_calls=),
 //	                                 as redis_exporter reads them
 //	SAVE                             OK after a checkpoint
+//	TALLY.JOBS LIST                  bulk: the lines of "tally jobs" (queued jobs)
+//	TALLY.JOBS WAIT                  integer: jobs finished (runs every queued job)
+//	TALLY.COMPACT                    bulk: the lines of "tally compact"; BYTESPERSEC
+//	                                 is refused (the server's pace applies)
+//	TALLY.VERIFY                     OK; on damage an error naming every problem
+//	TALLY.CHECKPOINT                 integer: the sequence the checkpoint includes
+//	TALLY.STATS, TALLY.REPLAY        bulk: the lines of "tally stats", "tally
+//	                                 replay": the server's figures, the recovery
+//	                                 of its own open
 //
 // Every container (CLIENT, CONFIG, COMMAND, TALLY.COUNTER, TALLY.COLUMN)
 // answers HELP with its subcommands.

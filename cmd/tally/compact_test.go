@@ -1,14 +1,10 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/tallydb/tally/store"
 )
 
 func TestCompactAndVerify(t *testing.T) {
@@ -77,23 +73,5 @@ func TestCompactAndVerify(t *testing.T) {
 		if code != exitError || !strings.Contains(errOut, "no such directory") {
 			t.Errorf("tally %s on a missing dir: exit %d, stderr %q", args[0], code, errOut)
 		}
-	}
-}
-
-// Damage itself is made and detected by the store's tests (they can write
-// raw keys); here we check that verify prints every joined problem.
-func TestReportProblems(t *testing.T) {
-	err := errors.Join(
-		fmt.Errorf("%w: c range 3: block 2: checksum mismatch", store.ErrCorrupt),
-		fmt.Errorf("%w: log record 17: truncated", store.ErrCorrupt),
-	)
-	var b strings.Builder
-	if n := reportProblems(&b, err); n != 2 {
-		t.Fatalf("reportProblems = %d, want 2", n)
-	}
-	want := "tally: verify: corrupt data: c range 3: block 2: checksum mismatch\n" +
-		"tally: verify: corrupt data: log record 17: truncated\n"
-	if b.String() != want {
-		t.Fatalf("printed:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

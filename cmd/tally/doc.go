@@ -151,7 +151,7 @@
 // [exit code, stdout, stderr] reply and exits with the code. The server
 // runs the command through env.run, the very dispatcher and command table
 // of the CLI, with buffers for streams and env.served set: every open
-// (open, openRead, openDB, openGraph, openLikes, openCompact) returns the
+// (open, openRead, openDB, openGraph, openLikes) returns the
 // server's tally.DB and closeDB/closeTally leave it open. Output and exit
 // codes are therefore those of embedded mode by construction, and a new
 // command is reachable through a running server with no extra code;

@@ -46,8 +46,7 @@ func init() {
 	commands = []*command{
 		cmdCounterAdd, cmdCounterList, cmdColumnAdd,
 		cmdIncr, cmdSet, cmdGet, cmdDelete,
-		cmdLoad, cmdCompact, cmdVerify,
-		cmdReplay, cmdStats, cmdCheckpoint, cmdJobs, cmdJobsWait,
+		cmdLoad,
 		cmdFollowsLoad,
 	}
 	commands = append(commands, tableCommands()...)

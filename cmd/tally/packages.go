@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"io"
 
 	tallydb "github.com/tallydb/tally"
+	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
 )
 
@@ -29,14 +29,35 @@ const (
 // with every package wired (families declared, unread observing the
 // follow graph), so no command wires packages itself.
 func (e *env) openDB(mode openMode) (*tallydb.DB, error) {
+	return e.openDBWith(mode, nil)
+}
+
+// openDBWith is openDB with configure, if not nil, setting store options
+// of the command's own (compact's pace). Inside tally serve, whose store
+// is open with its own, configure gets nil and returns an error for an
+// option it cannot apply: the command is refused (errNotRemote).
+func (e *env) openDBWith(mode openMode, configure func(*store.Options) error) (*tallydb.DB, error) {
 	if e.served != nil {
 		// NB: the server opened every package writable at its start, so
 		// openReadOnly and openExisting see them all (see remote.go).
-		return e.served, e.servedOptions()
+		if err := e.servedOptions(); err != nil {
+			return e.served, err
+		}
+		if configure != nil {
+			if err := configure(nil); err != nil {
+				return e.served, fmt.Errorf("%w: %v", errNotRemote, err)
+			}
+		}
+		return e.served, nil
 	}
 	opts, err := e.options()
 	if err != nil {
 		return nil, err
+	}
+	if configure != nil {
+		if err := configure(opts); err != nil {
+			return nil, err
+		}
 	}
 	if mode != openCreate {
 		if err := mustBeStoreDir(e.dir); err != nil {
@@ -62,13 +83,4 @@ func closeTally(db *tallydb.DB, err error) error {
 		err = cerr
 	}
 	return err
-}
-
-// writePackageStats prints every open package's figures as NAME.KEY VALUE.
-func writePackageStats(w io.Writer, db *tallydb.DB) {
-	for _, p := range db.PackageStats() {
-		for _, s := range p.Stats {
-			fmt.Fprintf(w, "%s.%s %s\n", p.Name, s.Key, s.Value)
-		}
-	}
 }

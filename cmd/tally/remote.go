@@ -22,8 +22,9 @@ package main
 //
 // The alternative, a RESP rendering per command (TL.*, LIKE.*, ...) that
 // the CLI would translate to and from, was rejected: every command would
-// have two output paths to keep identical, and jobs, compact, verify,
-// checkpoint and stats have no RESP form at all.
+// have two output paths to keep identical. (Commands of the one table,
+// internal/commands, have a RESP form too, e.g. TALLY.JOBS, TALLY.COMPACT,
+// TALLY.VERIFY, TALLY.STATS; TALLY.EXEC runs their CLI rendering.)
 //
 // What differs from embedded mode, by necessity:
 //   - The server opened every package writable at its start, so commands

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	cmdtab "github.com/tallydb/tally/internal/commands"
+	"github.com/tallydb/tally/store"
 )
 
 // The CLI rendering of tally's one command table (internal/commands): each
@@ -52,10 +53,20 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 	case cmdtab.OpenReadOnly:
 		mode = openReadOnly
 	}
-	db, err := e.openDB(mode)
+	var configure func(*store.Options) error
+	if tc.StoreOptions != nil {
+		configure = func(o *store.Options) error { return tc.StoreOptions(in, o) }
+	}
+	db, err := e.openDBWith(mode, configure)
 	if err != nil {
 		return err
 	}
+	// The bar's clock starts with the run.
+	var progress cmdtab.Progress
+	if isTerminal(e.stdout) {
+		progress = barProgress{newProgress(e.stdout, "", "", 0)}
+	}
+	in.SetOutput(e.stderr, progress)
 	ctx, stop := e.interruptContext()
 	defer stop()
 	out, err := tc.Run(ctx, db, in)
@@ -112,3 +123,14 @@ func (e *env) globalFlags(args []string) ([]string, error) {
 	}
 	return rest, nil
 }
+
+// barProgress draws a table command's progress as the CLI's progress bar
+// (progress.go).
+type barProgress struct{ bar *progressBar }
+
+func (b barProgress) Update(label, unit string, done, total int64) {
+	b.bar.label, b.bar.unit, b.bar.total = label, unit, total
+	b.bar.update(done)
+}
+
+func (b barProgress) Finish() { b.bar.finish() }

@@ -188,7 +188,7 @@ func TestUnreadBadInput(t *testing.T) {
 		{[]string{"unread", "kind", "add", "x", "--hint", "0"}, exitError, "invalid option: hint 0"},
 		{[]string{"unread", "kind", "add", "x", "--max", "320"}, exitError, "invalid option: max 320"},
 		{[]string{"unread", "kind", "add", "x", "--wide", "3"}, exitUsage, "unknown flag -wide"},
-		{[]string{"unread", "kind", "list", "x"}, exitUsage, "wrong number of arguments"},
+		{[]string{"unread", "kind", "list", "x"}, exitUsage, "takes no arguments"},
 		{[]string{"unread", "kind"}, exitUsage, "unknown subcommand"},
 		{[]string{"unread", "incr", "1", "like"}, exitError, "unread: unknown kind"},
 		{[]string{"unread", "incr", "x", "mention"}, exitUsage, `bad uid "x"`},

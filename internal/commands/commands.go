@@ -54,6 +54,7 @@ import (
 	"strings"
 
 	tallydb "github.com/tallydb/tally"
+	"github.com/tallydb/tally/store"
 )
 
 // ErrUsage is wrapped by every error for a malformed command: a missing or
@@ -178,6 +179,13 @@ type Command struct {
 	// Check, if set, validates the input before anything is opened (the
 	// CLI may create a store): names, ranges, combinations of options.
 	Check func(in *Input) error
+	// StoreOptions, if set, is how the input sets the options the CLI
+	// opens the store with (compact's --bytes-per-sec paces its jobs),
+	// called after Check. o is nil when the store is open already, with
+	// its own options (the CLI's command runs inside tally serve): it then
+	// returns an error naming each option it cannot apply. Over RESP it is
+	// not called: Check refuses such options there.
+	StoreOptions func(in *Input, o *store.Options) error
 	// Run runs the command against db; ctx ends when the client goes or
 	// the server shuts down (RESP), or at an interrupt (CLI).
 	Run func(ctx context.Context, db *tallydb.DB, in *Input) (any, error)
@@ -293,7 +301,7 @@ func (c *Command) RESPSynopsis() string {
 // options, and the RESP form.
 func (c *Command) CLIHelp() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Usage: tally -d DIR %s %s\n\n", c.CLI, c.Synopsis())
+	fmt.Fprintf(&b, "Usage: %s\n\n", strings.TrimSpace("tally -d DIR "+c.CLI+" "+c.Synopsis()))
 	b.WriteString(strings.TrimRight(c.Help, "\n"))
 	b.WriteString("\n")
 	var opts []Param

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"io"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,42 @@ type Input struct {
 	vals  []value               // one per cmd.Params
 	style func(*Command) string // the synopsis errors show: CLI or RESP
 	cli   bool                  // parsed from a command line
+
+	// Set by the CLI's glue (SetOutput); nil over RESP.
+	stderr   io.Writer
+	progress Progress
+}
+
+// Progress receives a long command's progress (compact, jobs wait): the
+// CLI draws it as a bar on a terminal. A command calls it from one
+// goroutine at a time, and Finish once, after the last Update.
+type Progress interface {
+	// Update reports done units of total (0: not known) of the step
+	// named label ("jobs", "seal"); unit names what is counted.
+	Update(label, unit string, done, total int64)
+	// Finish ends the display, before the command's output is printed.
+	Finish()
+}
+
+// Progress returns where the command reports its progress, or nil: over
+// RESP, and in a CLI whose output is not a terminal.
+func (in *Input) Progress() Progress { return in.progress }
+
+// Stderr returns where the CLI prints a note beside the command's
+// output, one that is not a failure (verify names an interrupted load
+// and the command that finishes it); io.Discard over RESP, whose reply
+// is the command's whole answer.
+func (in *Input) Stderr() io.Writer {
+	if in.stderr == nil {
+		return io.Discard
+	}
+	return in.stderr
+}
+
+// SetOutput gives a command parsed from a command line the CLI's error
+// stream and, on a terminal, a progress display (nil: none).
+func (in *Input) SetOutput(stderr io.Writer, p Progress) {
+	in.stderr, in.progress = stderr, p
 }
 
 // CLI reports whether the input came from the command line. A command's
@@ -182,7 +219,10 @@ func (c *Command) ParseCLI(args []string) (*Input, error) {
 		}
 		if optionsDone || len(a) < 2 || a[0] != '-' || a[1] >= '0' && a[1] <= '9' {
 			if err := in.positional(n, a); err != nil {
-				if err == errNoSlot {
+				switch {
+				case err == errNoSlot && len(c.Positionals()) == 0:
+					err = Usagef("takes no arguments, got %s", quote.Input(a))
+				case err == errNoSlot:
 					err = Usagef("wrong number of arguments: extra %s (want %s)", quote.Input(a), c.Synopsis())
 				}
 				return nil, err

@@ -7,5 +7,6 @@ func All() []*Command {
 	t = append(t, timelineCommands()...)
 	t = append(t, likesCommands()...)
 	t = append(t, unreadCommands()...)
+	t = append(t, adminCommands()...)
 	return t
 }
