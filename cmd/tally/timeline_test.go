@@ -167,7 +167,7 @@ func TestTimelineBadInput(t *testing.T) {
 		{[]string{"timeline", "config", "--active-window", "10s"}, 1, "invalid option"},
 		{[]string{"timeline", "config", "--active-window", "soon"}, 2, `bad active-window "soon"`},
 		{[]string{"timeline", "config", "--active-window", "0s"}, 1, "invalid option"},
-		{[]string{"timeline", "config", "extra"}, 2, `extra "extra"`},
+		{[]string{"timeline", "config", "extra"}, 2, `takes no arguments, got "extra"`},
 		{[]string{"timeline", "config", "--pull-threshold", "0"}, 1, "invalid option"},
 		{[]string{"timeline", "config", "--chunk-size", "-1"}, 1, "invalid option"},
 		{[]string{"timeline"}, 2, "missing subcommand"},
