@@ -34,13 +34,13 @@ package store
 // segments"), not by the key, and package cold has no iterator that starts
 // at a key (Desc.Keys starts at the range's first key). So, with the APIs of
 // those packages as they are, a round costs one pass over each hash table of
-// the range (a bounded heap keeps the need smallest keys: memory O(need),
+// the range (smallestKeys keeps the need smallest keys: memory O(need),
 // never the table) plus a walk of the cold keys up to the cursor, then one
 // readRowRefd per candidate (cold candidates share the cached blocks: one
 // block decode per ~1000 rows). The work of a page is thus proportional to
 // the rows of the ranges it touches, not to its limit;
 // BenchmarkScan measures both tiers (bench/RESULTS.md, "Counter scan").
-// What would make it O(limit) is noted there and in the issue: a
+// What would make it O(limit) is noted there: a
 // Desc.KeysFrom(key) in package cold, and for hot tables either an ordered
 // index or a cursor in hot's own (mixed) order, which would no longer be an
 // id and would need care when a range is sealed under a scan.
