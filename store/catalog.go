@@ -127,6 +127,9 @@ type rangeSet struct {
 	m    map[uint64]*rangeState
 	bits uint   // range width: low id bits per range, 8..64
 	mask uint64 // 1<<bits - 1
+	// sorted caches the ids of m in increasing order for scans (scan.go's
+	// sortedIDs); nil until the snapshot is first scanned.
+	sorted atomic.Pointer[[]uint64]
 }
 
 func newRangeSet(bits uint, m map[uint64]*rangeState) *rangeSet {

@@ -15,7 +15,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// TestSimulation runs readers (Get, MultiGet), writers (Incr, Set, Delete,
+// TestSimulation runs readers (Get, MultiGet), scanners (Scan),
+// writers (Incr, Set, Delete,
 // batches), seals, merges, checkpoints and Verify at once on a tiny block
 // cache, in rounds, in the manner of bbolt's simulation_test.go. Between
 // rounds the world stops, Check runs and every row is compared with the
@@ -44,6 +45,7 @@ func TestSimulation(t *testing.T) {
 const (
 	simWriters   = 3
 	simReaders   = 3
+	simScanners  = 2
 	simRanges    = 10
 	simPerRange  = 48
 	simRangeBits = 8
@@ -73,6 +75,21 @@ func (k *simKey) explains(vals []uint64, r0, r1 uint64) bool {
 		}
 	}
 	return false
+}
+
+// storedThroughout reports whether every version of k possibly visible at
+// some point of [r0, r1] is non-zero: the row was stored for the whole
+// window, so a scan over it must visit it.
+func (k *simKey) storedThroughout(r0, r1 uint64) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i := range k.vers {
+		v := &k.vers[i]
+		if v.begin <= r1 && v.end > r0 && v.vals == [simCols]uint64{} {
+			return false
+		}
+	}
+	return true
 }
 
 func (k *simKey) history() string {
@@ -157,6 +174,10 @@ func (s *sim) run(rounds int) {
 		for range simReaders {
 			wg.Add(1)
 			go s.reader(&wg, s.rng.Uint64())
+		}
+		for range simScanners {
+			wg.Add(1)
+			go s.scanner(&wg, s.rng.Uint64())
 		}
 		wg.Add(1)
 		go s.jobs(&wg, s.rng.Uint64())
@@ -396,6 +417,76 @@ func (s *sim) reader(wg *sync.WaitGroup, seed uint64) {
 				s.failf("reader: id %d = %v, model %s (window %d-%d)", id, vals, s.keys[id].history(), r0, r1)
 				return
 			}
+		}
+	}
+}
+
+// scanner scans the whole counter in pages of random sizes while the others
+// run. Each row must be a version of its page's window, ids must increase,
+// and a completed scan must have visited every key stored for its whole
+// window: exactly once, then, since ids increase.
+func (s *sim) scanner(wg *sync.WaitGroup, seed uint64) {
+	defer wg.Done()
+	rng := rand.New(rand.NewPCG(seed, 4))
+	ctx := context.Background()
+	for !s.stop.Load() {
+		c := s.c
+		start := s.clock.Add(1)
+		visited := map[uint64]bool{}
+		last, any := uint64(0), false
+		for from := uint64(0); !s.stop.Load(); {
+			s.ops.Add(1)
+			limit := 1 + rng.IntN([]int{1, 4, 40, 600}[rng.IntN(4)])
+			r0 := s.clock.Add(1)
+			type row struct {
+				id   uint64
+				vals [simCols]uint64
+			}
+			var page []row
+			next, err := c.Scan(ctx, from, limit, func(id uint64, vals []uint64) bool {
+				var r row
+				r.id = id
+				copy(r.vals[:], vals)
+				page = append(page, r)
+				return true
+			})
+			r1 := s.clock.Add(1)
+			if err != nil {
+				s.failf("scanner: scan from %d: %v", from, err)
+				return
+			}
+			if len(page) > limit || (next != 0 && len(page) < limit) {
+				s.failf("scanner: page from %d limit %d: %d rows, next %d", from, limit, len(page), next)
+				return
+			}
+			for _, r := range page {
+				k := s.keys[r.id]
+				switch {
+				case k == nil:
+					s.failf("scanner: id %d was never written", r.id)
+				case any && r.id <= last || r.id < from:
+					s.failf("scanner: id %d after %d (page from %d)", r.id, last, from)
+				case !k.explains(r.vals[:], r0, r1):
+					s.failf("scanner: id %d = %v, model %s (window %d-%d)", r.id, r.vals, k.history(), r0, r1)
+				default:
+					last, any = r.id, true
+					visited[r.id] = true
+					continue
+				}
+				return
+			}
+			if next == 0 {
+				end := s.clock.Add(1)
+				for _, id := range s.ids {
+					if !visited[id] && s.keys[id].storedThroughout(start, end) {
+						s.failf("scanner: id %d stored for the whole scan (%d-%d) was not visited, model %s",
+							id, start, end, s.keys[id].history())
+						return
+					}
+				}
+				break
+			}
+			from = next
 		}
 	}
 }
