@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	cmdtab "github.com/tallydb/tally/internal/commands"
@@ -51,16 +52,22 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 		mode = openExisting
 	case cmdtab.OpenReadOnly:
 		mode = openReadOnly
+	case cmdtab.OpenCreateStore:
+		mode = openCreateStore
+	}
+	var fresh *freshDir // a store this command creates, removed if it fails
+	if (mode == openCreate || mode == openCreateStore) && e.served == nil {
+		fresh, _ = newStoreDir(e.dir)
 	}
 	db, err := e.openDB(mode)
 	if err != nil {
-		return err
+		return fresh.removeAfter(err)
 	}
 	ctx, stop := e.interruptContext()
 	defer stop()
 	out, err := tc.Run(ctx, db, in)
 	if err != nil {
-		return closeTally(db, err)
+		return fresh.removeAfter(closeTally(db, err))
 	}
 	// Printed after the run, and in full before the store closes: a
 	// command's output is all or nothing, like its effect.
@@ -68,6 +75,20 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 	err = tc.Text(&b, in, out)
 	e.stdout.Write([]byte(b.String()))
 	return closeTally(db, err)
+}
+
+// removeAfter removes the store a command created in f (nil: none) when
+// the command failed with err, and returns err with the removal's own
+// failure added. Table commands check their input before the store is
+// opened; what gets here (an I/O error, a like in a business the new store
+// cannot have) leaves no half-made store behind either.
+func (f *freshDir) removeAfter(err error) error {
+	if err != nil && f != nil {
+		if rerr := f.remove(); rerr != nil {
+			err = fmt.Errorf("%w (and %v)", err, rerr)
+		}
+	}
+	return err
 }
 
 // globalFlags takes -d DIR, --durability MODE and -h out of a command's
