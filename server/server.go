@@ -190,7 +190,7 @@ func New(db *store.DB, opts *Options) (*Server, error) {
 	s.mu.conns = map[*Conn]struct{}{}
 	s.cmds.byName = map[string]*Command{}
 	s.metrics = newMetrics(s)
-	for _, group := range [][]Command{connectionCommands(), counterCommands(), schemaCommands()} {
+	for _, group := range [][]Command{connectionCommands(), counterCommands()} {
 		if err := s.Register(group...); err != nil {
 			return nil, err
 		}
