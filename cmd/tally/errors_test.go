@@ -121,6 +121,29 @@ func TestFreshDirRemove(t *testing.T) {
 	}
 }
 
+// TestCreatingCommandLeavesNoStore: a table command that may create the
+// store (like, business add, counter add) and fails after opening it
+// removes the store it made, as a refused "counter add" creates none.
+func TestCreatingCommandLeavesNoStore(t *testing.T) {
+	t.Setenv("TALLY_DIR", "")
+	for _, existed := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "new")
+		if existed {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, errOut, code := tally(t, "-d", dir, "like", "video", "1", "2")
+		if code != exitError || !strings.Contains(errOut, "unknown business") {
+			t.Fatalf("like in a new store: exit %d, %q", code, errOut)
+		}
+		ents, err := os.ReadDir(dir)
+		if !existed && !os.IsNotExist(err) || existed && len(ents) != 0 {
+			t.Errorf("existed=%v: the failed like left %v %v", existed, ents, err)
+		}
+	}
+}
+
 // TestPanicExitCode is issue 12's reproduction: a panic exited with status
 // 2, the documented code of a usage error. A panic on a command's goroutine
 // or on one it starts exits 3 with the panic and a request to report it.
