@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tallydb/tally/internal/commands"
+	"github.com/tallydb/tally/store"
 )
 
 // snapshot is what a bad command must leave unchanged: the log's last
@@ -21,7 +24,7 @@ func (ts *testServer) snapshot(t *testing.T) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seq=%d\n", st.LastSeq)
 	for _, ci := range ts.db.Counters() {
-		fmt.Fprintln(&b, CounterLine(ci))
+		fmt.Fprintln(&b, commands.CounterLine(ci))
 	}
 	for _, id := range []uint64{1, 2, 3} {
 		fmt.Fprintln(&b, ts.row(t, "posts", id), ts.row(t, "key", id), ts.row(t, "big", id))
@@ -88,7 +91,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("bad input changed the store:\nbefore\n%s\nafter\n%s", before, after)
 	}
 	// A counter without columns: WRONGTYPE for the string commands.
-	if err := rc.Do(ctx, "TALLY.COUNTER", "ADD", "empty").Err(); err != nil {
+	if err := ts.db.CreateCounter("empty", store.CounterOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rc.Incr(ctx, "empty:1").Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE counter 'empty' has no columns") {

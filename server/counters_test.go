@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	tallydb "github.com/tallydb/tally"
 )
 
 var ctx = context.Background()
@@ -230,8 +232,11 @@ func TestWideColumnPipelined(t *testing.T) {
 	}
 }
 
+// TestSchemaCommands: TALLY.COUNTER and TALLY.COLUMN, entries of the one
+// command table (internal/commands) that "tally serve" registers.
 func TestSchemaCommands(t *testing.T) {
-	ts := newTestServer(t, nil)
+	ts, db := newDBServer(t)
+	mustSchema(t, db.Store())
 	rc := ts.client(t, nil)
 	for _, cmd := range [][]any{
 		{"TALLY.COUNTER", "ADD", "views", "RANGEBITS", 40, "AGE", "4320h", "EPOCHMS", 0, "TIMESHIFT", 20},
@@ -291,18 +296,18 @@ func TestSchemaCommands(t *testing.T) {
 		{[]any{"TALLY.COUNTER", "ADD", "accounts"}, "already exists"},
 		{[]any{"TALLY.COUNTER", "ADD", "bad:name"}, "invalid name"},
 		{[]any{"TALLY.COUNTER", "ADD", "x", "RANGEBITS", 99}, "invalid"},
-		{[]any{"TALLY.COUNTER", "ADD", "x", "RANGEBITS", 0}, "bad RANGEBITS"},
+		{[]any{"TALLY.COUNTER", "ADD", "x", "RANGEBITS", 0}, "invalid option: range bits 0 (want 8..48)"},
 		{[]any{"TALLY.COUNTER", "ADD", "x", "RANGEBITS"}, "needs a value"},
-		{[]any{"TALLY.COUNTER", "ADD", "x", "AGE", "soon"}, "bad AGE"},
+		{[]any{"TALLY.COUNTER", "ADD", "x", "AGE", "soon"}, `bad age "soon"`},
 		{[]any{"TALLY.COUNTER", "ADD", "x", "AGE", "1h", "HOTRANGES", 2}, "mutually exclusive"},
 		{[]any{"TALLY.COUNTER", "ADD", "x", "EPOCHMS", 5}, "go with AGE"},
-		{[]any{"TALLY.COUNTER", "ADD", "x", "FAST"}, "syntax error"},
+		{[]any{"TALLY.COUNTER", "ADD", "x", "FAST"}, `unknown option "FAST"`},
 		{[]any{"TALLY.COUNTER", "DROP", "x"}, "unknown subcommand 'DROP'. Try TALLY.COUNTER HELP."},
 		{[]any{"TALLY.COLUMN", "ADD", "nosuch", "c"}, "counter not found"},
 		{[]any{"TALLY.COLUMN", "ADD", "accounts", "followers"}, "already exists"},
 		{[]any{"TALLY.COLUMN", "ADD", "accounts", "c", "HINT", 12}, "invalid"},
-		{[]any{"TALLY.COLUMN", "ADD", "accounts", "c", "MAX", "x"}, "bad MAX"},
-		{[]any{"TALLY.COLUMN", "ADD", "accounts", "c", "WIDTH", 8}, "syntax error"},
+		{[]any{"TALLY.COLUMN", "ADD", "accounts", "c", "MAX", "x"}, `bad max "x"`},
+		{[]any{"TALLY.COLUMN", "ADD", "accounts", "c", "WIDTH", 8}, `unknown option "WIDTH"`},
 		{[]any{"TALLY.COLUMN", "ADD", "accounts"}, "wrong number of arguments for 'tally.column|add' command"},
 	} {
 		err := rc.Do(ctx, tc.cmd...).Err()
@@ -310,7 +315,7 @@ func TestSchemaCommands(t *testing.T) {
 			t.Errorf("%v: %v, want an error with %q", tc.cmd, err, tc.want)
 		}
 	}
-	if got := len(ts.db.Counters()); got != 7 {
+	if got := len(tallydb.UserCounters(ts.db)); got != 7 {
 		t.Errorf("%d counters after the refused commands, want 7", got)
 	}
 	help, err := rc.Do(ctx, "TALLY.COUNTER", "HELP").StringSlice()
@@ -368,5 +373,102 @@ func TestHincrbyOnce(t *testing.T) {
 	}
 	if v, err := do("TALLY.HINCRBYONCE", "big:5", "n", -1, "wide", 20); err != nil || fmt.Sprint(v) != fmt.Sprint([]any{int64(top - 1), int64(1)}) {
 		t.Fatalf("seq 20 after its refusal: %v, %v", v, err)
+	}
+}
+
+// TestCounterTableCommands: TALLY.INCR, TALLY.SET, TALLY.GET and
+// TALLY.DELETE, the RESP forms of "tally incr", "set", "get" and "delete"
+// (the same arguments, the same checks), beside Redis's HINCRBY and DEL.
+func TestCounterTableCommands(t *testing.T) {
+	ts, db := newDBServer(t)
+	mustSchema(t, db.Store())
+	rc := ts.client(t, nil)
+	do := func(args ...any) any {
+		t.Helper()
+		v, err := rc.Do(ctx, args...).Result()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		args []any
+		want any
+	}{
+		{[]any{"TALLY.INCR", "posts", 7, "likes"}, int64(1)},
+		{[]any{"TALLY.INCR", "posts", 7, "likes", 4}, int64(5)},
+		{[]any{"TALLY.INCR", "posts", "7.likes", -2}, int64(3)},
+		{[]any{"TALLY.INCR", "posts", "7.reposts"}, int64(1)},
+		{[]any{"TALLY.INCR", "posts", 7, "reposts", -10}, int64(0)},
+		{[]any{"TALLY.INCR", "posts", 7, "likes", 1, "SOURCE", "kafka-7", "SEQ", 42}, []any{int64(4), int64(1)}},
+		{[]any{"TALLY.INCR", "posts", 7, "likes", 1, "seq", 42, "source", "kafka-7"}, []any{int64(4), int64(0)}},
+		{[]any{"TALLY.INCR", "big", 1, "n", "9223372036854775807"}, int64(9223372036854775807)},
+		{[]any{"TALLY.INCR", "big", 1, "n"}, "9223372036854775808"}, // above RESP's integers: a bulk string
+		{[]any{"TALLY.SET", "posts", 9, 1, 2, 3}, "OK"},
+		{[]any{"TALLY.GET", "posts", 9, "9.likes", 10, "7.comments"},
+			[]any{[]any{int64(1), int64(2), int64(3)}, int64(3), []any{int64(0), int64(0), int64(0)}, int64(0)}},
+		{[]any{"TALLY.DELETE", "posts", 9, 7, 999}, "OK"},
+		{[]any{"TALLY.GET", "posts", 9, 7}, []any{[]any{int64(0), int64(0), int64(0)}, []any{int64(0), int64(0), int64(0)}}},
+		{[]any{"TALLY.GET", "big", "1.n"}, []any{"9223372036854775808"}},
+	} {
+		if got := do(c.args...); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%v = %#v, want %#v", c.args, got, c.want)
+		}
+	}
+	// The same rows through Redis's commands.
+	if v, err := rc.HGetAll(ctx, "posts:9").Result(); err != nil || v["likes"] != "0" {
+		t.Errorf("HGETALL posts:9 after TALLY.DELETE = %v, %v", v, err)
+	}
+
+	before := db.Store().Stats().LastSeq
+	for _, c := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{"TALLY.INCR", "posts", 7}, "ERR missing COLUMN"},
+		{[]any{"TALLY.INCR", "posts", "x", "likes"}, `ERR bad id "x"`},
+		{[]any{"TALLY.INCR", "posts", "7.", 1}, "ERR bad ID.COLUMN"},
+		{[]any{"TALLY.INCR", "posts", 7, "likes", "many"}, `ERR bad delta "many"`},
+		{[]any{"TALLY.INCR", "posts", "7.likes", 1, 2}, "ERR too many arguments"},
+		{[]any{"TALLY.INCR", "posts", 7, "likes", 1, "SOURCE", "q"}, "ERR SOURCE and SEQ go together"},
+		{[]any{"TALLY.INCR", "posts", 7, "likes", 1, "SOURCE", "", "SEQ", 1}, "ERR SOURCE needs a non-empty name"},
+		{[]any{"TALLY.INCR", "posts", 7, "views"}, "ERR tally: column not found"},
+		{[]any{"TALLY.INCR", "posts", 7, "x y"}, `ERR tally: invalid name: column name "x y"`},
+		{[]any{"TALLY.INCR", "nosuch", 7, "likes"}, "ERR tally: counter not found"},
+		{[]any{"TALLY.INCR", "posts", 7, "reposts", 4294967296}, "ERR tally: value out of range"},
+		{[]any{"TALLY.SET", "posts", 9, 1}, "ERR tally: wrong number of values: set posts: got 1 values, the counter has 3 columns"},
+		{[]any{"TALLY.SET", "posts", 9, 1, -2, 3}, `ERR bad value "-2"`},
+		{[]any{"TALLY.GET", "posts"}, "ERR wrong number of arguments for 'tally.get' command"},
+		{[]any{"TALLY.GET", "posts", "5.nope"}, "ERR tally: column not found"},
+		{[]any{"TALLY.DELETE", "posts", 5, "x"}, `ERR bad id "x"`},
+		{[]any{"TALLY.DELETE", "a.b", 5}, `ERR tally: invalid name: counter name "a.b"`},
+	} {
+		err := rc.Do(ctx, c.args...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	if after := db.Store().Stats().LastSeq; after != before {
+		t.Errorf("refused commands wrote: last_seq %d -> %d", before, after)
+	}
+
+	// COMMAND DOCS shows the table's arguments, with the CLI's options as
+	// tokens.
+	docs, err := rc.Do(ctx, "COMMAND", "DOCS", "tally.incr", "tally.counter").Slice()
+	if err != nil || len(docs) != 4 {
+		t.Fatalf("COMMAND DOCS = %#v, %v", docs, err)
+	}
+	if args := fmt.Sprint(docMap(docs[1])["arguments"]); !strings.Contains(args, "token SOURCE") || !strings.Contains(args, "token SEQ") {
+		t.Errorf("COMMAND DOCS tally.incr arguments: %s", args)
+	}
+	subs := docMap(docMap(docs[3])["subcommands"])
+	for _, name := range []string{"tally.counter|add", "tally.counter|list"} {
+		if _, ok := subs[name]; !ok {
+			t.Errorf("COMMAND DOCS tally.counter lacks %s: %#v", name, subs)
+		}
+	}
+	if args := fmt.Sprint(docMap(subs["tally.counter|add"])["arguments"]); !strings.Contains(args, "token EPOCHMS") ||
+		!strings.Contains(args, "token TIMESHIFT") || !strings.Contains(args, "token KEEPHOT") {
+		t.Errorf("COMMAND DOCS tally.counter|add arguments: %s", args)
 	}
 }

@@ -19,8 +19,9 @@
 //	s.Shutdown(ctx)                         // then db.Close() checkpoints
 //
 // Register adds commands before Serve; the built-in groups (connection and
-// server commands, counters, schema) are registered by New, the one command
-// table by the host (Register(DBCommands(db)...)). A command is a
+// server commands, Redis's counter commands) are registered by New, the
+// one command table (DBCommands: schema, TALLY.INCR..., likes) and the
+// package groups by the host (Register(DBCommands(db)...)). A command is a
 // Command value: name, arity, flags, key positions, documentation for
 // COMMAND DOCS and a Handler that writes one reply to its *Conn. Later
 // groups (timelines, unread, likes) are one slice of Commands each.
@@ -60,13 +61,34 @@
 //	                                 array [value, 1] when applied, [value, 0] for
 //	                                 a redelivered or older seq of source (as
 //	                                 "tally incr ... --source S --seq N")
+//
+// The commands of the one table (DBCommands), as "tally COMMAND" with the
+// same arguments (CLI --range-bits is RANGEBITS):
+//
 //	TALLY.COUNTER ADD name [RANGEBITS n] [KEEPHOT | HOTRANGES k |
-//	    AGE duration [EPOCHMS ms] [TIMESHIFT bits]]      OK (as "tally counter add")
+//	    AGE duration [EPOCHMS ms] [TIMESHIFT bits]]      OK (counter add)
 //	TALLY.COUNTER LIST               array of bulk, as "tally counter list" prints
-//	TALLY.COLUMN ADD counter column [HINT 8|16|32] [MAX 32|64]  OK (as "tally column add")
+//	TALLY.COLUMN ADD name column [HINT 8|16|32] [MAX 32|64]  OK (column add)
+//	TALLY.INCR name id column [delta] integer: the new value (incr); id.column
+//	    [SOURCE s SEQ n]             may stand for id column; with SOURCE and
+//	                                 SEQ [value, 1] when applied, [value, 0]
+//	                                 for a duplicate (as TALLY.HINCRBYONCE)
+//	TALLY.SET name id [value ...]    OK: one value per column (set)
+//	TALLY.GET name id|id.column ...  array, one element per argument: the row's
+//	                                 values in column order, or the column's (get)
+//	TALLY.DELETE name id [id ...]    OK: the rows deleted atomically (delete)
+//	LIKE.BUSINESS ADD biz [RANGEBITS n] [HOTRANGES k | AGE duration
+//	    [EPOCHMS ms] [TIMESHIFT bits]]  OK: declares a business (business add)
+//	LIKE.BUSINESS LIST               array of business names (business list)
 //	UNREAD.*, DOT.*, NOTICE.*        unread counts, red dots, notices (package
-//	                                 unread), entries of the one command table
-//	                                 (DBCommands): see internal/commands/unread.go
+//	                                 unread): see internal/commands/unread.go
+//
+// A counter in a package's namespace (users, likes_*, unread_*) is refused
+// by every counter command, Redis's and the table's ("ERR tally: reserved:
+// counter ..."): its data is reached through its package.
+//
+//	command                          reply
+//	-------------------------------  -------------------------------------------------
 //	PING [msg], ECHO msg, QUIT       PONG or msg; msg; OK and close
 //	SELECT 0                         OK (any other index: ERR DB index is out of range)
 //	AUTH [user] password             OK; user must be "default"
@@ -111,8 +133,10 @@
 //
 // Likes (LIKE.LIKE, LIKE.UNLIKE, LIKE.DISLIKE, LIKE.UNDISLIKE,
 // LIKE.SETOWNER, LIKE.COUNTS, LIKE.STATES, LIKE.LIKERS, LIKE.USERLIKES,
-// LIKE.TOP, LIKE.RANK, LIKE.RECEIVED) are the group LikesCommands returns,
-// registered by "tally serve"; likes.go has their table.
+// LIKE.TOP, LIKE.RANK, LIKE.RECEIVED, LIKE.BUSINESS ADD|LIST) are entries of
+// the one command table (package internal/commands), which DBCommands
+// renders and "tally serve" registers; "tally help COMMAND" shows each
+// one's RESP form.
 //
 // # Differences from Redis
 //

@@ -188,7 +188,7 @@ func newDBServer(t *testing.T) (*testServer, *tallydb.DB) {
 		t.Fatal(err)
 	}
 	ts := startServerWith(t, db.Store(), dir, nil,
-		LikesCommands(db.Likes()), DBCommands(db))
+		DBCommands(db))
 	t.Cleanup(func() { // runs before the server's cleanup closes the store (LIFO)
 		if err := db.Check(); err != nil {
 			t.Errorf("Check: %v", err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -8,7 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tallydb/tally"
 	"github.com/tallydb/tally/likes"
+	"github.com/tallydb/tally/store"
 )
 
 // newLikesServer is a server with every command of "tally serve" over a
@@ -43,6 +46,33 @@ func TestLikeCommands(t *testing.T) {
 	eq(do("LIKE.BUSINESS", "ADD", "video"), "OK")
 	eq(do("LIKE.BUSINESS", "ADD", "video"), "OK")
 	eq(do("LIKE.BUSINESS", "LIST"), []any{"video"})
+	// The counter's shape, as "tally business add" takes it.
+	eq(do("LIKE.BUSINESS", "ADD", "clips", "HOTRANGES", 2), "OK")
+	eq(do("LIKE.BUSINESS", "ADD", "shorts", "RANGEBITS", 40, "AGE", "720h", "EPOCHMS", 0, "TIMESHIFT", 20), "OK")
+	for _, c := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{"LIKE.BUSINESS", "ADD", "x", "KEEPHOT"}, `ERR unknown option "KEEPHOT"`},
+		{[]any{"LIKE.BUSINESS", "ADD", "x", "RANGEBITS", 60}, "ERR tally: invalid option: range bits 60"},
+		{[]any{"LIKE.BUSINESS", "ADD", "x", "HOTRANGES", 2, "AGE", "1h"}, "ERR HOTRANGES and AGE are mutually exclusive"},
+		{[]any{"LIKE.BUSINESS", "ADD", "bad biz"}, "ERR likes: invalid business name"},
+		{[]any{"LIKE.BUSINESS", "LIST", "x"}, "ERR wrong number of arguments"},
+	} {
+		if err := rc.Do(ctx, c.args...).Err(); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	eq(do("LIKE.BUSINESS", "LIST"), []any{"clips", "shorts", "video"})
+	if got := fmt.Sprint(tally.UserCounters(ts.db)); strings.Contains(got, "likes_") {
+		t.Errorf("business counters among the user's: %s", got)
+	}
+	for _, ci := range ts.db.Counters() {
+		if ci.Name == "likes_clips" && (ci.Age.Kind != store.KeepNewest || ci.Age.HotRanges != 2 || ci.RangeBits != 48) ||
+			ci.Name == "likes_shorts" && (ci.Age.Kind != store.AgeByTime || ci.RangeBits != 40 || ci.Age.IDTimeShift != 20) {
+			t.Errorf("business counter %s: %+v", ci.Name, ci)
+		}
+	}
 	eq(do("LIKE.LIKE", "video", 1, 10, 7), []any{int64(1), int64(0), int64(1)})
 	eq(do("LIKE.LIKE", "video", 1, 10), []any{int64(1), int64(0), int64(0)})
 	eq(do("like.like", "video", 1, 11), []any{int64(2), int64(0), int64(1)})

@@ -40,7 +40,7 @@ func TestPackageCountersReserved(t *testing.T) {
 	}
 	mustSchema(t, db.Store())
 	ts := startServerWith(t, db.Store(), dir, nil,
-		LikesCommands(db.Likes()), DBCommands(db))
+		DBCommands(db))
 	t.Cleanup(func() { // runs before the server's cleanup closes the store (LIFO)
 		if err := db.Check(); err != nil {
 			t.Errorf("Check: %v", err)
@@ -68,6 +68,12 @@ func TestPackageCountersReserved(t *testing.T) {
 		{"TALLY.COLUMN", "ADD", "users", "extra"},
 		{"TALLY.COUNTER", "ADD", "likes_photo"},
 		{"TALLY.COUNTER", "ADD", "unread_kinds"},
+		{"TALLY.INCR", "users", 34, "followers", 1000},
+		{"TALLY.INCR", "likes_video", "2.likes", 500, "SOURCE", "q", "SEQ", 1},
+		{"TALLY.SET", "users", 34, 0, 0},
+		{"TALLY.GET", "users", 34},
+		{"TALLY.DELETE", "users", 34},
+		{"TALLY.COLUMN", "ADD", "likes_nosuch", "x"},
 	} {
 		err := rc.Do(ctx, args...).Err()
 		if err == nil || !strings.HasPrefix(err.Error(), "ERR tally: reserved: counter") {

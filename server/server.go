@@ -217,7 +217,7 @@ func New(db *store.DB, opts *Options) (*Server, error) {
 	s.mu.conns = map[*Conn]struct{}{}
 	s.cmds.byName = map[string]*Command{}
 	s.metrics = newMetrics(s)
-	for _, group := range [][]Command{connectionCommands(), counterCommands(), schemaCommands(), keyCommands()} {
+	for _, group := range [][]Command{connectionCommands(), counterCommands(), keyCommands()} {
 		if err := s.Register(group...); err != nil {
 			return nil, err
 		}

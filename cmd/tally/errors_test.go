@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	cmdtab "github.com/tallydb/tally/internal/commands"
 	"github.com/tallydb/tally/internal/limits"
 	"github.com/tallydb/tally/store"
 )
@@ -28,8 +29,8 @@ func TestCounterAddLeavesNoStore(t *testing.T) {
 		{"x", "--hot-ranges", "0"},
 		{"x", "--range-bits", "7"},
 		{"x", "--range-bits", "49"},
-		{"x", "--age", "1h", "--id-time-shift", "41"},
-		{"x", "--age", "1h", "--id-epoch-ms", "-1"},
+		{"x", "--age", "1h", "--time-shift", "41"},
+		{"x", "--age", "1h", "--epoch-ms", "-1"},
 		{"a.b"},
 		{strings.Repeat("n", limits.MaxNameLen+1)},
 		{"-d", "x"}, // -d given twice: the last wins, and NAME is missing
@@ -62,8 +63,8 @@ func TestCounterAddLeavesNoStore(t *testing.T) {
 	}
 	// Accepted ages (at the limit) read back as given, and the store opens.
 	dir := filepath.Join(t.TempDir(), "ok")
-	mustTally(t, "-d", dir, "counter", "add", "a", "--age", "1ms", "--id-time-shift", "40", "--id-epoch-ms", "0")
-	mustTally(t, "-d", dir, "counter", "add", "b", "--age", "2562047h", "--id-epoch-ms", fmt.Sprint(int64(limits.MaxIDTimeMs)))
+	mustTally(t, "-d", dir, "counter", "add", "a", "--age", "1ms", "--time-shift", "40", "--epoch-ms", "0")
+	mustTally(t, "-d", dir, "counter", "add", "b", "--age", "2562047h", "--epoch-ms", fmt.Sprint(int64(limits.MaxIDTimeMs)))
 	want := fmt.Sprintf("a range_bits=32 policy=age:1ms:0:40 columns=\nb range_bits=32 policy=age:2562047h0m0s:%d:22 columns=\n", int64(limits.MaxIDTimeMs))
 	if got := mustTally(t, "-d", dir, "counter", "list"); got != want {
 		t.Errorf("counter list:\n%s\nwant:\n%s", got, want)
@@ -117,6 +118,29 @@ func TestFreshDirRemove(t *testing.T) {
 	}
 	if f, err = newStoreDir(empty); f != nil || err != nil {
 		t.Fatalf("non-empty dir: %+v %v", f, err)
+	}
+}
+
+// TestCreatingCommandLeavesNoStore: a table command that may create the
+// store (like, business add, counter add) and fails after opening it
+// removes the store it made, as a refused "counter add" creates none.
+func TestCreatingCommandLeavesNoStore(t *testing.T) {
+	t.Setenv("TALLY_DIR", "")
+	for _, existed := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "new")
+		if existed {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, errOut, code := tally(t, "-d", dir, "like", "video", "1", "2")
+		if code != exitError || !strings.Contains(errOut, "unknown business") {
+			t.Fatalf("like in a new store: exit %d, %q", code, errOut)
+		}
+		ents, err := os.ReadDir(dir)
+		if !existed && !os.IsNotExist(err) || existed && len(ents) != 0 {
+			t.Errorf("existed=%v: the failed like left %v %v", existed, ents, err)
+		}
 	}
 }
 
@@ -223,9 +247,9 @@ func TestErrorsNameTheCause(t *testing.T) {
 		{[]string{d, "incr", "posts", "1", "x y"}, exitError, "invalid name: column name \"x y\" has ' '", ""},
 		{[]string{d, "get", "nope", "1"}, exitError, `counter not found: "nope"`, "invalid"},
 		{[]string{d, "column", "add", "posts", "x", "--hint", "12"}, exitError, "invalid option: column hint 12 bits (want 8, 16 or 32)", ""},
-		{[]string{d, "column", "add", "posts", "x", "--hint", "300"}, exitError, "invalid option: --hint 300 (want 8, 16 or 32)", ""},
+		{[]string{d, "column", "add", "posts", "x", "--hint", "300"}, exitError, "invalid option: column hint 300 bits (want 8, 16 or 32)", ""},
 		{[]string{d, "counter", "add", "x", "--range-bits", "60"}, exitError, "invalid option: range bits 60 (want 8..48)", ""},
-		{[]string{d, "counter", "add", "x", "--range-bits", "600"}, exitError, "invalid option: --range-bits 600 (want 8..48)", ""},
+		{[]string{d, "counter", "add", "x", "--range-bits", "600"}, exitError, "invalid option: range bits 600 (want 8..48)", ""},
 	}
 	for _, c := range cases {
 		_, errOut, code := tally(t, c.args...)
@@ -241,7 +265,9 @@ func TestErrorsNameTheCause(t *testing.T) {
 // TestHelpQuotesTheLimits checks the schema commands' help against what
 // the store accepts, so help text cannot drift from internal/limits.
 func TestHelpQuotesTheLimits(t *testing.T) {
-	rb := regexp.MustCompile(`\((\d+)\.\.(\d+)\); fixed once given`).FindStringSubmatch(cmdCounterAdd.help)
+	counterAddHelp := cmdtab.Find(cmdtab.All(), "counter add").CLIHelp()
+	columnAddHelp := cmdtab.Find(cmdtab.All(), "column add").CLIHelp()
+	rb := regexp.MustCompile(`\((\d+)\.\.(\d+)\); fixed once given`).FindStringSubmatch(counterAddHelp)
 	if rb == nil || rb[1] != fmt.Sprint(limits.MinRangeBits) || rb[2] != fmt.Sprint(limits.MaxRangeBits) {
 		t.Fatalf("counter add help gives range bits %v", rb)
 	}
@@ -252,8 +278,8 @@ func TestHelpQuotesTheLimits(t *testing.T) {
 			t.Errorf("range bits %d: store says %v, help says ok=%v", v, err, inHelp)
 		}
 	}
-	hints := regexp.MustCompile(`memory row: (\d+), (\d+) or (\d+)`).FindStringSubmatch(cmdColumnAdd.help)
-	maxes := regexp.MustCompile(`2\^BITS-1: (\d+) or (\d+)`).FindStringSubmatch(cmdColumnAdd.help)
+	hints := regexp.MustCompile(`memory row: (\d+), (\d+) or (\d+)`).FindStringSubmatch(columnAddHelp)
+	maxes := regexp.MustCompile(`2\^MAX-1: (\d+) or (\d+)`).FindStringSubmatch(columnAddHelp)
 	if hints == nil || maxes == nil {
 		t.Fatal("column add help lacks the --hint or --max sets")
 	}
@@ -265,16 +291,16 @@ func TestHelpQuotesTheLimits(t *testing.T) {
 		}
 	}
 	for _, s := range []string{fmt.Sprintf("at most %d columns", limits.MaxColumns), fmt.Sprintf("1 to %d letters", limits.MaxNameLen)} {
-		if !strings.Contains(cmdColumnAdd.help, s) {
+		if !strings.Contains(columnAddHelp, s) {
 			t.Errorf("column add help does not say %q", s)
 		}
 	}
 	if err := (store.CounterOptions{Age: store.AgePolicy{Kind: store.AgeByTime, MaxAge: time.Hour, IDEpochMs: 1 << 50}}).Validate(); err != nil ||
-		!strings.Contains(cmdCounterAdd.help, "(0..2^50, default") {
-		t.Errorf("epoch limit: store says %v for 2^50; help: %s", err, cmdCounterAdd.help)
+		!strings.Contains(counterAddHelp, "(0..2^50, default") {
+		t.Errorf("epoch limit: store says %v for 2^50; help: %s", err, counterAddHelp)
 	}
 	for _, s := range []string{fmt.Sprintf("0..%d, default 22", limits.MaxIDTimeShift), fmt.Sprintf("1 to %d letters", limits.MaxNameLen)} {
-		if !strings.Contains(cmdCounterAdd.help, s) {
+		if !strings.Contains(counterAddHelp, s) {
 			t.Errorf("counter add help does not say %q", s)
 		}
 	}

@@ -44,13 +44,11 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		cmdCounterAdd, cmdCounterList, cmdColumnAdd,
-		cmdIncr, cmdSet, cmdGet, cmdDelete,
 		cmdLoad,
 		cmdFollowsLoad,
 	}
 	commands = append(commands, tableCommands()...)
-	commands = append(commands, cmdLikesLoad, cmdBusinessAdd, cmdBusinessList)
+	commands = append(commands, cmdLikesLoad)
 	commands = append(commands, cmdServe, cmdDemo, cmdVersion, cmdHelp)
 }
 
@@ -440,20 +438,6 @@ func mustBeStoreDir(dir string) error {
 }
 
 // closeDB closes db and returns the first of err and Close's error.
-// withCounter opens the store, runs fn with the named counter and closes the
-// store; fn's error wins over Close's.
-func (e *env) withCounter(name string, fn func(*store.DB, *store.Counter) error) error {
-	db, err := e.open(false)
-	if err != nil {
-		return err
-	}
-	c, err := tallydb.UserCounter(db, name)
-	if err != nil {
-		return closeDB(db, err)
-	}
-	return closeDB(db, fn(db, c))
-}
-
 func closeDB(db *store.DB, err error) error {
 	if isServed(db) {
 		return err // the server's: it closes it at shutdown

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	cmdtab "github.com/tallydb/tally/internal/commands"
 	"github.com/tallydb/tally/store"
 )
 
@@ -57,7 +58,7 @@ func state(t *testing.T, dir string) string {
 	defer db.Close()
 	var b strings.Builder
 	for _, ci := range db.Counters() {
-		fmt.Fprintln(&b, counterLine(ci))
+		fmt.Fprintln(&b, cmdtab.CounterLine(ci))
 	}
 	c, err := db.Counter("posts")
 	if err != nil {
@@ -95,7 +96,7 @@ func TestHappyPath(t *testing.T) {
 	}{
 		{[]string{d, "counter", "add", "accounts", "--keep-hot"}, ""},
 		{[]string{d, "counter", "add", "feeds", "--hot-ranges", "4", "--range-bits=20"}, ""},
-		{[]string{d, "counter", "add", "aged", "--age", "720h", "--id-epoch-ms", "1000", "--id-time-shift", "20"}, ""},
+		{[]string{d, "counter", "add", "aged", "--age", "720h", "--epoch-ms", "1000", "--time-shift", "20"}, ""},
 		{[]string{d, "counter", "add", "snow", "--age", "1h"}, ""},
 		{[]string{d, "column", "add", "accounts", "followers", "--hint=32", "--max=64"}, ""},
 		{[]string{d, "counter", "list"}, `posts range_bits=40 policy=keep-hot columns=reposts:16/32,likes:8/64
@@ -173,8 +174,8 @@ pebble_compactions \d+
 pebble_read_amp \d+
 pebble_l0_files \d+
 pebble_compaction_debt \d+
-families \d+
-(family\.[a-z_-]+ prefix=0x[0-9a-f]{2} merge=\S+ declared=false\n)*background_errors 0
+families 27
+(family\.\S+ prefix=0x[0-9a-f]{2} merge=\S+ declared=false\n){27}background_errors 0
 counter\.posts\.columns reposts,likes
 counter\.posts\.ranges_hot 1
 counter\.posts\.ranges_cold 0
@@ -247,43 +248,43 @@ func TestBadInput(t *testing.T) {
 		// Widths.
 		{[]string{d, "column", "add", "posts", "x", "--hint", "12"}, exitError, "invalid option"},
 		{[]string{d, "column", "add", "posts", "x", "--max", "48"}, exitError, "invalid option"},
-		{[]string{d, "column", "add", "posts", "x", "--hint", "0"}, exitError, "invalid option: --hint 0 (want 8, 16 or 32)"},
-		{[]string{d, "column", "add", "posts", "x", "--max", "264"}, exitError, "invalid option: --max 264 (want 32 or 64)"},
-		{[]string{d, "column", "add", "posts", "x", "--hint", "wide"}, exitUsage, `invalid value "wide" for flag -hint`},
+		{[]string{d, "column", "add", "posts", "x", "--hint", "0"}, exitError, "invalid option: column hint 0 bits (want 8, 16 or 32)"},
+		{[]string{d, "column", "add", "posts", "x", "--max", "264"}, exitError, "invalid option: column max 264 bits (want 32 or 64)"},
+		{[]string{d, "column", "add", "posts", "x", "--hint", "wide"}, exitUsage, `bad hint "wide"`},
 		// Range bits.
 		{[]string{d, "counter", "add", "x", "--range-bits", "60"}, exitError, "range bits 60"},
 		{[]string{d, "counter", "add", "x", "--range-bits", "4"}, exitError, "range bits 4"},
-		{[]string{d, "counter", "add", "x", "--range-bits", "264"}, exitError, "invalid option: --range-bits 264 (want 8..48)"},
+		{[]string{d, "counter", "add", "x", "--range-bits", "264"}, exitError, "invalid option: range bits 264 (want 8..48)"},
 		{[]string{d, "counter", "add", "x", "--range-bits", "-1"}, exitUsage, "range-bits"},
 		// Policies.
 		{[]string{d, "counter", "add", "x", "--keep-hot", "--hot-ranges", "2"}, exitUsage, "--keep-hot and --hot-ranges are mutually exclusive"},
 		{[]string{d, "counter", "add", "x", "--hot-ranges", "2", "--age", "1h"}, exitUsage, "mutually exclusive"},
 		{[]string{d, "counter", "add", "x", "--keep-hot", "--hot-ranges", "2", "--age", "1h"}, exitUsage, "mutually exclusive"},
-		{[]string{d, "counter", "add", "x", "--id-epoch-ms", "5"}, exitUsage, "go with --age"},
+		{[]string{d, "counter", "add", "x", "--epoch-ms", "5"}, exitUsage, "go with --age"},
 		{[]string{d, "counter", "add", "x", "--hot-ranges", "0"}, exitError, "hot ranges 0"},
 		{[]string{d, "counter", "add", "x", "--age", "-1h"}, exitError, "age"},
-		{[]string{d, "counter", "add", "x", "--age", "soon"}, exitUsage, `invalid value "soon" for flag -age`},
-		{[]string{d, "counter", "add", "x", "--age", "1h", "--id-time-shift", "300"}, exitError, "invalid option: --id-time-shift 300 (want 0..40)"},
+		{[]string{d, "counter", "add", "x", "--age", "soon"}, exitUsage, `bad age "soon": want a duration`},
+		{[]string{d, "counter", "add", "x", "--age", "1h", "--time-shift", "300"}, exitError, "invalid option: id time shift 300 (want 0..40)"},
 		// Ids.
-		{[]string{d, "get", "posts", "x"}, exitUsage, `bad ID "x"`},
-		{[]string{d, "get", "posts", "5", "-1"}, exitUsage, `bad ID "-1"`},
-		{[]string{d, "get", "posts", "18446744073709551616"}, exitUsage, "bad ID"},
+		{[]string{d, "get", "posts", "x"}, exitUsage, `bad id "x"`},
+		{[]string{d, "get", "posts", "5", "-1"}, exitUsage, `bad id "-1"`},
+		{[]string{d, "get", "posts", "18446744073709551616"}, exitUsage, "bad id"},
 		{[]string{d, "get", "posts", "5."}, exitUsage, "missing COLUMN"},
-		{[]string{d, "get", "posts", "x.likes"}, exitUsage, `bad ID "x"`},
-		{[]string{d, "incr", "posts", "x", "likes"}, exitUsage, `bad ID "x"`},
-		{[]string{d, "set", "posts", "1.5", "1", "2"}, exitUsage, `bad ID "1.5"`},
-		{[]string{d, "delete", "posts", "5", "x"}, exitUsage, `bad ID "x"`},
+		{[]string{d, "get", "posts", "x.likes"}, exitUsage, `bad id "x"`},
+		{[]string{d, "incr", "posts", "x", "likes"}, exitUsage, `bad id "x"`},
+		{[]string{d, "set", "posts", "1.5", "1", "2"}, exitUsage, `bad id "1.5"`},
+		{[]string{d, "delete", "posts", "5", "x"}, exitUsage, `bad id "x"`},
 		// Values.
-		{[]string{d, "set", "posts", "5", "1", "x"}, exitUsage, `bad value 2 "x"`},
-		{[]string{d, "set", "posts", "5", "1", "-2"}, exitUsage, `bad value 2 "-2"`},
-		{[]string{d, "set", "posts", "5", "18446744073709551616", "1"}, exitUsage, "bad value 1"},
+		{[]string{d, "set", "posts", "5", "1", "x"}, exitUsage, `bad value "x"`},
+		{[]string{d, "set", "posts", "5", "1", "-2"}, exitUsage, `bad value "-2"`},
+		{[]string{d, "set", "posts", "5", "18446744073709551616", "1"}, exitUsage, `bad value "18446744073709551616"`},
 		{[]string{d, "set", "posts", "5", "1"}, exitError, "got 1 values, the counter has 2 columns"},
 		{[]string{d, "set", "posts", "5", "1", "2", "3"}, exitError, "got 3 values"},
 		{[]string{d, "set", "posts", "5", "4294967296", "1"}, exitError, "value out of range"},
-		{[]string{d, "incr", "posts", "5", "likes", "many"}, exitUsage, `bad DELTA "many"`},
-		{[]string{d, "incr", "posts", "5", "likes", "1.5"}, exitUsage, "bad DELTA"},
+		{[]string{d, "incr", "posts", "5", "likes", "many"}, exitUsage, `bad delta "many"`},
+		{[]string{d, "incr", "posts", "5", "likes", "1.5"}, exitUsage, "bad delta"},
 		{[]string{d, "incr", "posts", "5", "reposts", "4294967295"}, exitError, "value out of range"},
-		{[]string{d, "incr", "posts", "5", "likes", "1", "2"}, exitUsage, "too many arguments"},
+		{[]string{d, "incr", "posts", "5", "likes", "1", "2"}, exitUsage, `wrong number of arguments: extra "2"`},
 		{[]string{d, "incr", "posts", "5.likes", "1", "2"}, exitUsage, "too many arguments"},
 		// Missing arguments and unknown commands or flags.
 		{[]string{d, "incr", "posts", "5"}, exitUsage, "missing COLUMN"},
@@ -291,9 +292,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{d, "get", "posts"}, exitUsage, "want NAME"},
 		{[]string{d, "set", "posts"}, exitUsage, "want NAME"},
 		{[]string{d, "delete", "posts"}, exitUsage, "want NAME"},
-		{[]string{d, "counter", "add"}, exitUsage, "one counter NAME"},
-		{[]string{d, "column", "add", "posts"}, exitUsage, "NAME and COLUMN"},
-		{[]string{d, "counter", "list", "extra"}, exitUsage, "takes no arguments"},
+		{[]string{d, "counter", "add"}, exitUsage, "missing NAME"},
+		{[]string{d, "column", "add", "posts"}, exitUsage, "missing COLUMN (want NAME COLUMN"},
+		{[]string{d, "counter", "list", "extra"}, exitUsage, `takes no arguments, got "extra"`},
 		{[]string{d, "stats", "extra"}, exitUsage, "takes no arguments"},
 		{[]string{d, "replay", "extra"}, exitUsage, "takes no arguments"},
 		{[]string{d, "checkpoint", "extra"}, exitUsage, "takes no arguments"},
@@ -302,7 +303,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{d, "counter", "frob"}, exitUsage, `unknown subcommand "frob"`},
 		{[]string{d}, exitUsage, "no command"},
 		{[]string{}, exitUsage, "no command"},
-		{[]string{d, "get", "--frob", "posts", "5"}, exitUsage, "flag provided but not defined: -frob"},
+		{[]string{d, "get", "--frob", "posts", "5"}, exitUsage, "unknown flag -frob"},
 		{[]string{"--frob", d, "get", "posts", "5"}, exitUsage, "flag provided but not defined: -frob"},
 		{[]string{d, "help", "frob"}, exitUsage, `unknown command "frob"`},
 		{[]string{d, "--durability", "fast", "incr", "posts", "5", "likes"}, exitUsage, `bad --durability "fast"`},

@@ -23,6 +23,9 @@ const (
 	// openReadOnly writes nothing and opens only the packages whose data
 	// exists (stats, verify).
 	openReadOnly
+	// openCreateStore may create the store but opens only the packages
+	// whose data exists (counter add: the host's counters only).
+	openCreateStore
 )
 
 // openDB opens the database named by -d through tally.Open: the store
@@ -59,13 +62,13 @@ func (e *env) openDBWith(mode openMode, configure func(*store.Options) error) (*
 			return nil, err
 		}
 	}
-	if mode != openCreate {
+	if mode != openCreate && mode != openCreateStore {
 		if err := mustBeStoreDir(e.dir); err != nil {
 			return nil, err
 		}
 	}
 	opts.ReadOnly = mode == openReadOnly
-	o := &tallydb.Options{Store: opts, ExistingOnly: mode == openExisting}
+	o := &tallydb.Options{Store: opts, ExistingOnly: mode == openExisting || mode == openCreateStore}
 	if !e.serving {
 		// A command runs no background expiry: it is short. The server
 		// keeps the timeline's default (hourly).

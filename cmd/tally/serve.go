@@ -161,7 +161,7 @@ func runServe(e *env, args []string) error {
 		}
 	}})
 	for _, group := range [][]server.Command{
-		server.LikesCommands(all.Likes()), server.DBCommands(all),
+		server.DBCommands(all),
 		{execCommand(all)},
 	} {
 		if err := srv.Register(group...); err != nil {

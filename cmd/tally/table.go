@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	cmdtab "github.com/tallydb/tally/internal/commands"
@@ -52,6 +53,12 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 		mode = openExisting
 	case cmdtab.OpenReadOnly:
 		mode = openReadOnly
+	case cmdtab.OpenCreateStore:
+		mode = openCreateStore
+	}
+	var fresh *freshDir // a store this command creates, removed if it fails
+	if (mode == openCreate || mode == openCreateStore) && e.served == nil {
+		fresh, _ = newStoreDir(e.dir)
 	}
 	var configure func(*store.Options) error
 	if tc.StoreOptions != nil {
@@ -59,7 +66,7 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 	}
 	db, err := e.openDBWith(mode, configure)
 	if err != nil {
-		return err
+		return fresh.removeAfter(err)
 	}
 	// The bar's clock starts with the run.
 	var progress cmdtab.Progress
@@ -71,7 +78,7 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 	defer stop()
 	out, err := tc.Run(ctx, db, in)
 	if err != nil {
-		return closeTally(db, err)
+		return fresh.removeAfter(closeTally(db, err))
 	}
 	// Printed after the run, and in full before the store closes: a
 	// command's output is all or nothing, like its effect.
@@ -83,6 +90,20 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 	}
 	e.stdout.Write([]byte(b.String()))
 	return closeTally(db, err)
+}
+
+// removeAfter removes the store a command created in f (nil: none) when
+// the command failed with err, and returns err with the removal's own
+// failure added. Table commands check their input before the store is
+// opened; what gets here (an I/O error, a like in a business the new store
+// cannot have) leaves no half-made store behind either.
+func (f *freshDir) removeAfter(err error) error {
+	if err != nil && f != nil {
+		if rerr := f.remove(); rerr != nil {
+			err = fmt.Errorf("%w (and %v)", err, rerr)
+		}
+	}
+	return err
 }
 
 // globalFlags takes -d DIR, --durability MODE, --json and -h out of a

@@ -137,6 +137,10 @@ const (
 	// OpenReadOnly writes nothing and opens only the packages whose data
 	// exists.
 	OpenReadOnly
+	// OpenCreateStore may create the store, as OpenCreate, but opens only
+	// the packages whose data exists, as OpenExisting: a command on the
+	// host's own counters (counter add) creates no package's data.
+	OpenCreateStore
 )
 
 // Replier is where a command writes its RESP reply (server.Conn).

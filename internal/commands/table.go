@@ -4,6 +4,7 @@ package commands
 // them. Each call builds it anew (the table holds no state).
 func All() []*Command {
 	var t []*Command
+	t = append(t, counterCommands()...)
 	t = append(t, timelineCommands()...)
 	t = append(t, likesCommands()...)
 	t = append(t, unreadCommands()...)
