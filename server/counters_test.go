@@ -467,8 +467,16 @@ func TestCounterTableCommands(t *testing.T) {
 			t.Errorf("COMMAND DOCS tally.counter lacks %s: %#v", name, subs)
 		}
 	}
-	if args := fmt.Sprint(docMap(subs["tally.counter|add"])["arguments"]); !strings.Contains(args, "token EPOCHMS") ||
-		!strings.Contains(args, "token TIMESHIFT") || !strings.Contains(args, "token KEEPHOT") {
+	if args := fmt.Sprint(docMap(subs["tally.counter|add"])["arguments"]); !strings.Contains(args, "token IDEPOCHMS") ||
+		!strings.Contains(args, "token IDTIMESHIFT") || !strings.Contains(args, "token KEEPHOT") {
 		t.Errorf("COMMAND DOCS tally.counter|add arguments: %s", args)
+	}
+	// The old tokens are aliases.
+	if err := rc.Do(ctx, "TALLY.COUNTER", "ADD", "aliased", "AGE", "1h", "EPOCHMS", "0", "TIMESHIFT", "20").Err(); err != nil {
+		t.Errorf("EPOCHMS/TIMESHIFT: %v", err)
+	}
+	if err := rc.Do(ctx, "TALLY.COUNTER", "ADD", "aliased2", "AGE", "1h", "IDEPOCHMS", "0", "EPOCHMS", "0").Err(); err == nil ||
+		!strings.Contains(err.Error(), "given twice") {
+		t.Errorf("a name and its alias: %v", err)
 	}
 }

@@ -66,7 +66,8 @@
 // same arguments (CLI --range-bits is RANGEBITS):
 //
 //	TALLY.COUNTER ADD name [RANGEBITS n] [KEEPHOT | HOTRANGES k |
-//	    AGE duration [EPOCHMS ms] [TIMESHIFT bits]]      OK (counter add)
+//	    AGE duration [IDEPOCHMS ms] [IDTIMESHIFT bits]]  OK (counter add;
+//	                                 EPOCHMS and TIMESHIFT are accepted too)
 //	TALLY.COUNTER LIST               array of bulk, as "tally counter list" prints
 //	TALLY.COLUMN ADD name column [HINT 8|16|32] [MAX 32|64]  OK (column add)
 //	TALLY.INCR name id column [delta] integer: the new value (incr); id.column
@@ -78,7 +79,7 @@
 //	                                 values in column order, or the column's (get)
 //	TALLY.DELETE name id [id ...]    OK: the rows deleted atomically (delete)
 //	LIKE.BUSINESS ADD biz [RANGEBITS n] [HOTRANGES k | AGE duration
-//	    [EPOCHMS ms] [TIMESHIFT bits]]  OK: declares a business (business add)
+//	    [IDEPOCHMS ms] [IDTIMESHIFT bits]]  OK: declares a business
 //	LIKE.BUSINESS LIST               array of business names (business list)
 //	UNREAD.*, DOT.*, NOTICE.*        unread counts, red dots, notices (package
 //	                                 unread): see internal/commands/unread.go

@@ -16,7 +16,7 @@
 // # Commands
 //
 //	counter add NAME [--range-bits N] [--keep-hot | --hot-ranges K |
-//	    --age DURATION [--epoch-ms MS] [--time-shift BITS]]
+//	    --age DURATION [--id-epoch-ms MS] [--id-time-shift BITS]]
 //	                            create a counter (and the store, if DIR is
 //	                            new or empty)
 //	counter list                NAME range_bits=N policy=P columns=COL:HINT/MAX,...

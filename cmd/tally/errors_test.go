@@ -29,8 +29,8 @@ func TestCounterAddLeavesNoStore(t *testing.T) {
 		{"x", "--hot-ranges", "0"},
 		{"x", "--range-bits", "7"},
 		{"x", "--range-bits", "49"},
-		{"x", "--age", "1h", "--time-shift", "41"},
-		{"x", "--age", "1h", "--epoch-ms", "-1"},
+		{"x", "--age", "1h", "--id-time-shift", "41"},
+		{"x", "--age", "1h", "--id-epoch-ms", "-1"},
 		{"a.b"},
 		{strings.Repeat("n", limits.MaxNameLen+1)},
 		{"-d", "x"}, // -d given twice: the last wins, and NAME is missing
@@ -63,8 +63,8 @@ func TestCounterAddLeavesNoStore(t *testing.T) {
 	}
 	// Accepted ages (at the limit) read back as given, and the store opens.
 	dir := filepath.Join(t.TempDir(), "ok")
-	mustTally(t, "-d", dir, "counter", "add", "a", "--age", "1ms", "--time-shift", "40", "--epoch-ms", "0")
-	mustTally(t, "-d", dir, "counter", "add", "b", "--age", "2562047h", "--epoch-ms", fmt.Sprint(int64(limits.MaxIDTimeMs)))
+	mustTally(t, "-d", dir, "counter", "add", "a", "--age", "1ms", "--id-time-shift", "40", "--id-epoch-ms", "0")
+	mustTally(t, "-d", dir, "counter", "add", "b", "--age", "2562047h", "--id-epoch-ms", fmt.Sprint(int64(limits.MaxIDTimeMs)))
 	want := fmt.Sprintf("a range_bits=32 policy=age:1ms:0:40 columns=\nb range_bits=32 policy=age:2562047h0m0s:%d:22 columns=\n", int64(limits.MaxIDTimeMs))
 	if got := mustTally(t, "-d", dir, "counter", "list"); got != want {
 		t.Errorf("counter list:\n%s\nwant:\n%s", got, want)

@@ -96,7 +96,7 @@ func TestHappyPath(t *testing.T) {
 	}{
 		{[]string{d, "counter", "add", "accounts", "--keep-hot"}, ""},
 		{[]string{d, "counter", "add", "feeds", "--hot-ranges", "4", "--range-bits=20"}, ""},
-		{[]string{d, "counter", "add", "aged", "--age", "720h", "--epoch-ms", "1000", "--time-shift", "20"}, ""},
+		{[]string{d, "counter", "add", "aged", "--age", "720h", "--id-epoch-ms", "1000", "--id-time-shift", "20"}, ""},
 		{[]string{d, "counter", "add", "snow", "--age", "1h"}, ""},
 		{[]string{d, "column", "add", "accounts", "followers", "--hint=32", "--max=64"}, ""},
 		{[]string{d, "counter", "list"}, `posts range_bits=40 policy=keep-hot columns=reposts:16/32,likes:8/64
@@ -260,11 +260,11 @@ func TestBadInput(t *testing.T) {
 		{[]string{d, "counter", "add", "x", "--keep-hot", "--hot-ranges", "2"}, exitUsage, "--keep-hot and --hot-ranges are mutually exclusive"},
 		{[]string{d, "counter", "add", "x", "--hot-ranges", "2", "--age", "1h"}, exitUsage, "mutually exclusive"},
 		{[]string{d, "counter", "add", "x", "--keep-hot", "--hot-ranges", "2", "--age", "1h"}, exitUsage, "mutually exclusive"},
-		{[]string{d, "counter", "add", "x", "--epoch-ms", "5"}, exitUsage, "go with --age"},
+		{[]string{d, "counter", "add", "x", "--id-epoch-ms", "5"}, exitUsage, "go with --age"},
 		{[]string{d, "counter", "add", "x", "--hot-ranges", "0"}, exitError, "hot ranges 0"},
 		{[]string{d, "counter", "add", "x", "--age", "-1h"}, exitError, "age"},
 		{[]string{d, "counter", "add", "x", "--age", "soon"}, exitUsage, `bad age "soon": want a duration`},
-		{[]string{d, "counter", "add", "x", "--age", "1h", "--time-shift", "300"}, exitError, "invalid option: id time shift 300 (want 0..40)"},
+		{[]string{d, "counter", "add", "x", "--age", "1h", "--id-time-shift", "300"}, exitError, "invalid option: id time shift 300 (want 0..40)"},
 		// Ids.
 		{[]string{d, "get", "posts", "x"}, exitUsage, `bad id "x"`},
 		{[]string{d, "get", "posts", "5", "-1"}, exitUsage, `bad id "-1"`},

@@ -108,6 +108,10 @@ type Param struct {
 	Key bool
 	// Help is one line for the CLI's help (options only).
 	Help string
+	// Aliases are other names of an option, accepted in both front ends
+	// (each as --alias and as its RESP token), so a name can change
+	// without breaking scripts.
+	Aliases []string
 }
 
 // Mode says what a command does to the database.

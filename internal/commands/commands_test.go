@@ -125,3 +125,20 @@ func TestJSON(t *testing.T) {
 		t.Fatalf("%q, %v", b.String(), err)
 	}
 }
+
+// TestAliases: an option's old name works in both front ends, and counts as
+// the option.
+func TestAliases(t *testing.T) {
+	cmd := &Command{CLI: "x", RESP: "X", Params: []Param{{Name: "id-epoch-ms", Aliases: []string{"epoch-ms"}, Kind: Int, Option: true}}}
+	a, err := cmd.ParseCLI([]string{"--epoch-ms", "5"})
+	if err != nil || a.Int("id-epoch-ms") != 5 {
+		t.Fatalf("--epoch-ms: %v", err)
+	}
+	b, err := cmd.ParseRESP(respArgs("EPOCHMS", "5"))
+	if err != nil || b.Int("id-epoch-ms") != 5 {
+		t.Fatalf("EPOCHMS: %v", err)
+	}
+	if _, err := cmd.ParseCLI([]string{"--epoch-ms", "5", "--id-epoch-ms", "6"}); err == nil {
+		t.Fatal("a name and its alias both given: no error")
+	}
+}

@@ -37,9 +37,9 @@ var (
 	pHotRanges = Param{Name: "hot-ranges", Kind: Int, Option: true, Help: "keep the newest HOT-RANGES ranges hot, age the older ones"}
 	pAge       = Param{Name: "age", Kind: String, Option: true,
 		Help: "age a range once the time in its ids is older than AGE (e.g. 4320h, whole milliseconds)"}
-	pEpochMs = Param{Name: "epoch-ms", Kind: Int, Option: true,
+	pEpochMs = Param{Name: "id-epoch-ms", Aliases: []string{"epoch-ms"}, Kind: Int, Option: true,
 		Help: fmt.Sprintf("with --age: ids hold milliseconds since this Unix epoch (0..2^%d, default %d)", bits.TrailingZeros64(limits.MaxIDTimeMs), store.DefaultIDEpochMs)}
-	pTimeShift = Param{Name: "time-shift", Kind: Uint, Option: true,
+	pTimeShift = Param{Name: "id-time-shift", Aliases: []string{"time-shift"}, Kind: Uint, Option: true,
 		Help: fmt.Sprintf("with --age: the time in an id is shifted left by this many bits (0..%d, default %d)", limits.MaxIDTimeShift, store.DefaultIDTimeShift)}
 )
 
@@ -77,7 +77,7 @@ func checkName(what, s string) error {
 
 // counterShape reads the options that shape a counter (counter add,
 // business add): range-bits (unset: 0, the caller's default) and one age
-// policy, keep-hot | hot-ranges K | age D [epoch-ms MS] [time-shift BITS]
+// policy, keep-hot | hot-ranges K | age D [id-epoch-ms MS] [id-time-shift BITS]
 // (none: a zero Age, the caller's default). It checks them together, as
 // the store will.
 func counterShape(in *Input) (store.CounterOptions, error) {
@@ -91,8 +91,8 @@ func counterShape(in *Input) (store.CounterOptions, error) {
 	if len(policies) > 1 {
 		return opts, Usagef("%s are mutually exclusive", strings.Join(policies, " and "))
 	}
-	if (in.Has("epoch-ms") || in.Has("time-shift")) && !in.Has("age") {
-		return opts, Usagef("%s and %s go with %s", optName(in, "epoch-ms"), optName(in, "time-shift"), optName(in, "age"))
+	if (in.Has("id-epoch-ms") || in.Has("id-time-shift")) && !in.Has("age") {
+		return opts, Usagef("%s and %s go with %s", optName(in, "id-epoch-ms"), optName(in, "id-time-shift"), optName(in, "age"))
 	}
 	if in.Has("range-bits") {
 		// NB: 0 would read as "size the ranges to the ids", and the store's
@@ -117,12 +117,12 @@ func counterShape(in *Input) (store.CounterOptions, error) {
 		if err != nil {
 			return opts, Usagef("bad age %s: want a duration such as 4320h", quote.Input(in.String("age")))
 		}
-		shift := in.UintOr("time-shift", store.DefaultIDTimeShift)
+		shift := in.UintOr("id-time-shift", store.DefaultIDTimeShift)
 		if shift > limits.MaxIDTimeShift {
 			return opts, fmt.Errorf("%w: id time shift %d (want 0..%d)", store.ErrInvalidOption, shift, limits.MaxIDTimeShift)
 		}
 		opts.Age = store.AgePolicy{Kind: store.AgeByTime, MaxAge: d,
-			IDEpochMs: in.IntOr("epoch-ms", store.DefaultIDEpochMs), IDTimeShift: uint8(shift)}
+			IDEpochMs: in.IntOr("id-epoch-ms", store.DefaultIDEpochMs), IDTimeShift: uint8(shift)}
 	}
 	return opts, opts.Validate()
 }
@@ -280,8 +280,8 @@ creates no store and changes nothing.
 Ranges: without --range-bits, ranges start at 32 bits and widen (up to 64)
 when the ids leave few rows per range. Aging: --keep-hot (the default),
 --hot-ranges K or --age DURATION, mutually exclusive; with --age the ids
-are snowflake-like (milliseconds since --epoch-ms, default Twitter's,
-shifted left by --time-shift bits). Over RESP the reply is OK.
+are snowflake-like (milliseconds since --id-epoch-ms, default Twitter's,
+shifted left by --id-time-shift bits). Over RESP the reply is OK.
 
 Example:
   tally -d /var/lib/tally counter add posts --range-bits 40 --age 4320h

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -271,7 +272,7 @@ func (c *Command) ParseCLI(args []string) (*Input, error) {
 // --owner 7" is "like video 1 42 7").
 func (c *Command) option(name string) int {
 	for i, p := range c.Params {
-		if (p.Option || p.Optional && !p.Multiple) && p.Name == name {
+		if (p.Option || p.Optional && !p.Multiple) && (p.Name == name || slices.Contains(p.Aliases, name)) {
 			return i
 		}
 	}
@@ -282,8 +283,16 @@ func (c *Command) option(name string) int {
 // case), or -1.
 func (c *Command) respOption(tok []byte) int {
 	for i, p := range c.Params {
-		if p.Option && len(tok) <= 32 && strings.EqualFold(RESPOption(p.Name), string(tok)) {
+		if !p.Option || len(tok) > 32 {
+			continue
+		}
+		if strings.EqualFold(RESPOption(p.Name), string(tok)) {
 			return i
+		}
+		for _, a := range p.Aliases {
+			if strings.EqualFold(RESPOption(a), string(tok)) {
+				return i
+			}
 		}
 	}
 	return -1
