@@ -131,8 +131,8 @@ func TestTimelineCommands(t *testing.T) {
 	if v := do("TL.POST", 20, 105, "ASYNC"); !equalAny(v, []any{"queued"}) { // RESP's default, said
 		t.Fatalf("post async: %v", v)
 	}
-	if v := do("TL.FOLLOWERS", 20, "LIMIT", 0); !equalAny(v, []any{nil, []any{int64(1), int64(2)}}) { // 0: the default
-		t.Fatalf("followers limit 0: %v", v)
+	if err := c.Do(ctx, "TL.FOLLOWERS", 20, "LIMIT", 0).Err(); err == nil || !strings.Contains(err.Error(), "timeline: bad page limit: 0") {
+		t.Fatalf("followers limit 0: %v", err) // as likes: a page holds 1..1000
 	}
 	if v := do("TL.CONFIG", "INBOXCAP", 50, "ACTIVEWINDOW", "48h"); !equalAny(v, []any{"inbox_cap", int64(50), "active_window", "48h0m0s", "pull_threshold", int64(1000000), "chunk_size", int64(1000)}) {
 		t.Fatalf("config: %v", v)

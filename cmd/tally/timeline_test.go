@@ -40,7 +40,9 @@ func TestTimelineCommands(t *testing.T) {
 	mustTally(t, d, "jobs", "wait")
 	wantOut(t, mustTally(t, d, "post", "22", "103", "--wait", "104"), "103 delivered 1\n104 delivered 1\n")
 	wantOut(t, mustTally(t, d, "user", "1", "20", "99"), "1 followers=0 followees=3 posts=0\n20 followers=2 followees=0 posts=2\n99 followers=0 followees=0 posts=0\n")
-	wantOut(t, mustTally(t, d, "followers", "20", "--limit", "0"), "1\n2\nend\n") // 0: the default page
+	if _, errOut, code := tally(t, d, "followers", "20", "--limit", "0"); code != exitError || !strings.Contains(errOut, "bad page limit: 0") {
+		t.Errorf("followers --limit 0: exit %d, %s", code, errOut) // as likes: a page holds 1..1000
+	}
 
 	// Pages: the cursor line feeds the next page.
 	out := mustTally(t, d, "home", "1", "--limit", "2")

@@ -118,6 +118,11 @@ func checkPage(what string) func(in *Input) error {
 		if err := timeline.CheckID(what, in.Uint(what)); err != nil {
 			return err
 		}
+		// A command's page holds 1..1000 entries, as likes' pages; 0,
+		// the Go API's "default", is not a page size a user types.
+		if in.Has("limit") && in.Int("limit") == 0 {
+			return fmt.Errorf("%w: 0 (want 1..%d; leave the limit out for %d)", timeline.ErrBadLimit, timeline.MaxLimit, timeline.DefaultLimit)
+		}
 		return timeline.CheckLimit(in.Int("limit"))
 	}
 }
