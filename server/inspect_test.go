@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -196,4 +197,91 @@ func atoiT(t *testing.T, s string) int {
 		t.Fatalf("%q: %v", s, err)
 	}
 	return n
+}
+
+// TestScan: a full SCAN returns every stored row of the user's counters
+// once, over many calls with server-kept cursors; MATCH and TYPE filter;
+// a package's counter and an all-zero row never show.
+func TestScan(t *testing.T) {
+	ts, db := newDBServer(t)
+	rc := ts.client(t, nil)
+	for _, cmd := range [][]any{{"TALLY.COUNTER", "ADD", "posts"}, {"TALLY.COLUMN", "ADD", "posts", "likes"},
+		{"TALLY.COUNTER", "ADD", "users2"}, {"TALLY.COLUMN", "ADD", "users2", "n"}} {
+		if err := rc.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]bool{}
+	for i := 1; i <= 2500; i++ {
+		id := uint64(i) * 7919 << 20 // sparse, snowflake-like
+		rc.HIncrBy(ctx, fmt.Sprintf("posts:%d", id), "likes", 1)
+		want[fmt.Sprintf("posts:%d", id)] = true
+	}
+	for i := 1; i <= 30; i++ {
+		rc.HIncrBy(ctx, fmt.Sprintf("users2:%d", i), "n", 1)
+		want[fmt.Sprintf("users2:%d", i)] = true
+	}
+	rc.HIncrBy(ctx, "users2:999", "n", 1)
+	rc.HIncrBy(ctx, "users2:999", "n", -1) // all zero: not stored
+	if _, err := db.Timeline().Follow(1, 2); err != nil { // package data: never a key
+		t.Fatal(err)
+	}
+	scanAll := func(args ...any) map[string]int {
+		got := map[string]int{}
+		cur := uint64(0)
+		for calls := 0; ; calls++ {
+			if calls > 100 {
+				t.Fatal("SCAN does not end")
+			}
+			keys, next, err := rc.Scan(ctx, cur, "", 10).Result()
+			if len(args) > 0 {
+				v, err2 := rc.Do(ctx, append([]any{"SCAN", cur}, args...)...).Slice()
+				if err2 != nil {
+					t.Fatal(err2)
+				}
+				next, _ = strconv.ParseUint(v[0].(string), 10, 64)
+				keys = keys[:0]
+				for _, k := range v[1].([]any) {
+					keys = append(keys, k.(string))
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				got[k]++
+			}
+			if next == 0 {
+				return got
+			}
+			cur = next
+		}
+	}
+	got := scanAll()
+	if len(got) != len(want) {
+		t.Errorf("SCAN returned %d keys, want %d", len(got), len(want))
+	}
+	for k, n := range got {
+		if !want[k] || n != 1 {
+			t.Errorf("SCAN returned %s %d times (want: %v)", k, n, want[k])
+		}
+	}
+	if got := scanAll("MATCH", "users2:*", "COUNT", 5); len(got) != 30 {
+		t.Errorf("MATCH users2:*: %d keys", len(got))
+	}
+	if got := scanAll("MATCH", "*:1?", "COUNT", 1000); len(got) != 10 {
+		t.Errorf("MATCH *:1?: %v", got)
+	}
+	if got := scanAll("TYPE", "string"); len(got) != 0 {
+		t.Errorf("TYPE string: %v", got)
+	}
+	if got := scanAll("TYPE", "hash"); len(got) != len(want) {
+		t.Errorf("TYPE hash: %d keys", len(got))
+	}
+	for _, bad := range [][]any{{"SCAN", "x"}, {"SCAN", 12345}, {"SCAN", 0, "COUNT", 0}, {"SCAN", 0, "MATCH"}, {"SCAN", 0, "BOGUS", 1},
+		{"SCAN", 0, "MATCH", "[x"}} {
+		if err := rc.Do(ctx, bad...).Err(); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
 }

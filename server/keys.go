@@ -88,6 +88,7 @@ func hlenHandler(c *Conn, args [][]byte) {
 
 func keyCommands() []Command {
 	return []Command{
+		scanCommand(),
 		{Name: "HLEN", Arity: 2, Flags: FlagReadOnly | FlagFast, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "hash",
 			Since: "2.0.0", Complexity: "O(1)",
 			Summary: "Returns the number of fields of a stored row (every column of its counter), 0 for a missing row.",

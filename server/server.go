@@ -165,9 +165,10 @@ type Server struct {
 	started    time.Time
 	nextID     atomic.Uint64
 	closing    atomic.Bool
-	errorStats errorStats // INFO errorstats
-	opsRate    opsRate    // INFO instantaneous_ops_per_sec
-	slow       slowlog    // SLOWLOG
+	errorStats errorStats  // INFO errorstats
+	opsRate    opsRate     // INFO instantaneous_ops_per_sec
+	slow       slowlog     // SLOWLOG
+	scans      scanCursors // SCAN's cursors
 	conns      sync.WaitGroup
 	// ctx is what long commands wait under (Conn.Context); it ends when
 	// the connections are closed (Close, or Shutdown out of time), so

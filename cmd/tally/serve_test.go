@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -430,6 +431,41 @@ func TestServeRedisTools(t *testing.T) {
 	}
 	if got := sum("posts", 1); got != n {
 		t.Errorf("after redis-benchmark HINCRBY -n %d: likes sum to %d (posts:1234 is outside the ids)", n, got)
+	}
+
+	// redis-cli's inspection modes (issue 20): --scan lists every stored
+	// row, --bigkeys and --memkeys size them (SCAN, TYPE, HLEN, MEMORY
+	// USAGE), --stat and --latency poll until stopped.
+	keys := strings.Split(cli("--scan"), "\n")
+	if len(keys) != 2*ids+1 || !slices.Contains(keys, "posts:1234") || !slices.Contains(keys, "counter:7") {
+		t.Errorf("redis-cli --scan: %d keys (want %d): %.200q", len(keys), 2*ids+1, keys)
+	}
+	if got := cli("--scan", "--pattern", "posts:123*"); got != "posts:1234" {
+		t.Errorf("redis-cli --scan --pattern posts:123*: %q", got)
+	}
+	for _, mode := range []string{"--bigkeys", "--memkeys"} {
+		out := cli(mode)
+		if !strings.Contains(out, fmt.Sprintf("Sampled %d keys", 2*ids+1)) || !strings.Contains(out, fmt.Sprintf("%d hashs", 2*ids+1)) || strings.Contains(out, "ERR") {
+			t.Errorf("redis-cli %s:\n%s", mode, out)
+		}
+	}
+	// They poll until killed; stdbuf makes redis-cli write each line at
+	// once (its output is not a terminal here). Off a terminal --latency
+	// prints "min max avg samples".
+	if _, err := exec.LookPath("stdbuf"); err != nil {
+		t.Log("skipped redis-cli --stat and --latency: stdbuf (coreutils) not installed")
+	} else {
+		for _, mode := range [][]string{{"--stat", "-i", "0.2"}, {"--latency", "-i", "0.2"}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			args := append([]string{"-oL", "redis-cli", "-p", port, "--no-auth-warning", "-a", "pw"}, mode...)
+			out, _ := exec.CommandContext(ctx, "stdbuf", args...).CombinedOutput()
+			cancel()
+			want := map[string]string{"--stat": "requests", "--latency": " "}[mode[0]]
+			if !strings.Contains(string(out), want) || strings.Contains(string(out), "ERR") {
+				t.Errorf("redis-cli %s:\n%s", mode[0], out)
+			}
+			t.Logf("redis-cli %s:\n%s", mode[0], out)
+		}
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
