@@ -1,10 +1,9 @@
 // Package server is the Redis-protocol (RESP) front end of tally, the
 // server of "tally serve": one process owns one store, and any number of
 // clients (redis-cli, redis-benchmark, any Redis client library) use it over
-// TCP, with pipelining. It uses only public APIs: package store's, the
-// command groups' packages (timeline, unread, likes: UnreadCommands and
-// the like take their handles) and the root package tally's counter
-// namespaces (CounterOwner).
+// TCP, with pipelining. It uses the public APIs of package store and of the
+// root package tally (a *tally.DB: every package, and the counter
+// namespaces), and tally's one command table (internal/commands).
 //
 // Requests are read by a RESP2 reader of this package's own (resp.go: why
 // not redcon's, which tally used until issue 16), replies encoded by it
@@ -18,14 +17,55 @@
 //	...
 //	s.Shutdown(ctx)                         // then db.Close() checkpoints
 //
-// Register adds commands before Serve; the built-in groups (connection and
-// server commands, Redis's counter commands) are registered by New, the
-// one command table (DBCommands: schema, TALLY.INCR..., likes) and the
-// package groups by the host (Register(DBCommands(db)...)). A command is a
-// Command value: name, arity, flags, key positions, documentation for
-// COMMAND DOCS and a Handler that writes one reply to its *Conn. Later
-// groups (timelines, unread, likes) are one slice of Commands each.
-// MetricsHandler serves Prometheus metrics.
+// Register adds commands before Serve; the built-in groups (connection,
+// server and inspection commands, Redis's counter commands) are registered
+// by New, the one command table by the host (Register(DBCommands(db)...)).
+// A command is a Command value: name, arity, flags, key positions,
+// documentation for COMMAND DOCS and a Handler that writes one reply to
+// its *Conn. MetricsHandler serves Prometheus metrics.
+//
+// # One command table, two front ends
+//
+// Every command a user runs against a database (timelines, unread, likes,
+// counters and schema, jobs and maintenance) is declared once, in
+// internal/commands: its CLI words, its RESP name, its parameters, its
+// help and its handler against the *tally.DB. DBCommands renders that
+// table over RESP and cmd/tally renders it as the CLI, so arguments,
+// defaults, limits and errors agree by construction. The mapping rules:
+//
+//   - names: CLI words become a RESP name in the group's prefix ("like" is
+//     LIKE.LIKE, "unread kind add" is UNREAD.KIND ADD, "jobs wait" is
+//     TALLY.JOBS WAIT); a CLI name with a dash loses it (feed-reset is
+//     UNREAD.FEEDRESET).
+//   - positionals: the same, in the same order, in both front ends; the
+//     last may repeat or be optional.
+//   - options: CLI --name VALUE is RESP NAME VALUE (upper case, dashes
+//     dropped: --range-bits is RANGEBITS); a flag without a value is a
+//     bare token (--wait is WAIT). Over RESP options follow the
+//     positionals; old names stay as aliases (EPOCHMS beside IDEPOCHMS).
+//   - many ids: a CLI command over many ids ("unread get UID...") has an
+//     M-form over RESP (UNREAD.MGET, one array element per id) and, where
+//     Redis users expect it, a single-id form replying that element
+//     (UNREAD.GET), as Redis has GET beside MGET.
+//   - replies: a number is an integer; a list an array; a page the array
+//     [next cursor or nil, [entries]]; a missing value nil; a status OK;
+//     prose of the CLI (stats, jobs, replay) one bulk string of its lines.
+//     The CLI prints lines; "tally --json COMMAND" prints the RESP reply as
+//     JSON.
+//   - errors: bad input is refused before anything is opened or written,
+//     with the same words in both front ends (the CLI exits 2 for a
+//     malformed command line, 1 for a refused value; RESP replies "ERR "
+//     and the message).
+//   - the one default that differs: post (TL.POST) waits for its fan-outs
+//     in the CLI, whose process exits when the command returns, and not
+//     over RESP; both take --wait/WAIT and --async/ASYNC.
+//   - CLI only: the loads (they read local files), serve, demo, help and
+//     version; a client reaches the loads, and every other CLI command,
+//     through TALLY.EXEC, which runs the CLI's own code in the server.
+//   - RESP only: Redis's own commands (HINCRBY, HGET, HGETALL, HSET, DEL,
+//     INCR, GET, MGET, TALLY.MGET, TALLY.HINCRBYONCE, SCAN, TYPE, CLIENT,
+//     CONFIG, INFO, SLOWLOG, ...), which keep Redis's shapes for Redis
+//     clients and tools.
 //
 // # Keys
 //

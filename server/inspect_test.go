@@ -222,7 +222,7 @@ func TestScan(t *testing.T) {
 		want[fmt.Sprintf("users2:%d", i)] = true
 	}
 	rc.HIncrBy(ctx, "users2:999", "n", 1)
-	rc.HIncrBy(ctx, "users2:999", "n", -1) // all zero: not stored
+	rc.HIncrBy(ctx, "users2:999", "n", -1)                // all zero: not stored
 	if _, err := db.Timeline().Follow(1, 2); err != nil { // package data: never a key
 		t.Fatal(err)
 	}
