@@ -317,7 +317,54 @@ func lookup(args []string) (*command, []string, error) {
 		}
 		return nil, nil, fmt.Errorf("%s: unknown subcommand %s (%s)", args[0], quote.Input(args[1]), strings.Join(names, ", "))
 	}
+	if near := suggest(args[0]); near != "" {
+		return nil, nil, fmt.Errorf("unknown command %s; did you mean %q?", quote.Input(args[0]), near)
+	}
 	return nil, nil, fmt.Errorf("unknown command %s", quote.Input(args[0]))
+}
+
+// suggest returns the command (or group) name closest to word, if one is
+// within two edits of it (a typo), else "".
+func suggest(word string) string {
+	if len(word) > 64 {
+		return ""
+	}
+	best, bestD := "", 3
+	seen := map[string]bool{}
+	for _, c := range commands {
+		first, _, _ := strings.Cut(c.name, " ")
+		for _, n := range []string{c.name, first} {
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			if d := editDistance(word, n); d < bestD && d < len(n) {
+				best, bestD = n, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // groupOf returns the commands named "word ...".

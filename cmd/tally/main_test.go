@@ -299,6 +299,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{d, "replay", "extra"}, exitUsage, "takes no arguments"},
 		{[]string{d, "checkpoint", "extra"}, exitUsage, "takes no arguments"},
 		{[]string{d, "frob"}, exitUsage, `unknown command "frob"`},
+		{[]string{d, "folow", "1", "2"}, exitUsage, `unknown command "folow"; did you mean "follow"?`},
 		{[]string{d, "counter"}, exitUsage, "missing subcommand"},
 		{[]string{d, "counter", "frob"}, exitUsage, `unknown subcommand "frob"`},
 		{[]string{d}, exitUsage, "no command"},
