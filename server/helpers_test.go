@@ -187,8 +187,11 @@ func newDBServer(t *testing.T) (*testServer, *tallydb.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := startServerWith(t, db.Store(), dir, nil,
-		DBCommands(db))
+	ts := startServerWith(t, db.Store(), dir, nil, DBCommands(db))
+	// RegisterDB's other half (the server serves already).
+	if err := ts.s.metrics.reg.Register(&packageCollector{db: db}); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { // runs before the server's cleanup closes the store (LIFO)
 		if err := db.Check(); err != nil {
 			t.Errorf("Check: %v", err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net/http/httptest"
 	"reflect"
 	"strconv"
 	"strings"
@@ -283,5 +284,34 @@ func TestScan(t *testing.T) {
 		if err := rc.Do(ctx, bad...).Err(); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
+	}
+}
+
+// TestPackageMetrics: every package's figures are Prometheus series, the
+// growing ones as counters.
+func TestPackageMetrics(t *testing.T) {
+	ts, _ := newDBServer(t)
+	rc := ts.client(t, nil)
+	if err := rc.Do(ctx, "TL.FOLLOW", 1, 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Do(ctx, "TL.POST", 2, 100, "WAIT").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Do(ctx, "TL.HOME", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	ts.s.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body := w.Body.String()
+	for _, want := range []string{"# TYPE tally_timeline_deliveries_total counter", "tally_timeline_pages_total 1",
+		"tally_timeline_active_window_seconds 604800", "# TYPE tally_likes_transitions_total counter",
+		"tally_unread_snapshot_cache_bytes ", "tally_timeline_users "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(body)
 	}
 }

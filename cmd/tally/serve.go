@@ -160,13 +160,11 @@ func runServe(e *env, args []string) error {
 			opts.Logger.Warn("store failed and was reopened in place; writes resume", "reopens", db.Stats().Reopens)
 		}
 	}})
-	for _, group := range [][]server.Command{
-		server.DBCommands(all),
-		{execCommand(all)},
-	} {
-		if err := srv.Register(group...); err != nil {
-			return closeDB(db, err)
-		}
+	if err := srv.RegisterDB(all); err != nil {
+		return closeDB(db, err)
+	}
+	if err := srv.Register(execCommand(all)); err != nil {
+		return closeDB(db, err)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
