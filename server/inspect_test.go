@@ -1,9 +1,12 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -313,5 +316,46 @@ func TestPackageMetrics(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(body)
+	}
+}
+
+// TestGrafanaDashboard: docs/grafana-tally.json is valid JSON and every
+// metric its panels query is one the server exports.
+func TestGrafanaDashboard(t *testing.T) {
+	raw, err := os.ReadFile("../docs/grafana-tally.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := newDBServer(t)
+	rc := ts.client(t, nil)
+	rc.Do(ctx, "TL.FOLLOW", 1, 2)
+	rc.Do(ctx, "TL.BOGUS")
+	rc.Do(ctx, "LIKE.COUNTS", "video", 1)
+	w := httptest.NewRecorder()
+	ts.s.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body := w.Body.String()
+	names := regexp.MustCompile(`\btally_[a-z_]+`)
+	n := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range names.FindAllString(tg.Expr, -1) {
+				n++
+				if !strings.Contains(body, "\n"+m+"{") && !strings.Contains(body, "\n"+m+" ") {
+					t.Errorf("panel %q queries %s, which the server does not export", p.Title, m)
+				}
+			}
+		}
+	}
+	if len(dash.Panels) < 10 || n < 20 {
+		t.Fatalf("%d panels, %d metric references", len(dash.Panels), n)
 	}
 }
