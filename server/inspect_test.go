@@ -359,3 +359,83 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Fatalf("%d panels, %d metric references", len(dash.Panels), n)
 	}
 }
+
+// TestInfoForRedisExporter checks INFO against what redis_exporter
+// (github.com/oliver006/redis_exporter, exporter/info.go and exporter.go,
+// read 2026-11-24; its module is not served here, so it cannot run in
+// this test) parses: "# Section" headers, "field:value" lines whose
+// numeric fields it maps to gauges and counters, cmdstat_NAME lines of
+// calls=,usec=,usec_per_call=,rejected_calls=,failed_calls=, errorstat_
+// lines of count=, and dbN:keys=N,expires=N,avg_ttl=N.
+func TestInfoForRedisExporter(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+	rc.HIncrBy(ctx, "posts:1", "likes", 1)
+	rc.Do(ctx, "NOSUCH")
+	rc.HGet(ctx, "posts:1", "nosuch")
+	info, err := rc.Info(ctx, "everything").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	section := ""
+	for _, l := range strings.Split(info, "\r\n") {
+		if strings.HasPrefix(l, "# ") {
+			section = l[2:]
+			continue
+		}
+		if l == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			t.Errorf("line %q in %s is not field:value", l, section)
+			continue
+		}
+		fields[k] = v
+	}
+	// Fields the exporter maps that a tally server has; each a number.
+	for _, k := range []string{"uptime_in_seconds", "process_id", "connected_clients", "blocked_clients", "maxclients",
+		"used_memory", "used_memory_rss", "loading", "aof_enabled", "rdb_changes_since_last_save",
+		"total_connections_received", "total_commands_processed", "total_net_input_bytes", "total_net_output_bytes",
+		"rejected_connections", "instantaneous_ops_per_sec", "keyspace_hits", "keyspace_misses", "total_error_replies",
+		"connected_slaves", "master_repl_offset"} {
+		v, ok := fields[k]
+		if !ok {
+			t.Errorf("INFO lacks %s", k)
+			continue
+		}
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			t.Errorf("INFO %s:%s is not a number", k, v)
+		}
+	}
+	if fields["role"] != "master" || fields["redis_version"] == "" {
+		t.Errorf("role %q, redis_version %q", fields["role"], fields["redis_version"])
+	}
+	cmdstat := regexp.MustCompile(`^calls=\d+,usec=\d+,usec_per_call=\d+\.\d+,rejected_calls=\d+,failed_calls=\d+$`)
+	errstat := regexp.MustCompile(`^count=\d+$`)
+	keyspace := regexp.MustCompile(`^keys=\d+,expires=\d+,avg_ttl=\d+`)
+	var sawCmd, sawErr, sawDB bool
+	for k, v := range fields {
+		switch {
+		case strings.HasPrefix(k, "cmdstat_"):
+			sawCmd = true
+			if !cmdstat.MatchString(v) {
+				t.Errorf("%s:%s is not what the exporter parses", k, v)
+			}
+		case strings.HasPrefix(k, "errorstat_"):
+			sawErr = true
+			if !errstat.MatchString(v) {
+				t.Errorf("%s:%s", k, v)
+			}
+		case regexp.MustCompile(`^db\d+$`).MatchString(k):
+			sawDB = true
+			if !keyspace.MatchString(v) {
+				t.Errorf("%s:%s", k, v)
+			}
+		}
+	}
+	if !sawCmd || !sawErr || !sawDB {
+		t.Errorf("cmdstat %v, errorstat %v, db0 %v in:\n%s", sawCmd, sawErr, sawDB, info)
+	}
+}
