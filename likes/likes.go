@@ -244,7 +244,12 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 	if err := l.loadSecret(); err != nil {
 		return nil, err
 	}
-	if c, err := db.Counter(ReceivedCounter); err == nil {
+	// ensureReceived makes the counter in two durable steps (create, then
+	// add its column); one cut between them (a crash, a failed sync)
+	// leaves it without columns, and no like has counted in it yet: the
+	// next like that names an owner adds the column (ensureReceived), and
+	// until then every owner has received 0.
+	if c, err := db.Counter(ReceivedCounter); err == nil && len(c.Columns()) > 0 {
 		if err := checkReceived(c); err != nil {
 			return nil, err
 		}
