@@ -396,6 +396,10 @@ type dbRun struct {
 	trace    bool
 	nextPost uint64
 	cursors  map[uint64]homeCursor // a home page to continue at a later step
+	// seen counts what the run exercised (operations, refusals, posts
+	// missing while in flight), logged at the end so a change that makes
+	// a case unreachable shows.
+	seen map[string]int
 }
 
 type homeCursor struct {
@@ -409,13 +413,14 @@ func newDBRun(t *testing.T, seed uint64) *dbRun {
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x7a11ed)), m: newDBModel(),
 		clock: &modelClock{t: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)},
 		trace: os.Getenv("TALLY_DB_MODEL_TRACE") != "", nextPost: 1000, cursors: map[uint64]homeCursor{},
+		seen: map[string]int{},
 	}
 	// Small inboxes, chunks and pull thresholds, so floors, chunked
 	// fan-outs and pulled authors all happen among a dozen users; a
 	// snapshot cache of a few users, or none, so feed reads miss it.
 	cfg := timeline.Config{
 		InboxCap: 1 + r.rng.IntN(modelInboxCap), ActiveWindow: 24 * time.Hour,
-		PullThreshold: uint64(4 + r.rng.IntN(6)), ChunkSize: 1 + r.rng.IntN(3),
+		PullThreshold: uint64(5 + r.rng.IntN(4)), ChunkSize: 1 + r.rng.IntN(3),
 	}
 	cache := []int64{-1, 300, 0}[r.rng.IntN(3)]
 	r.opts = tally.Options{
@@ -475,6 +480,7 @@ func (r *dbRun) wantErr(err, target error) {
 	if target == nil && err != nil || target != nil && !errors.Is(err, target) {
 		r.fatalf("error %v, want %v", err, target)
 	}
+	r.seen[fmt.Sprint("refused: ", target)]++
 }
 
 func (r *dbRun) user() uint64 { return 1 + r.rng.Uint64N(modelUsers) }
@@ -525,6 +531,7 @@ func (r *dbRun) ops() []modelOp {
 		{2, "feed reset", r.feedReset},
 		// likes
 		{14, "like transition", r.likeTransition},
+		{1, "like burst", r.likeBurst},
 		{1, "like set owner", r.likeSetOwner},
 		{1, "like undeclared business", r.likeUndeclared},
 		{6, "like reads", r.likeReads},
@@ -556,6 +563,7 @@ func (r *dbRun) run(steps int) {
 			n -= op.weight
 		}
 		r.what = op.name
+		r.seen[op.name]++
 		op.fn()
 		r.log = append(r.log, r.what)
 		if r.trace {
@@ -569,6 +577,20 @@ func (r *dbRun) run(steps int) {
 	r.runJobs()
 	r.compareAll()
 	r.must(r.db.Check())
+	r.seen["pulled authors at the end"] = len(r.db.Timeline().PulledAuthors())
+	for u := uint64(1); u <= modelUsers; u++ {
+		r.seen["most followers at the end"] = max(r.seen["most followers at the end"], len(r.m.followers(u)))
+	}
+	for _, st := range r.db.Likes().Stats() {
+		if st.Key == "ordinals" { // users in some roaring like set
+			r.seen["like ordinals (users of roaring sets): "+st.Value]++
+		}
+	}
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(r.seen)) {
+		fmt.Fprintf(&b, "\n  %6d %s", r.seen[k], k)
+	}
+	r.t.Logf("exercised:%s", b.String())
 }
 
 // The host's counters.
@@ -991,6 +1013,7 @@ func (r *dbRun) comparePage(u, before uint64, p timeline.Page, limit int) {
 			gi++
 			continue
 		}
+		r.seen["followed post missing while its fan-out is in flight"]++
 		if !r.inFlight(want[wi].Post) {
 			r.fatalf("home %d below %d (limit %d): got %v, model %v: missing %v", u, before, limit, got, want, want[wi])
 		}
@@ -1376,17 +1399,36 @@ func (r *dbRun) likeOwner(item uint64) uint64 {
 	return 1 + item%modelUsers
 }
 
-func (r *dbRun) likeTransition() {
-	l := r.db.Likes()
+// likeBurst: a post goes viral, liked (or disliked) by many users at
+// once, so its sets pass likes.MinRoaringThreshold and convert.
+func (r *dbRun) likeBurst() {
 	biz, _ := pick(r.rng, modelBizs)
-	item, user := r.likeItem(), r.likeUser()
+	item, n := r.likeItem(), 8+r.rng.IntN(16)
+	if ps := slices.Sorted(maps.Keys(r.m.owned)); len(ps) > 0 {
+		item = ps[r.rng.IntN(min(2, len(ps)))]
+	}
+	r.what = fmt.Sprintf("like burst %s %d by %d users", biz, item, n)
+	for range n {
+		r.transition(biz, item, r.likeUser(), []int{0, 0, 0, 4}[r.rng.IntN(4)])
+	}
+}
+
+func (r *dbRun) likeTransition() {
+	biz, _ := pick(r.rng, modelBizs)
+	r.transition(biz, r.likeItem(), r.likeUser(), r.rng.IntN(6))
+}
+
+// transition runs one of like (op 0-2), unlike (3), dislike (4) and
+// undislike (5) and compares its result with the model's.
+func (r *dbRun) transition(biz string, item, user uint64, op int) {
+	l := r.db.Likes()
 	k, bi := likeKey{biz, item, user}, bizItem{biz, item}
 	old := r.m.likes[k]
 	nw := old
 	ms := r.clock.Now().UnixMilli()
 	var got likes.Result
 	var err error
-	switch r.rng.IntN(6) {
+	switch op {
 	case 0, 1, 2:
 		owner := r.likeOwner(item)
 		r.what = fmt.Sprintf("like %s %d by %d owner %d", biz, item, user, owner)
