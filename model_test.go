@@ -510,11 +510,13 @@ func (r *dbRun) ops() []modelOp {
 		{2, "counter set", r.counterSet},
 		{2, "counter incr once", r.counterIncrOnce},
 		{1, "counter delete", r.counterDelete},
+		{1, "counter load", r.counterLoad},
 		{3, "counter get", r.counterGet},
 		{1, "counter names", r.counterNames},
 		// timeline
 		{8, "follow", r.follow},
 		{4, "unfollow", r.unfollow},
+		{1, "load follows", r.loadFollows},
 		{9, "publish", r.publish},
 		{3, "unpublish", r.unpublish},
 		{5, "home", r.home},
@@ -534,6 +536,7 @@ func (r *dbRun) ops() []modelOp {
 		{14, "like transition", r.likeTransition},
 		{1, "like burst", r.likeBurst},
 		{1, "like set owner", r.likeSetOwner},
+		{1, "likes load", r.likesLoad},
 		{1, "like undeclared business", r.likeUndeclared},
 		{6, "like reads", r.likeReads},
 		// jobs, time and lifecycle
@@ -779,6 +782,33 @@ func (r *dbRun) counterDelete() {
 	delete(c.rows, id)
 }
 
+// counterLoad bulk-loads rows (store.DB.Load): each replaces its id's row
+// like Set, the last row of an id wins, all zeros delete.
+func (r *dbRun) counterLoad() {
+	name, c, _ := r.someCounter()
+	if c == nil {
+		return
+	}
+	in := store.LoadRows{}
+	for range 1 + r.rng.IntN(12) {
+		in.IDs = append(in.IDs, r.counterID())
+		for range c.cols {
+			v := uint64(0)
+			if r.rng.IntN(3) > 0 {
+				v = r.rng.Uint64N(5000)
+			}
+			in.Vals = append(in.Vals, v)
+		}
+	}
+	r.what = fmt.Sprintf("load %s %v %v", name, in.IDs, in.Vals)
+	_, err := r.db.Store().Load(r.t.Context(), name, in, nil)
+	r.must(err)
+	n := len(c.cols)
+	for i, id := range in.IDs {
+		c.put(id, slices.Clone(in.Vals[i*n:(i+1)*n]))
+	}
+}
+
 func (r *dbRun) counterGet() {
 	name, c, h := r.someCounter()
 	if h == nil {
@@ -898,6 +928,33 @@ func (r *dbRun) unfollow() {
 	}
 	if n != want {
 		r.fatalf("%d follows removed, model %d", n, want)
+	}
+}
+
+// loadFollows bulk-loads a few edges (LoadFollows): unread's observer
+// sees each new one, so feed bases start at the load.
+func (r *dbRun) loadFollows() {
+	edges := make([]timeline.Edge, 1+r.rng.IntN(8))
+	self := false
+	for i := range edges {
+		edges[i] = timeline.Edge{Follower: r.user(), Followee: r.user()}
+		self = self || edges[i].Follower == edges[i].Followee
+	}
+	r.what = fmt.Sprintf("load follows %v", edges)
+	st, err := r.db.Timeline().LoadFollows(r.t.Context(), edges, nil)
+	if self { // refused whole
+		r.wantErr(err, timeline.ErrSelfFollow)
+		return
+	}
+	r.must(err)
+	added := 0
+	for _, e := range edges {
+		if r.m.follow(e.Follower, e.Followee) {
+			added++
+		}
+	}
+	if st.Added != added || st.Edges != len(edges) {
+		r.fatalf("load stats %+v, model added %d", st, added)
 	}
 }
 
@@ -1498,6 +1555,35 @@ func (r *dbRun) likeSetOwner() {
 	}
 	if o, err := r.db.Likes().Owner(biz, item); err != nil || o != owner {
 		r.fatalf("owner %d %v, model %d", o, err, owner)
+	}
+}
+
+// likesLoad bulk-loads historical likes (likes.Load): each is a Like
+// without owner at its own time, and a repeated pair keeps the first.
+func (r *dbRun) likesLoad() {
+	biz, _ := pick(r.rng, modelBizs)
+	now := r.clock.Now().UnixMilli()
+	in := make([]likes.LoadLike, 1+r.rng.IntN(30))
+	for i := range in {
+		in[i] = likes.LoadLike{Item: r.likeItem(), User: r.likeUser()}
+		if r.rng.IntN(4) > 0 {
+			in[i].Ms = now - r.rng.Int64N((modelBoards+1)*dayMs)
+		}
+	}
+	r.what = fmt.Sprintf("likes load %s %v", biz, in)
+	st, err := r.db.Likes().Load(r.t.Context(), biz, in, nil)
+	r.must(err)
+	changed := 0
+	for _, lk := range in {
+		k := likeKey{biz, lk.Item, lk.User}
+		if r.m.likes[k].state == likes.Liked {
+			continue
+		}
+		changed++
+		r.m.likes[k] = likeRec{likes.Liked, cmp.Or(lk.Ms, now)}
+	}
+	if st.Added+st.Replaced != changed || st.Input != len(in) {
+		r.fatalf("load stats %+v, model changed %d", st, changed)
 	}
 }
 
