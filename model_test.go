@@ -118,9 +118,10 @@ type likeRec struct {
 }
 
 type counterModel struct {
-	cols []string
-	max  []uint64
-	rows map[uint64][]uint64
+	aging bool // created as agingCounter
+	cols  []string
+	max   []uint64
+	rows  map[uint64][]uint64
 }
 
 type dbModel struct {
@@ -442,9 +443,10 @@ func newDBRun(t *testing.T, seed uint64) *dbRun {
 		Check: func() error { return r.db.Check() },
 		Close: func() error { err := r.db.Close(); r.db = nil; return err },
 	})
-	for _, b := range modelBizs {
-		r.must(r.db.Likes().AddBusiness(b, likes.BusinessOptions{}))
-	}
+	// The first business's counts age like the host's aging counters
+	// (item ids are post ids, a few hundred apart), the other's stay hot.
+	r.must(r.db.Likes().AddBusiness(modelBizs[0], likes.BusinessOptions{RangeBits: agingCounter.RangeBits, Age: agingCounter.Age}))
+	r.must(r.db.Likes().AddBusiness(modelBizs[1], likes.BusinessOptions{}))
 	for _, k := range []string{"mention", "comment"} {
 		r.must(r.db.Unread().AddKind(k, store.ColumnOptions{HintBits: 8}))
 		r.m.kinds = append(r.m.kinds, k)
@@ -568,6 +570,8 @@ func (r *dbRun) ops() []modelOp {
 		{1, "crash during jobs", r.crashDuringJobs},
 		{1, "crash during a command", r.crashDuringCommand},
 		{1, "verify", func() { r.must(r.db.Verify(r.t.Context())) }},
+		{1, "compact", r.compact},
+		{1, "seal", r.seal},
 	}
 }
 
@@ -602,6 +606,9 @@ func (r *dbRun) run(steps int) {
 	r.compareAll(true)
 	r.must(r.db.Check())
 	r.seen["pulled authors at the end"] = len(r.db.Timeline().PulledAuthors())
+	for _, cs := range r.db.Store().Stats().Counters {
+		r.seen[fmt.Sprintf("cold ranges of %s at the end (%d rows, %d in deltas)", cs.Name, cs.ColdRows, cs.DeltaRows)] = cs.ColdRanges
+	}
 	for u := uint64(1); u <= modelUsers; u++ {
 		r.seen["most followers at the end"] = max(r.seen["most followers at the end"], len(r.m.followers(u)))
 	}
@@ -631,15 +638,47 @@ func (r *dbRun) counterCreate() {
 		c.max = append(c.max, 1<<o.MaxBits-1)
 		return
 	}
-	r.what = "create counter " + name
-	err := r.db.Store().CreateCounter(name, store.CounterOptions{})
+	var o store.CounterOptions
+	if r.rng.IntN(2) == 0 {
+		o = agingCounter // rows of older ranges go cold on compact and seal
+	}
+	r.what = fmt.Sprintf("create counter %s %+v", name, o)
+	err := r.db.Store().CreateCounter(name, o)
 	if c != nil {
 		r.wantErr(err, store.ErrExists)
 		return
 	}
 	r.must(err)
 	r.m.counterNames = append(r.m.counterNames, name)
-	r.m.counters[name] = &counterModel{rows: map[uint64][]uint64{}}
+	r.m.counters[name] = &counterModel{rows: map[uint64][]uint64{}, aging: o.RangeBits != 0}
+}
+
+// agingCounter is the shape of the counters whose rows leave memory:
+// narrow ranges of which only the newest stays hot.
+var agingCounter = store.CounterOptions{RangeBits: 8, Age: store.AgePolicy{Kind: store.KeepNewest, HotRanges: 1}}
+
+// compact ages every range its policy says is old (the host's aging
+// counters and the "video" business's counts) and merges cold deltas.
+func (r *dbRun) compact() {
+	r.must(r.db.Store().Compact(r.t.Context()))
+}
+
+// seal ages one range of an aging counter of the host's now, whatever its
+// policy says (the newest range included).
+func (r *dbRun) seal() {
+	var names []string
+	for _, n := range r.m.counterNames {
+		if c := r.m.counters[n]; c.aging && len(c.rows) > 0 {
+			names = append(names, n)
+		}
+	}
+	name, ok := pick(r.rng, names)
+	if !ok {
+		return
+	}
+	id, _ := pick(r.rng, slices.Sorted(maps.Keys(r.m.counters[name].rows)))
+	r.what = fmt.Sprintf("seal %s range of %d", name, id)
+	r.must(r.db.Store().SealRange(r.t.Context(), name, id>>agingCounter.RangeBits))
 }
 
 // someCounter returns a counter of the model with columns and its handle,
