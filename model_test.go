@@ -1273,6 +1273,13 @@ func (r *dbRun) compareUserGraph(tl *timeline.Timeline, u uint64) {
 }
 
 func (r *dbRun) markActive() {
+	if r.rng.IntN(3) == 0 {
+		us := []uint64{r.user(), r.user(), r.user()}
+		r.what = fmt.Sprintf("mark active %v", us)
+		_, err := r.db.Timeline().MarkActiveMany(r.t.Context(), us)
+		r.must(err)
+		return
+	}
 	u := r.user()
 	r.what = fmt.Sprintf("mark active %d", u)
 	_, err := r.db.Timeline().MarkActive(u)
@@ -1862,6 +1869,12 @@ func (r *dbRun) setConfig() {
 	c := timeline.Config{InboxCap: 1 + r.rng.IntN(modelInboxCap)}
 	if r.rng.IntN(2) == 0 {
 		c.ChunkSize = 1 + r.rng.IntN(3)
+	}
+	if r.rng.IntN(4) == 0 { // applies to authors as they gain followers
+		c.PullThreshold = uint64(5 + r.rng.IntN(4))
+	}
+	if r.rng.IntN(4) == 0 {
+		c.ActiveWindow = time.Duration(1+r.rng.IntN(48)) * time.Hour
 	}
 	r.what = fmt.Sprintf("set timeline config %+v", c)
 	_, err := r.db.Timeline().SetConfig(c)
