@@ -569,6 +569,7 @@ func (r *dbRun) ops() []modelOp {
 		{2, "crash", r.crash},
 		{1, "crash during jobs", r.crashDuringJobs},
 		{1, "crash during a command", r.crashDuringCommand},
+		{1, "crash during loads", r.crashDuringLoads},
 		{1, "verify", func() { r.must(r.db.Verify(r.t.Context())) }},
 		{1, "compact", r.compact},
 		{1, "seal", r.seal},
@@ -2014,6 +2015,94 @@ func (r *dbRun) crashDuringCommand() {
 		r.seen["crashed command lost"]++
 	default:
 		r.fatalf("%d of the %d posts survived the crash", landed, len(ps))
+	}
+	r.compareAfterRestart()
+}
+
+// crashDuringLoads crashes while a bulk load runs. A follow load of one
+// batch (up to 64K edges) is all or nothing, unread's bases included; a
+// likes load is not, but the next open recounts what it left (Check must
+// pass) and running it again finishes it.
+func (r *dbRun) crashDuringLoads() {
+	db := r.db
+	if r.rng.IntN(2) == 0 {
+		var edges []timeline.Edge
+		for range 2 + r.rng.IntN(6) {
+			u, f := r.user(), r.user()
+			if u != f && !r.m.follows[u][f] && !slices.Contains(edges, timeline.Edge{Follower: u, Followee: f}) {
+				edges = append(edges, timeline.Edge{Follower: u, Followee: f})
+			}
+		}
+		if len(edges) == 0 {
+			return
+		}
+		r.what = fmt.Sprintf("crash during load follows %v", edges)
+		if err := r.crashMidway(func() error {
+			_, err := db.Timeline().LoadFollows(context.Background(), edges, nil)
+			return err
+		}); err != nil {
+			r.fatalf("load before the crash: %v", err)
+		}
+		landed := 0
+		for _, e := range edges {
+			ok, err := r.db.Timeline().IsFollowing(e.Follower, e.Followee)
+			r.must(err)
+			if ok {
+				landed++
+			}
+		}
+		switch landed {
+		case len(edges):
+			for _, e := range edges {
+				r.m.follow(e.Follower, e.Followee)
+			}
+			r.seen["crashed load kept"]++
+		case 0:
+			r.seen["crashed load lost"]++
+		default:
+			r.fatalf("%d of the %d loaded follows survived the crash", landed, len(edges))
+		}
+		r.compareAfterRestart()
+		return
+	}
+	biz, _ := pick(r.rng, modelBizs)
+	now := r.clock.Now().UnixMilli()
+	in := make([]likes.LoadLike, 20+r.rng.IntN(100))
+	for i := range in {
+		in[i] = likes.LoadLike{Item: r.likeItem(), User: r.likeUser(), Ms: now - r.rng.Int64N(2*dayMs)}
+	}
+	r.what = fmt.Sprintf("crash during likes load %s of %d likes", biz, len(in))
+	r.readOnly = true // see what the crash left before a writable open recounts
+	if err := r.crashMidway(func() error {
+		_, err := db.Likes().Load(context.Background(), biz, in, nil)
+		return err
+	}); err != nil {
+		r.fatalf("load before the crash: %v", err)
+	}
+	r.readOnly = false
+	if got := r.db.Likes().InterruptedLoads(); len(got) > 0 {
+		if !slices.Equal(got, []string{biz}) {
+			r.fatalf("interrupted loads %v, want [%s]", got, biz)
+		}
+		r.seen["likes load interrupted by the crash"]++
+	}
+	if err := r.db.Check(); err != nil {
+		r.fatalf("read-only check after the crash (it skips the counts of an interrupted load): %v", err)
+	}
+	r.st.Close()
+	r.st.Open()
+	if err := r.db.Check(); err != nil {
+		r.fatalf("check after the crash (the open recounts an interrupted load): %v", err)
+	}
+	if got := r.db.Likes().InterruptedLoads(); len(got) > 0 {
+		r.fatalf("a writable open left interrupted loads %v", got)
+	}
+	_, err := r.db.Likes().Load(r.t.Context(), biz, in, nil)
+	r.must(err)
+	for _, lk := range in {
+		if k := (likeKey{biz, lk.Item, lk.User}); r.m.likes[k].state != likes.Liked {
+			r.m.likes[k] = likeRec{likes.Liked, lk.Ms}
+		}
 	}
 	r.compareAfterRestart()
 }
