@@ -473,6 +473,14 @@ func (r *dbRun) heal() {
 		if owner == 0 {
 			owner = r.likeOwner(item)
 		}
+		if _, err := r.db.Store().Counter(likes.ReceivedCounter); errors.Is(err, store.ErrCounterNotFound) && os.Getenv("TALLY_KNOWN_BUGS") == "" {
+			// NB: the first like naming an owner creates likes_received in
+			// two steps; failing between them makes every later open fail
+			// (a known bug: TestFailedFirstOwnerLikeThenReopen).
+			// TALLY_KNOWN_BUGS=1 lets the loop meet it.
+			owner = 0
+			r.seen["known bug avoided: a failed first owner like"]++
+		}
 		ms := r.clock.Now().UnixMilli()
 		r.what = fmt.Sprintf("heal: like %s %d by %d owner %d", biz, item, user, owner)
 		_, err = r.db.Likes().Like(biz, item, user, owner)

@@ -66,10 +66,11 @@ import (
 // that broke an invariant.
 //
 // A seed repeats the operations exactly, except the moment of a crash
-// taken while another goroutine writes, which the scheduler decides. Two
-// known bugs are tolerated where the loop meets them, counted in the
-// run's log, unless TALLY_KNOWN_BUGS=1 (see readonly_intent_test.go and
-// unread_mark_test.go).
+// taken while another goroutine writes, which the scheduler decides.
+// Three known bugs are tolerated (or avoided) where the loop meets them,
+// counted in the run's log, unless TALLY_KNOWN_BUGS=1 (see
+// readonly_intent_test.go, unread_mark_test.go and
+// likes_received_test.go).
 //
 // The default (TALLY_DB_MODEL_STEPS=1000, one seed) takes about three
 // seconds on two idle cores, a second of it waiting for two heals.
