@@ -751,15 +751,7 @@ func (r *dbRun) crashDuringLoads() {
 		r.seen["likes load interrupted by the crash"]++
 	}
 	if err := r.db.Check(); err != nil {
-		// NB: a crash during the checkpoint that ends a load leaves an
-		// intent a read-only open does not know (a known store bug:
-		// TestReadOnlyCheckAfterCrashInCheckpoint); TALLY_KNOWN_BUGS=1
-		// fails here instead.
-		if os.Getenv("TALLY_KNOWN_BUGS") == "" && strings.Contains(err.Error(), "on disk is unknown in memory") {
-			r.seen["known bug: read-only check after a crash in a checkpoint"]++
-		} else {
-			r.fatalf("read-only check after the crash (it skips the counts of an interrupted load): %v", err)
-		}
+		r.fatalf("read-only check after the crash (it skips the counts of an interrupted load): %v", err)
 	}
 	r.st.Close()
 	r.st.Open()
