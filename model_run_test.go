@@ -508,15 +508,9 @@ func (r *dbRun) heal() {
 		landed = func() bool {
 			for _, c := range r.db.Unread().Channels() {
 				if _, declared := r.m.chanTag[ch]; !declared && c.Name == ch && c.Tag == 0 {
-					// NB: the declaration's commit failed, Mark's own never
-					// ran, and the heal found the declaration (a known bug:
-					// TestFailedMarkOfNewChannel). TALLY_KNOWN_BUGS=1 fails.
-					if os.Getenv("TALLY_KNOWN_BUGS") != "" {
-						r.fatalf("a failed mark left channel %s declared", ch)
-					}
-					r.seen["known bug: a failed mark left its channel declared"]++
-					r.m.chanTag[ch] = 0
-					return false
+					// The declaration and the mark are one commit
+					// (TestFailedMarkOfNewChannel): never half of it.
+					r.fatalf("a failed mark left channel %s declared without its mark", ch)
 				}
 				if c.Name == ch {
 					if c.Tag != r.m.chanTag[ch] && c.Tag != r.m.chanTag[ch]+1 {

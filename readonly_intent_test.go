@@ -2,7 +2,6 @@ package tally_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -12,29 +11,18 @@ import (
 	"github.com/tallydb/tally/store"
 )
 
-// knownBug skips a test that reproduces a bug not fixed yet, unless
-// TALLY_KNOWN_BUGS=1 runs it (and sees it fail): the case stays written
-// down and runnable while main stays green.
-func knownBug(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv("TALLY_KNOWN_BUGS") == "" {
-		t.Skipf("known bug (TALLY_KNOWN_BUGS=1 runs it): %s", bug)
-	}
-}
-
 // TestReadOnlyCheckAfterCrashInCheckpoint: a crash in the middle of a
 // checkpoint leaves its intent on disk, which the next writable Open
 // resolves. A read-only Open (what tally verify, get and stats use)
-// resolves nothing, as documented, but does not register the intent in
+// resolves nothing, as documented, and did not register the intent in
 // memory either, so store.DB.Check's intent comparison (check.go,
-// checkIntents) reports "intent N on disk is unknown in memory" and
+// checkIntents) reported "intent N on disk is unknown in memory" and
 // DB.Check and DB.Verify call a sound store corrupt, while a writable
-// open of the same image checks clean. Found by TestDBModel (a crash
+// open of the same image checked clean. Found by TestDBModel (a crash
 // during a likes load, whose counts load ends with a checkpoint, then a
-// read-only open). The report also comes twice, the second time under
-// "timeline:", since timeline's Check runs the store's Check again.
+// read-only open); fixed in checkIntents (a read-only store's intents
+// need only decode).
 func TestReadOnlyCheckAfterCrashInCheckpoint(t *testing.T) {
-
 	hit := 0
 	for attempt := 0; attempt < 400 && hit < 3; attempt++ {
 		mem := vfs.NewCrashableMem()

@@ -238,40 +238,43 @@ func (x *Unread) lookupChannel(name string) (*channel, error) {
 	return nil, fmt.Errorf("%w %s (mark it or post to it first)", ErrUnknownChannel, quote.Input(name))
 }
 
-// ensureChannel returns the named channel, declaring it if new.
-func (x *Unread) ensureChannel(name string) (*channel, error) {
+// channelFor returns the channel named name for a write that commits b.
+// A channel nobody declared yet is declared in b itself, so the
+// declaration and the write that made it are one commit, all or nothing:
+// then publish (to call once b committed) makes it visible, and unlock
+// (always to call, after publish) lets other declarations proceed.
+func (x *Unread) channelFor(name string, b *store.Batch) (ch *channel, publish, unlock func(), err error) {
 	if ch := (*x.chans.byName.Load())[name]; ch != nil {
-		return ch, nil
+		return ch, nil, func() {}, nil
 	}
 	if err := store.ValidateName(name); err != nil {
-		return nil, fmt.Errorf("%w %s: %v", ErrInvalidChannel, quote.Input(name), err)
+		return nil, nil, nil, fmt.Errorf("%w %s: %v", ErrInvalidChannel, quote.Input(name), err)
 	}
 	x.chans.mu.Lock()
-	defer x.chans.mu.Unlock()
 	old := *x.chans.byName.Load()
 	if ch := old[name]; ch != nil {
-		return ch, nil
+		x.chans.mu.Unlock()
+		return ch, nil, func() {}, nil
 	}
 	if len(x.chans.byID) >= MaxChannels {
-		return nil, fmt.Errorf("%w (%d)", ErrTooManyChannels, MaxChannels)
+		x.chans.mu.Unlock()
+		return nil, nil, nil, fmt.Errorf("%w (%d)", ErrTooManyChannels, MaxChannels)
 	}
-	ch := &channel{id: uint32(len(x.chans.byID) + 1), name: name}
-	b := x.db.NewBatch()
-	defer b.Close()
+	ch = &channel{id: uint32(len(x.chans.byID) + 1), name: name}
 	if err := x.chanFam.Put(b, channelKey(ch.id), appendChannel(nil, name, 0)); err != nil {
-		return nil, err
+		x.chans.mu.Unlock()
+		return nil, nil, nil, err
 	}
-	if err := b.Commit(); err != nil {
-		return nil, err
+	publish = func() {
+		m := make(map[string]*channel, len(old)+1)
+		for k, v := range old {
+			m[k] = v
+		}
+		m[name] = ch
+		x.chans.byID = append(x.chans.byID, ch)
+		x.chans.byName.Store(&m)
 	}
-	m := make(map[string]*channel, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[name] = ch
-	x.chans.byID = append(x.chans.byID, ch)
-	x.chans.byName.Store(&m)
-	return ch, nil
+	return ch, publish, x.chans.mu.Unlock, nil
 }
 
 // ChannelInfo describes a channel.
@@ -301,15 +304,16 @@ func (x *Unread) channelList() []*channel {
 // whatever the number of users. It declares the channel if new and returns
 // the channel's new tag.
 func (x *Unread) Mark(channel string) (uint64, error) {
-	ch, err := x.ensureChannel(channel)
+	b := x.db.NewBatch()
+	defer b.Close()
+	ch, publish, unlock, err := x.channelFor(channel, b)
 	if err != nil {
 		return 0, err
 	}
+	defer unlock()
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	t := ch.tag.Load() + 1
-	b := x.db.NewBatch()
-	defer b.Close()
 	if err := x.chanFam.Put(b, channelKey(ch.id), appendChannel(nil, ch.name, t)); err != nil {
 		return 0, err
 	}
@@ -317,6 +321,9 @@ func (x *Unread) Mark(channel string) (uint64, error) {
 		return 0, err
 	}
 	ch.tag.Store(t)
+	if publish != nil {
+		publish()
+	}
 	return t, nil
 }
 
@@ -399,10 +406,13 @@ func (x *Unread) Post(channel string, id uint64) (posted bool, err error) {
 	if id == 0 {
 		return false, fmt.Errorf("%w: 0 (notice ids start at 1)", ErrInvalidNotice)
 	}
-	ch, err := x.ensureChannel(channel)
+	b := x.db.NewBatch()
+	defer b.Close()
+	ch, publish, unlock, err := x.channelFor(channel, b)
 	if err != nil {
 		return false, err
 	}
+	defer unlock()
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.hasNotice(id) {
@@ -411,8 +421,6 @@ func (x *Unread) Post(channel string, id uint64) (posted bool, err error) {
 	if ch.noticeCount() >= MaxNotices {
 		return false, fmt.Errorf("%w %s (%d)", ErrTooManyNotices, ch.name, MaxNotices)
 	}
-	b := x.db.NewBatch()
-	defer b.Close()
 	if err := x.noticeFam.Put(b, noticeKey(nil, ch.id, id), nil); err != nil {
 		return false, err
 	}
@@ -420,6 +428,9 @@ func (x *Unread) Post(channel string, id uint64) (posted bool, err error) {
 		return false, err
 	}
 	ch.addNotice(id)
+	if publish != nil {
+		publish()
+	}
 	return true, nil
 }
 

@@ -176,7 +176,9 @@ func TestNotices(t *testing.T) {
 // long, so the limit check itself is exercised at the boundary).
 func TestChannelLimits(t *testing.T) {
 	e := newEnv(t, nil, nil)
-	ch, err := e.x.ensureChannel("c")
+	_, err := e.x.Mark("c")
+	must(t, err)
+	ch, err := e.x.lookupChannel("c")
 	must(t, err)
 	ch.nmu.Lock()
 	for i := uint64(1); i <= MaxNotices; i++ {
