@@ -67,9 +67,8 @@ import (
 //
 // A seed repeats the operations exactly, except the moment of a crash
 // taken while another goroutine writes, which the scheduler decides.
-// Three known bugs are tolerated (or avoided) where the loop meets them,
-// counted in the run's log, unless TALLY_KNOWN_BUGS=1 (see
-// readonly_intent_test.go, unread_mark_test.go and
+// The three bugs it found have their own tests, which failed before the
+// fixes (readonly_intent_test.go, unread_mark_test.go,
 // likes_received_test.go).
 //
 // The default (TALLY_DB_MODEL_STEPS=1000, one seed) takes about three
