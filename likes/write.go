@@ -152,8 +152,10 @@ func (l *Likes) stripeOf(biz uint32, item uint64) *stripe {
 }
 
 // Like records that user likes item of business (replacing a dislike),
-// crediting owner (0: none named) with the like. A business is created by
-// its first like. A repeated like changes nothing and reports
+// crediting owner (0: none named) with the like. The business must have
+// been declared (AddBusiness, or a Load that named it; ErrUnknownBusiness
+// otherwise) unless Options.CreateBusinesses is set. A repeated like
+// changes nothing and reports
 // Changed=false. The item's owner is set by the first like that names one;
 // naming another owner later fails with ErrOwnerMismatch (see SetOwner).
 func (l *Likes) Like(business string, item, user, owner uint64) (Result, error) {

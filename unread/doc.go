@@ -161,9 +161,8 @@
 //
 // # Caveats
 //
-//   - The first Has or Unread of a (user, channel) writes the user's tag,
-//     and in a lazy store the first Feed of a user writes the filled
-//     snapshot: a read that may commit.
+//   - In a lazy store the first Feed of a user writes the filled
+//     snapshot: a read that may commit. (Has and Unread never write.)
 //   - A user with feed activity has a row in FeedCounter (a few bytes of
 //     memory) besides the snapshot on disk.
 //   - Channels (at most MaxChannels) and their notice ids (at most

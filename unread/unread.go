@@ -16,8 +16,9 @@ import (
 var (
 	// ErrUnknownKind is returned for a kind nobody added (AddKind).
 	ErrUnknownKind = errors.New("unread: unknown kind")
-	// ErrUnknownChannel is returned by the readers' calls (Clear, Has,
-	// Read, Unread) for a channel that was never marked nor posted to.
+	// ErrUnknownChannel is returned by Clear and Read for a channel that
+	// was never marked nor posted to (Has and Unread read it as nothing
+	// unread, like a missing Redis key).
 	ErrUnknownChannel = errors.New("unread: unknown channel")
 	// ErrInvalidChannel is returned for a malformed channel name (the
 	// rules of counter names: 1-64 bytes of [A-Za-z0-9_-], not starting
