@@ -33,6 +33,14 @@ type Options struct {
 	// of the packages not opened return nil. The default is false (a
 	// writable Open opens every package, creating what is missing).
 	ExistingOnly bool
+	// Packages, if not nil, names the packages to open ("timeline",
+	// "unread", "likes"; unread needs timeline): a host or a benchmark
+	// that uses one package opens only it, still through Open. Accessors
+	// of the others return nil. A package left out cannot be bypassed: a
+	// timeline opened where unread data exists refuses every follow-graph
+	// change (timeline.ErrObserverMissing). The default, nil, is every
+	// package.
+	Packages []string
 }
 
 // ErrInvalidOption is returned by Open for options that cannot work
@@ -139,6 +147,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 			}
 		}
 	}
+	for _, p := range o.Packages {
+		if p != "timeline" && p != "unread" && p != "likes" {
+			return nil, fmt.Errorf("%w: package %q (want timeline, unread or likes)", ErrInvalidOption, p)
+		}
+	}
+	if o.Packages != nil && slices.Contains(o.Packages, "unread") && !slices.Contains(o.Packages, "timeline") {
+		return nil, fmt.Errorf("%w: unread needs timeline (its feed counts observe the follow graph)", ErrInvalidOption)
+	}
 	var uo unread.Options
 	if o.Unread != nil {
 		uo = *o.Unread
@@ -162,7 +178,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 // store, or with ExistingOnly, only those whose data exists.
 func (db *DB) openPackages(o Options, uo unread.Options) error {
 	ro := db.store.ReadOnly() || o.ExistingOnly
-	if !ro || timeline.Exists(db.store) {
+	want := func(name string) bool { return o.Packages == nil || slices.Contains(o.Packages, name) }
+	if want("timeline") && (!ro || timeline.Exists(db.store)) {
 		tl, err := timeline.New(db.store, o.Timeline)
 		if err != nil {
 			return err
@@ -170,7 +187,7 @@ func (db *DB) openPackages(o Options, uo unread.Options) error {
 		db.timeline = tl
 		db.pkgs = append(db.pkgs, tl)
 	}
-	if !ro || unread.Exists(db.store) {
+	if want("unread") && (!ro || unread.Exists(db.store)) {
 		if db.timeline != nil {
 			uo.Graph = db.timeline
 		}
@@ -181,7 +198,7 @@ func (db *DB) openPackages(o Options, uo unread.Options) error {
 		db.unread = x
 		db.pkgs = append(db.pkgs, x)
 	}
-	if !ro || likes.Exists(db.store) {
+	if want("likes") && (!ro || likes.Exists(db.store)) {
 		l, err := likes.New(db.store, o.Likes)
 		if err != nil {
 			return err

@@ -403,3 +403,38 @@ func TestUserCounters(t *testing.T) {
 		t.Fatalf("UserCounters = %v", names)
 	}
 }
+
+// TestOpenSomePackages: Options.Packages opens only the named packages;
+// a bad name or unread without timeline is refused before anything opens.
+func TestOpenSomePackages(t *testing.T) {
+	dir := t.TempDir()
+	for _, bad := range [][]string{{"feeds"}, {"unread"}} {
+		if _, err := Open(filepath.Join(dir, "bad"), &Options{Packages: bad}); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("Packages %v: %v", bad, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bad")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused Open made the directory: %v", err)
+	}
+	db, err := Open(filepath.Join(dir, "db"), &Options{Packages: []string{"likes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Likes() == nil || db.Timeline() != nil || db.Unread() != nil || len(db.Packages()) != 1 {
+		t.Fatalf("Packages [likes]: %v %v %v", db.Likes(), db.Timeline(), db.Unread())
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(filepath.Join(dir, "db"), &Options{Packages: []string{"timeline"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Timeline() == nil || db.Likes() != nil {
+		t.Fatal("Packages [timeline]")
+	}
+	if _, err := db.Timeline().Follow(1, 2); err != nil {
+		t.Fatal(err) // no unread data: the timeline alone may change the graph
+	}
+}
