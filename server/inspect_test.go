@@ -317,6 +317,10 @@ func TestPackageMetrics(t *testing.T) {
 	if t.Failed() {
 		t.Log(body)
 	}
+	// TALLY.STATS of a running server shows the figures since its open.
+	if st, err := rc.Do(ctx, "TALLY.STATS").Text(); err != nil || !strings.Contains(st, "\ntimeline.pages 1\n") {
+		t.Errorf("TALLY.STATS: %v\n%s", err, st)
+	}
 }
 
 // TestGrafanaDashboard: docs/grafana-tally.json is valid JSON and every

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	tallydb "github.com/tallydb/tally"
+	"github.com/tallydb/tally/internal/commands"
 )
 
 // RegisterDB registers the one command table on db (DBCommands) and
@@ -28,14 +29,6 @@ func (s *Server) RegisterDB(db *tallydb.DB) error {
 // stats. It describes nothing up front: the figures are the packages'.
 type packageCollector struct{ db *tallydb.DB }
 
-// growing are the package figures that count events since the package was
-// opened.
-var growing = map[string]bool{
-	"timeline.deliveries": true, "timeline.rebuilds": true, "timeline.expired": true, "timeline.pages": true,
-	"unread.snapshot_cache_hits": true, "unread.snapshot_cache_misses": true,
-	"likes.transitions": true, "likes.groups": true, "likes.waited": true, "likes.conversions": true,
-}
-
 func (pc *packageCollector) Describe(chan<- *prometheus.Desc) {}
 
 func (pc *packageCollector) Collect(ch chan<- prometheus.Metric) {
@@ -45,7 +38,7 @@ func (pc *packageCollector) Collect(ch chan<- prometheus.Metric) {
 			full := p.Name + "." + st.Key
 			help := "tally stats' " + full + "."
 			if v, err := strconv.ParseFloat(st.Value, 64); err == nil {
-				if growing[full] {
+				if commands.SinceOpen(full) && !strings.HasPrefix(st.Key, "max_") {
 					ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name+"_total", help, nil, nil), prometheus.CounterValue, v)
 				} else {
 					ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, nil, nil), prometheus.GaugeValue, v)

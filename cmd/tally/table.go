@@ -74,6 +74,7 @@ func (e *env) runTable(tc *cmdtab.Command, args []string) error {
 		progress = barProgress{newProgress(e.stdout, "", "", 0)}
 	}
 	in.SetOutput(e.stderr, progress)
+	in.SetOwnOpen(e.served == nil)
 	ctx, stop := e.interruptContext()
 	defer stop()
 	out, err := tc.Run(ctx, db, in)

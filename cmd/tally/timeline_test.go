@@ -279,3 +279,16 @@ func TestPostsCommand(t *testing.T) {
 		t.Fatalf("another author's cursor: exit %d, %q", code, errOut)
 	}
 }
+
+// TestStatsSinceOpen: a CLI that opens the store for stats leaves out the
+// figures counted since the open (they would read 0: issue 20).
+func TestStatsSinceOpen(t *testing.T) {
+	d := newTimelineStore(t)
+	mustTally(t, d, "follow", "1", "2")
+	mustTally(t, d, "post", "2", "100")
+	mustTally(t, d, "home", "1")
+	out := mustTally(t, d, "stats")
+	if !strings.Contains(out, "\ntimeline.users ") || strings.Contains(out, "timeline.pages") || strings.Contains(out, "timeline.deliveries") {
+		t.Fatalf("stats:\n%s", out)
+	}
+}

@@ -24,10 +24,20 @@ type Input struct {
 	style func(*Command) string // the synopsis errors show: CLI or RESP
 	cli   bool                  // parsed from a command line
 
-	// Set by the CLI's glue (SetOutput); nil over RESP.
+	// Set by the CLI's glue (SetOutput, SetOwnOpen); nil over RESP.
 	stderr   io.Writer
 	progress Progress
+	ownOpen  bool
 }
+
+// SetOwnOpen records that the database was opened for this command alone
+// (an embedded CLI command), not by a server that has run for a while.
+func (in *Input) SetOwnOpen(own bool) { in.ownOpen = own }
+
+// OwnOpen reports whether the database was opened for this command alone:
+// figures a package counts since its open (SinceOpen) are then all zero,
+// and stats leaves them out rather than print zeros that mean nothing.
+func (in *Input) OwnOpen() bool { return in.ownOpen }
 
 // Progress receives a long command's progress (compact, jobs wait): the
 // CLI draws it as a bar on a terminal. A command calls it from one

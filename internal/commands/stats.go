@@ -77,24 +77,41 @@ reply is the same lines, one bulk string) they are the server's figures.
                        that width and the counter's columns
   counter.NAME.warning      only when hot rows cost more than twice the
                        target (and 4 MiB in all): why, and the remedy
+  timeline.KEY         if the store holds timelines: the options
+                       (inbox_cap, active_window, pull_threshold,
+                       chunk_size), users, pulled_authors,
+                       pending_backfills, removed_posts, jobs_queued
+  unread.KEY           if the store holds unread data: kinds, channels,
+                       notices, feed (complete or lazy), the snapshot
+                       cache's limit, bytes and entries
   likes.KEY            if the store holds likes: board_days,
                        roaring_threshold, businesses, ordinals (users in
-                       roaring sets), stripes, and since this invocation
-                       transitions, groups, max_group, waited,
-                       conversions (see go doc ./likes),
-                       interrupted_loads (bulk loads a crash interrupted,
-                       finished by the next writable open; see verify)
+                       roaring sets), stripes, interrupted_loads (bulk
+                       loads a crash interrupted, finished by the next
+                       writable open; see verify)
+
+Against a running tally serve (the CLI sends stats to it), the figures
+the packages count since the server opened the store follow:
+timeline.deliveries, rebuilds, rebuild_mean, expired and pages;
+unread.snapshot_cache_hits and misses; likes.transitions, groups,
+max_group, waited and conversions. A CLI that opens the store for the
+command leaves them out (they would read 0); TALLY.STATS over RESP and the
+server's Prometheus metrics (tally_timeline_deliveries_total, ...) show
+them too.
 
 Example:
   $ tally -d /var/lib/tally stats | grep -E '^(rows|bytes_per_row) '
   rows 180000
   bytes_per_row 8.71
 `,
-		Run: func(_ context.Context, db *tallydb.DB, _ *Input) (any, error) {
+		Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
 			var b strings.Builder
 			writeStats(&b, db.Store().Stats())
 			for _, p := range db.PackageStats() {
 				for _, s := range p.Stats {
+					if in.OwnOpen() && SinceOpen(p.Name+"."+s.Key) {
+						continue // zero in a process that opened the store for this command
+					}
 					fmt.Fprintf(&b, "%s.%s %s\n", p.Name, s.Key, s.Value)
 				}
 			}
@@ -216,3 +233,18 @@ func writeStats(w io.Writer, s store.Stats) {
 		}
 	}
 }
+
+// sinceOpen are the package figures that count events since the package
+// was opened (tally stats shows them against a running tally serve;
+// Prometheus reads them as counters).
+var sinceOpen = map[string]bool{
+	"timeline.deliveries": true, "timeline.rebuilds": true, "timeline.rebuild_mean": true,
+	"timeline.expired": true, "timeline.pages": true,
+	"unread.snapshot_cache_hits": true, "unread.snapshot_cache_misses": true,
+	"likes.transitions": true, "likes.groups": true, "likes.max_group": true, "likes.waited": true,
+	"likes.conversions": true,
+}
+
+// SinceOpen reports whether the package figure PACKAGE.KEY counts events
+// since the package was opened.
+func SinceOpen(figure string) bool { return sinceOpen[figure] }
