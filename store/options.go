@@ -119,8 +119,14 @@ type Options struct {
 	// Now returns the current time for age policies. The default is
 	// time.Now.
 	Now func() time.Time
-	// FS is the filesystem; tests pass a vfs.NewCrashableMem. The default is
-	// vfs.Default (the OS filesystem).
+	// FS is the filesystem every file of the store goes through: Pebble's
+	// and tally's own (checkpoints, the lock, the markers). The type is
+	// Pebble's vfs.FS, exposed on purpose rather than wrapped: the store
+	// is Pebble underneath, and Pebble's filesystems are what tests and
+	// hosts use to simulate crashes (vfs.NewCrashableMem, CrashClone),
+	// inject faults (vfs/errorfs: a full disk, EIO on sync) and run in
+	// memory (vfs.NewMem); a tally interface would only be a copy of it.
+	// The default is vfs.Default (the OS filesystem).
 	FS vfs.FS
 	// JobWorkers is the number of background goroutines that run queued
 	// jobs of registered kinds (see RegisterJobHandler). Negative disables
