@@ -192,8 +192,16 @@
 //     first (TALLY.COUNTER ADD, TALLY.COLUMN ADD). Unknown counters and
 //     columns are errors for writes; GET and HGET of a row never written
 //     return "0", not nil.
-//   - Only RESP2: HELLO 3 is refused with NOPROTO, and
-//     clients fall back to RESP2.
+//   - Only RESP2: HELLO 3 is refused with NOPROTO, and clients fall back
+//     to RESP2 (go-redis, redis-py, Jedis and redis-cli do). Why not
+//     RESP3: every reply of tally is documented, tested and consumed in
+//     its RESP2 shape (arrays of pairs, "$-1" nil), and RESP3 would change
+//     the type of a third of them for clients that negotiate it (maps,
+//     "_" nil, booleans) for no new information: tally has no push
+//     messages (no pub/sub, no client tracking), the one feature that
+//     needs RESP3. A RESP3 rendering of the command table (maps for
+//     records) is a change of this package's writer only, if a client
+//     ever needs it.
 //   - One database (SELECT 0); no expiry, no other data types.
 //
 // # Errors
