@@ -476,6 +476,11 @@ func (c *Conn) WriteNull() {
 }
 
 // WriteArray writes an array header; n replies must follow.
+// WriteMap starts a record of n name/value pairs: in RESP2, an array of
+// 2n (as HGETALL replies).
+func (c *Conn) WriteMap(n int) { c.WriteArray(2 * n) }
+
+// WriteArray starts an array of n elements.
 func (c *Conn) WriteArray(n int) {
 	c.out = appendPrefix(c.out, '*', int64(n))
 	c.more()

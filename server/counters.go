@@ -500,14 +500,16 @@ func (a *hsetArgs) fullRow(n int, dst []uint64) ([]uint64, bool) {
 	return dst, k == n
 }
 
-// hsetCommand is HSET (reply: fields added, always 0: every column exists)
-// or HMSET (reply: OK).
+// hsetCommand is HSET (reply: the fields added, as Redis counts them: a
+// column that read 0, an absent field in tally's terms, and now holds a
+// value) or HMSET (reply: OK). Only HMSET is batched (stage): HSET's reply
+// needs the row read under its lock.
 func hsetCommand(cmd Command, okReply bool) Command {
-	reply := func(c *Conn) {
+	reply := func(c *Conn, added int) {
 		if okReply {
 			c.WriteOK()
 		} else {
-			c.WriteInt(0)
+			c.WriteInt(int64(added))
 		}
 	}
 	cmd.Handler = func(c *Conn, args [][]byte) {
@@ -520,13 +522,27 @@ func hsetCommand(cmd Command, okReply bool) Command {
 		l.Lock()
 		defer l.Unlock()
 		var err error
+		added := 0
 		for attempt := 0; attempt < 3; attempt++ {
 			vals, ok := c.readRow(a.e, a.id)
 			if !ok {
 				return
 			}
+			added = 0
+			var was uint64 // bit i: column i read 0 (limits.MaxColumns is 16)
+			for _, col := range a.cols {
+				if vals[col] == 0 {
+					was |= 1 << col
+				}
+			}
 			for i, col := range a.cols {
 				vals[col] = a.vals[i]
+			}
+			for _, col := range a.cols {
+				if was&(1<<col) != 0 && vals[col] != 0 {
+					was &^= 1 << col
+					added++
+				}
 			}
 			// A column added between Get and Set makes Set refuse the
 			// row's length (ErrValueRange); read again.
@@ -538,7 +554,7 @@ func hsetCommand(cmd Command, okReply bool) Command {
 			c.WriteErr(err)
 			return
 		}
-		reply(c)
+		reply(c, added)
 	}
 	cmd.stage = func(c *Conn, args [][]byte, b *store.Batch, p *pending) bool {
 		a, msg := c.parseHset(args)
@@ -556,7 +572,10 @@ func hsetCommand(cmd Command, okReply bool) Command {
 		p.lock = stripeOf(a.e.cid, a.id) + 1
 		return true
 	}
-	cmd.finish = func(c *Conn, b *store.Batch, p *pending) { reply(c) }
+	cmd.finish = func(c *Conn, b *store.Batch, p *pending) { reply(c, 0) }
+	if !okReply {
+		cmd.stage, cmd.finish = nil, nil
+	}
 	return cmd
 }
 
@@ -782,8 +801,8 @@ func counterCommands() []Command {
 		},
 		hsetCommand(Command{
 			Name: "HSET", Arity: -4, Flags: FlagWrite | FlagFast, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: g,
-			Summary: "Sets the given columns of a counter row; the others keep their values. Replies 0: every column " +
-				"already exists, so no field is added.",
+			Summary: "Sets the given columns of a counter row; the others keep their values. Replies the number of fields " +
+				"added: columns that read 0 (absent) and now hold a value.",
 			Since: "2.0.0", Complexity: "O(N) where N is the number of fields",
 			Args: []Arg{key, {Name: "data", Type: "block", Multiple: true, Args: []Arg{field, {Name: "value", Type: "integer"}}}},
 		}, false),

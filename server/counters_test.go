@@ -67,9 +67,13 @@ func TestCounterCommands(t *testing.T) {
 		t.Fatalf("HGETALL of a row never written = %v, %v; want every column at 0", v, err)
 	}
 
-	// HSET of some columns keeps the others.
-	if v, err := rc.HSet(ctx, "posts:7", "comments", 11).Result(); err != nil || v != 0 {
-		t.Fatalf("HSET = %d, %v", v, err)
+	// HSET of some columns keeps the others, and replies the fields it
+	// added: columns that read 0 and now hold a value (issue 20).
+	if v, err := rc.HSet(ctx, "posts:7", "comments", 11).Result(); err != nil || v != 1 {
+		t.Fatalf("HSET = %d, %v; want 1 (comments read 0)", v, err)
+	}
+	if v, err := rc.HSet(ctx, "posts:7", "comments", 12, "comments", 11, "reposts", 0).Result(); err != nil || v != 0 {
+		t.Fatalf("HSET of a held column = %d, %v; want 0", v, err)
 	}
 	if got := ts.row(t, "posts", 7); !reflect.DeepEqual(got, []uint64{0, 11, 3}) {
 		t.Fatalf("after partial HSET the row is %v, want [0 11 3]", got)

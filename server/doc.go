@@ -47,11 +47,17 @@
 //     M-form over RESP (UNREAD.MGET, one array element per id) and, where
 //     Redis users expect it, a single-id form replying that element
 //     (UNREAD.GET), as Redis has GET beside MGET.
-//   - replies: a number is an integer; a list an array; a page the array
-//     [next cursor or nil, [entries]]; a missing value nil; a status OK;
-//     prose of the CLI (stats, jobs, replay) one bulk string of its lines.
-//     The CLI prints lines; "tally --json COMMAND" prints the RESP reply as
-//     JSON.
+//   - replies: a number is an integer; a list an array; a record (a like's
+//     counts, a user's unread counts by kind, a post's status, a user's
+//     follow counts, a board entry) name/value pairs as HGETALL replies
+//     (RESP2 has no map type; see RESP2 below); a page the array [next
+//     cursor or nil, [entries]], its entries fixed tuples ([post, author])
+//     to keep pages small; a missing value nil; a status OK; prose of the
+//     CLI (stats, jobs, replay) one bulk string of its lines. The CLI
+//     prints lines; "tally --json COMMAND" prints the RESP reply as JSON,
+//     records as objects. TALLY.MGET keeps its rows as values in column
+//     order (TALLY.COUNTER LIST names them): it is the many-row read of a
+//     feed page, and pairs would double its reply; HGETALL gives pairs.
 //   - errors: bad input is refused before anything is opened or written,
 //     with the same words in both front ends (the CLI exits 2 for a
 //     malformed command line, 1 for a refused value; RESP replies "ERR "

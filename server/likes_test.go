@@ -73,21 +73,21 @@ func TestLikeCommands(t *testing.T) {
 			t.Errorf("business counter %s: %+v", ci.Name, ci)
 		}
 	}
-	eq(do("LIKE.LIKE", "video", 1, 10, 7), []any{int64(1), int64(0), int64(1)})
-	eq(do("LIKE.LIKE", "video", 1, 10), []any{int64(1), int64(0), int64(0)})
-	eq(do("like.like", "video", 1, 11), []any{int64(2), int64(0), int64(1)})
-	eq(do("LIKE.DISLIKE", "video", 1, 11), []any{int64(1), int64(1), int64(1)})
-	eq(do("LIKE.UNDISLIKE", "video", 1, 11), []any{int64(1), int64(0), int64(1)})
-	eq(do("LIKE.UNLIKE", "video", 1, 12), []any{int64(1), int64(0), int64(0)})
-	eq(do("LIKE.LIKE", "video", 2, 10), []any{int64(1), int64(0), int64(1)})
-	eq(do("LIKE.COUNTS", "video", 1, 2, 3), []any{[]any{int64(1), int64(0)}, []any{int64(1), int64(0)}, []any{int64(0), int64(0)}})
+	eq(do("LIKE.LIKE", "video", 1, 10, 7), []any{"likes", int64(1), "dislikes", int64(0), "changed", int64(1)})
+	eq(do("LIKE.LIKE", "video", 1, 10), []any{"likes", int64(1), "dislikes", int64(0), "changed", int64(0)})
+	eq(do("like.like", "video", 1, 11), []any{"likes", int64(2), "dislikes", int64(0), "changed", int64(1)})
+	eq(do("LIKE.DISLIKE", "video", 1, 11), []any{"likes", int64(1), "dislikes", int64(1), "changed", int64(1)})
+	eq(do("LIKE.UNDISLIKE", "video", 1, 11), []any{"likes", int64(1), "dislikes", int64(0), "changed", int64(1)})
+	eq(do("LIKE.UNLIKE", "video", 1, 12), []any{"likes", int64(1), "dislikes", int64(0), "changed", int64(0)})
+	eq(do("LIKE.LIKE", "video", 2, 10), []any{"likes", int64(1), "dislikes", int64(0), "changed", int64(1)})
+	eq(do("LIKE.COUNTS", "video", 1, 2, 3), []any{[]any{"likes", int64(1), "dislikes", int64(0)}, []any{"likes", int64(1), "dislikes", int64(0)}, []any{"likes", int64(0), "dislikes", int64(0)}})
 	eq(do("LIKE.STATES", "video", 10, 1, 3), []any{"like", "none"})
 	eq(do("LIKE.RECEIVED", 7), int64(1))
-	eq(do("LIKE.SETOWNER", "video", 1, 8), []any{int64(1), int64(0), int64(1)})
+	eq(do("LIKE.SETOWNER", "video", 1, 8), []any{"likes", int64(1), "dislikes", int64(0), "changed", int64(1)})
 	eq(do("LIKE.RECEIVED", 8), int64(1))
-	eq(do("LIKE.TOP", "video"), []any{[]any{int64(1), int64(1), int64(1)}, []any{int64(1), int64(2), int64(1)}})
-	eq(do("LIKE.TOP", "video", 1, "DAY", time.Now().UTC().Format(time.DateOnly)), []any{[]any{int64(1), int64(1), int64(1)}})
-	eq(do("LIKE.RANK", "video", 2), []any{int64(1), int64(1)})
+	eq(do("LIKE.TOP", "video"), []any{[]any{"rank", int64(1), "item", int64(1), "likes", int64(1)}, []any{"rank", int64(1), "item", int64(2), "likes", int64(1)}})
+	eq(do("LIKE.TOP", "video", 1, "DAY", time.Now().UTC().Format(time.DateOnly)), []any{[]any{"rank", int64(1), "item", int64(1), "likes", int64(1)}})
+	eq(do("LIKE.RANK", "video", 2), []any{"rank", int64(1), "likes", int64(1)})
 	if _, err := rc.Do(ctx, "LIKE.RANK", "video", 3).Result(); err != redis.Nil {
 		t.Fatalf("rank of an unliked item: %v", err)
 	}
@@ -112,7 +112,7 @@ func TestLikeCommands(t *testing.T) {
 	eq(ids, []any{int64(10), int64(20), int64(21), int64(22), int64(23), int64(24)})
 	eq(do("LIKE.LIKERS", "video", 1, "DISLIKES"), []any{nil, []any{}})
 	// Ids above 2^63-1 come back as bulk strings.
-	eq(do("LIKE.LIKE", "video", "18446744073709551615", 1), []any{int64(1), int64(0), int64(1)})
+	eq(do("LIKE.LIKE", "video", "18446744073709551615", 1), []any{"likes", int64(1), "dislikes", int64(0), "changed", int64(1)})
 	eq(do("LIKE.USERLIKES", "video", 1), []any{nil, []any{"18446744073709551615"}})
 }
 

@@ -159,6 +159,7 @@ func (u *unwrapReplier) first() {
 	u.started = true
 }
 
+func (u *unwrapReplier) WriteMap(n int)           { u.first(); u.Replier.WriteMap(n) }
 func (u *unwrapReplier) WriteInt(v int64)         { u.first(); u.Replier.WriteInt(v) }
 func (u *unwrapReplier) WriteUint(v uint64)       { u.first(); u.Replier.WriteUint(v) }
 func (u *unwrapReplier) WriteBulkString(s string) { u.first(); u.Replier.WriteBulkString(s) }

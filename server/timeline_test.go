@@ -69,16 +69,17 @@ func TestTimelineCommands(t *testing.T) {
 	if n := do("TL.ACTIVE", 1); n != int64(1) {
 		t.Fatalf("active: %v", n)
 	}
-	if v := do("TL.POST", 20, 100, 101, "WAIT"); !equalAny(v, []any{"delivered 1", "delivered 1"}) {
+	if v := do("TL.POST", 20, 100, 101, "WAIT"); !equalAny(v, []any{[]any{"post", int64(100), "status", "delivered", "deliveries", int64(1)},
+		[]any{"post", int64(101), "status", "delivered", "deliveries", int64(1)}}) {
 		t.Fatalf("post wait: %v", v)
 	}
-	if v := do("TL.POST", 21, 102); !equalAny(v, []any{"queued"}) {
+	if v := do("TL.POST", 21, 102); !equalAny(v, []any{[]any{"post", int64(102), "status", "queued"}}) {
 		t.Fatalf("post: %v", v)
 	}
-	if v := do("TL.POST", 20, 101); !equalAny(v, []any{"duplicate"}) {
+	if v := do("TL.POST", 20, 101); !equalAny(v, []any{[]any{"post", int64(101), "status", "duplicate"}}) {
 		t.Fatalf("republish: %v", v)
 	}
-	if v := do("TL.POST", 23, 103); !equalAny(v, []any{"published"}) {
+	if v := do("TL.POST", 23, 103); !equalAny(v, []any{[]any{"post", int64(103), "status", "published"}}) {
 		t.Fatalf("post without followers: %v", v)
 	}
 	must(t, tl.DB().RunJobs(ctx, nil))
@@ -128,7 +129,7 @@ func TestTimelineCommands(t *testing.T) {
 	if v := do("TL.HOME", 1); !equalAny(v, []any{nil, []any{[]any{int64(101), int64(20)}}}) {
 		t.Fatalf("home after unpost and unfollow: %v", v)
 	}
-	if v := do("TL.POST", 20, 105, "ASYNC"); !equalAny(v, []any{"queued"}) { // RESP's default, said
+	if v := do("TL.POST", 20, 105, "ASYNC"); !equalAny(v, []any{[]any{"post", int64(105), "status", "queued"}}) { // RESP's default, said
 		t.Fatalf("post async: %v", v)
 	}
 	if err := c.Do(ctx, "TL.FOLLOWERS", 20, "LIMIT", 0).Err(); err == nil || !strings.Contains(err.Error(), "timeline: bad page limit: 0") {

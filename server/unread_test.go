@@ -43,13 +43,13 @@ func TestUnreadCommands(t *testing.T) {
 		{[]any{"UNREAD.INCR", "42", "mention"}, int64(4)},
 		{[]any{"UNREAD.INCR", "42", "mention", "-10"}, int64(0)},
 		{[]any{"UNREAD.INCR", "42", "comment", "300"}, int64(300)},
-		{[]any{"UNREAD.GET", "42"}, []any{int64(0), int64(300)}},
-		{[]any{"UNREAD.MGET", "42", "7"}, []any{[]any{int64(0), int64(300)}, []any{int64(0), int64(0)}}},
+		{[]any{"UNREAD.GET", "42"}, []any{"mention", int64(0), "comment", int64(300)}},
+		{[]any{"UNREAD.MGET", "42", "7"}, []any{[]any{"mention", int64(0), "comment", int64(300)}, []any{"mention", int64(0), "comment", int64(0)}}},
 		{[]any{"UNREAD.RESET", "42", "comment"}, "OK"},
-		{[]any{"UNREAD.GET", "42"}, []any{int64(0), int64(0)}},
+		{[]any{"UNREAD.GET", "42"}, []any{"mention", int64(0), "comment", int64(0)}},
 		{[]any{"UNREAD.INCR", "42", "mention", "2"}, int64(2)},
 		{[]any{"UNREAD.RESET", "42"}, "OK"},
-		{[]any{"UNREAD.GET", "42"}, []any{int64(0), int64(0)}},
+		{[]any{"UNREAD.GET", "42"}, []any{"mention", int64(0), "comment", int64(0)}},
 		{[]any{"DOT.HAS", "42", "activity"}, int64(0)}, // undeclared: no dot
 		{[]any{"NOTICE.UNREAD", "42", "nochan"}, int64(0)},
 		{[]any{"DOT.MARK", "activity"}, int64(1)},
@@ -179,7 +179,7 @@ func TestUnreadBadInput(t *testing.T) {
 		t.Errorf("bad input changed unread:\nbefore %s\nafter  %s", before, after)
 	}
 	// The connection is still usable.
-	if v, err := rc.Do(ctx, "UNREAD.GET", "1").Result(); err != nil || !reflect.DeepEqual(v, []any{int64(5)}) {
+	if v, err := rc.Do(ctx, "UNREAD.GET", "1").Result(); err != nil || !reflect.DeepEqual(v, []any{"mention", int64(5)}) {
 		t.Fatalf("after bad input: %v %v", v, err)
 	}
 }
@@ -206,8 +206,8 @@ func TestUnreadReadsNeverWrite(t *testing.T) {
 		{[]any{"DOT.HAS", "1", "nochan"}, int64(0)},
 		{[]any{"NOTICE.UNREAD", "1", "system"}, int64(0)},
 		{[]any{"NOTICE.UNREAD", "1", "nochan"}, int64(0)},
-		{[]any{"UNREAD.GET", "1"}, []any{int64(0)}},
-		{[]any{"UNREAD.MGET", "1", "2"}, []any{[]any{int64(0)}, []any{int64(0)}}},
+		{[]any{"UNREAD.GET", "1"}, []any{"mention", int64(0)}},
+		{[]any{"UNREAD.MGET", "1", "2"}, []any{[]any{"mention", int64(0)}, []any{"mention", int64(0)}}},
 		{[]any{"UNREAD.KIND", "LIST"}, []any{"mention"}},
 	} {
 		got, err := rc.Do(ctx, tc.args...).Result()

@@ -72,9 +72,9 @@ func TestLikesCommands(t *testing.T) {
 		{[]string{"likes", "nobiz", "1"}, "1 likes=0 dislikes=0\n"},
 		{[]string{"top", "nobiz"}, ""},
 		// --json prints what the RESP form replies.
-		{[]string{"--json", "likes", "video", "1", "4"}, "[[1,0],[0,0]]\n"},
+		{[]string{"--json", "likes", "video", "1", "4"}, `[{"dislikes":0,"likes":1},{"dislikes":0,"likes":0}]` + "\n"},
 		{[]string{"likers", "video", "1", "--json"}, "[null,[10]]\n"},
-		{[]string{"--json", "rank", "video", "1", "9"}, "[[1,1],null]\n"},
+		{[]string{"--json", "rank", "video", "1", "9"}, `[{"likes":1,"rank":1},null]` + "\n"},
 	} {
 		if got := mustTally(t, append([]string{d}, c.args...)...); got != c.want {
 			t.Errorf("tally %s:\n%s\nwant\n%s", strings.Join(c.args, " "), got, c.want)
@@ -234,7 +234,7 @@ func TestServeLikes(t *testing.T) {
 	if err := rc.Do(ctx, "LIKE.BUSINESS", "ADD", "video").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := rc.Do(ctx, "LIKE.LIKE", "video", 1, 10, 7).Slice(); err != nil || len(v) != 3 || v[0] != int64(1) {
+	if v, err := rc.Do(ctx, "LIKE.LIKE", "video", 1, 10, 7).Slice(); err != nil || len(v) != 6 || v[0] != "likes" || v[1] != int64(1) {
 		t.Fatalf("LIKE.LIKE = %v, %v", v, err)
 	}
 	if v, err := rc.Do(ctx, "LIKE.STATES", "video", 10, 1, 2).StringSlice(); err != nil || strings.Join(v, ",") != "like,none" {

@@ -488,7 +488,8 @@ func TestServeTimeline(t *testing.T) {
 	if err := rc.Do(ctx, "TL.ACTIVE", 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := rc.Do(ctx, "TL.POST", 2, 10, 11, "WAIT").StringSlice(); err != nil || len(v) != 2 || v[0] != "delivered 1" {
+	if v, err := rc.Do(ctx, "TL.POST", 2, 10, 11, "WAIT").Slice(); err != nil || len(v) != 2 ||
+		fmt.Sprint(v[0]) != "[post 10 status delivered deliveries 1]" {
 		t.Fatalf("TL.POST = %v, %v", v, err)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -150,6 +150,10 @@ const (
 // Replier is where a command writes its RESP reply (server.Conn).
 type Replier interface {
 	WriteArray(n int)
+	// WriteMap starts a record of n name/value pairs: the 2n values
+	// follow, name first. Over RESP2 it is an array of 2n (as HGETALL
+	// replies); --json renders an object.
+	WriteMap(n int)
 	WriteInt(v int64)
 	WriteUint(v uint64)
 	WriteBulkString(s string)

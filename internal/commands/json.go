@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 )
 
@@ -28,10 +29,18 @@ type jsonNode struct {
 	scalar any
 	arr    []*jsonNode
 	isArr  bool
-	want   int // elements the array still expects
+	isMap  bool // arr holds name, value, name, value ...
+	want   int  // elements the array still expects
 }
 
 func (n *jsonNode) value() any {
+	if n.isMap {
+		m := make(map[string]any, len(n.arr)/2)
+		for i := 0; i+1 < len(n.arr); i += 2 {
+			m[fmt.Sprint(n.arr[i].value())] = n.arr[i+1].value()
+		}
+		return m
+	}
 	if !n.isArr {
 		return n.scalar
 	}
@@ -68,6 +77,9 @@ func (j *jsonReplier) add(n *jsonNode) {
 
 func (j *jsonReplier) WriteArray(n int) {
 	j.add(&jsonNode{isArr: true, want: n, arr: make([]*jsonNode, 0, n)})
+}
+func (j *jsonReplier) WriteMap(n int) {
+	j.add(&jsonNode{isArr: true, isMap: true, want: 2 * n, arr: make([]*jsonNode, 0, 2*n)})
 }
 func (j *jsonReplier) WriteInt(v int64)         { j.add(&jsonNode{scalar: v}) }
 func (j *jsonReplier) WriteUint(v uint64)       { j.add(&jsonNode{scalar: v}) }

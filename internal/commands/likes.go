@@ -77,9 +77,12 @@ func textCounted(w io.Writer, _ *Input, out any) error {
 
 func replyCounted(w Replier, _ *Input, out any) {
 	r := out.(counted)
-	w.WriteArray(3)
+	w.WriteMap(3)
+	w.WriteBulkString("likes")
 	w.WriteUint(r.res.Likes)
+	w.WriteBulkString("dislikes")
 	w.WriteUint(r.res.Dislikes)
+	w.WriteBulkString("changed")
 	if r.res.Changed {
 		w.WriteInt(1)
 	} else {
@@ -159,7 +162,7 @@ nothing. BIZ must have been declared ("tally business add BIZ", or by a
 "likes load" that named it): a write to an unknown business is refused
 and changes nothing. Prints the item's counts after the call:
   ITEM likes=N dislikes=M
-Over RESP the reply is [likes, dislikes, changed (1 or 0)].
+Over RESP the reply is a record: likes N dislikes M changed 1|0.
 `,
 		Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
 			item := in.Uint("item")
@@ -239,7 +242,8 @@ Example:
 			Help: `Prints the counts of each ITEM of business BIZ, one line per argument:
   ITEM likes=N dislikes=M
 Items nobody liked, and every item of a business that has no likes yet,
-read 0. At most 1000 items. Over RESP: an array of [likes, dislikes].
+read 0. At most 1000 items. Over RESP: an array of records (likes N
+dislikes M).
 
 Example:
   $ tally -d /var/lib/tally likes video 1234 1235
@@ -266,8 +270,10 @@ Example:
 				counts := out.([]likes.Counts)
 				w.WriteArray(len(counts))
 				for _, n := range counts {
-					w.WriteArray(2)
+					w.WriteMap(2)
+					w.WriteBulkString("likes")
 					w.WriteUint(n.Likes)
+					w.WriteBulkString("dislikes")
 					w.WriteUint(n.Dislikes)
 				}
 			},
@@ -382,7 +388,7 @@ Tied items share a rank (1, 2, 2, 4) and are listed by item id. With
 --day, the board of that UTC day: items by the likes made that day (and
 not undone since). The boards of the last 7 days, today included, are kept
 (the store's setting; older days are refused). Over RESP: an array of
-[rank, item, likes].
+records (rank R item I likes N).
 
 Example:
   $ tally -d /var/lib/tally top video 3
@@ -414,9 +420,12 @@ Example:
 				top := out.([]likes.Entry)
 				w.WriteArray(len(top))
 				for _, e := range top {
-					w.WriteArray(3)
+					w.WriteMap(3)
+					w.WriteBulkString("rank")
 					w.WriteInt(int64(e.Rank))
+					w.WriteBulkString("item")
 					w.WriteUint(e.Item)
+					w.WriteBulkString("likes")
 					w.WriteUint(e.Likes)
 				}
 			},
@@ -439,7 +448,8 @@ Example:
   ITEM RANK LIKES
 or "ITEM none" for an item with no likes on that board. The boards of the
 last 7 days, today included, are kept. Over RESP, LIKE.RANK biz item
-replies [rank, likes] or nil; LIKE.MRANK an array of those, one per item.
+replies a record (rank R likes N) or nil; LIKE.MRANK an array of those,
+one per item.
 
 Example:
   $ tally -d /var/lib/tally rank video 1234 999
@@ -487,8 +497,10 @@ Example:
 						w.WriteNull()
 						continue
 					}
-					w.WriteArray(2)
+					w.WriteMap(2)
+					w.WriteBulkString("rank")
 					w.WriteInt(int64(e.Rank))
+					w.WriteBulkString("likes")
 					w.WriteUint(e.Likes)
 				}
 			},

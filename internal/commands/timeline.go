@@ -18,10 +18,10 @@ package commands
 //	is-following UID FOLLOWEE...      TL.MISFOLLOWING uid followee [...]     "FOLLOWEE yes|no" / array of 1 or 0
 //	                                  TL.ISFOLLOWING uid followee            integer: 1 or 0
 //	active UID...                     TL.ACTIVE uid [uid ...]                "active N rebuilt M" / integer: rebuilt
-//	post AUTHOR POST... [--wait]      TL.POST author post [post ...]         one line / bulk per post: "queued"
-//	    [--async]                         [WAIT] [ASYNC]                     ("published" over RESP when nobody is
-//	                                                                         pushed to), "duplicate"; waiting,
-//	                                                                         "delivered N"
+//	post AUTHOR POST... [--wait]      TL.POST author post [post ...]         one line / one record per post: post,
+//	    [--async]                         [WAIT] [ASYNC]                     status (queued, published when nobody
+//	                                                                         is pushed to, duplicate, delivered)
+//	                                                                         and, delivered, deliveries
 //	unpost AUTHOR POST...             TL.UNPOST author post [post ...]       "POST removed|absent" / bulk per post
 //	home UID [--limit N]              TL.HOME uid [LIMIT n] [CURSOR c]       "POST AUTHOR" lines / [next cursor (nil
 //	    [--cursor C]                                                         at the end), [[post, author] ...]]
@@ -316,17 +316,31 @@ func replyPost(w Replier, _ *Input, out any) {
 	ps := out.([]published)
 	w.WriteArray(len(ps))
 	for _, p := range ps {
+		status, delivered := "", false
 		switch {
 		case p.res.Duplicate:
-			w.WriteBulkString("duplicate")
+			status = "duplicate"
 		case !p.waited && p.res.Job != 0:
-			w.WriteBulkString("queued")
+			status = "queued"
 		case !p.waited:
-			w.WriteBulkString("published")
+			status = "published"
 		case p.err != nil:
-			w.WriteBulkString("error: " + p.err.Error())
+			status = "error: " + p.err.Error()
 		default:
-			w.WriteBulkString(fmt.Sprintf("delivered %d", p.delivered))
+			status, delivered = "delivered", true
+		}
+		if delivered {
+			w.WriteMap(3)
+		} else {
+			w.WriteMap(2)
+		}
+		w.WriteBulkString("post")
+		w.WriteUint(p.post)
+		w.WriteBulkString("status")
+		w.WriteBulkString(status)
+		if delivered {
+			w.WriteBulkString("deliveries")
+			w.WriteUint(p.delivered)
 		}
 	}
 }
@@ -513,9 +527,10 @@ every id is checked, atomically with the publish, and a post of another
 author refuses the whole command.
 
 Over RESP the default is the other one: TL.POST replies once the posts
-are durable, an array of "queued" (fan-out queued), "published" (nobody
-to push to) or "duplicate" per post; with WAIT the fan-outs finish first
-and a post reads "delivered N".
+are durable, one record per post: [post ID status S] (name/value pairs),
+S being queued (fan-out queued), published (nobody to push to) or
+duplicate; with WAIT the fan-outs finish first and a post reads [post ID
+status delivered deliveries N].
 
 Example:
   $ tally -d /var/lib/tally post 20 1861392847362048 1861392847362049
@@ -661,7 +676,7 @@ Example:
 				us := out.(userInfos)
 				w.WriteArray(len(us))
 				for _, u := range us {
-					w.WriteArray(6)
+					w.WriteMap(3)
 					w.WriteBulkString("followers")
 					w.WriteUint(u.Followers)
 					w.WriteBulkString("followees")
@@ -751,7 +766,7 @@ Example:
 			},
 			Reply: func(w Replier, _ *Input, out any) {
 				c := out.(timeline.Config)
-				w.WriteArray(8)
+				w.WriteMap(4)
 				w.WriteBulkString("inbox_cap")
 				w.WriteInt(int64(c.InboxCap))
 				w.WriteBulkString("active_window")

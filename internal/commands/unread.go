@@ -23,8 +23,8 @@ import (
 //	UNREAD.KIND LIST                               array of kind names, in UNREAD.GET order
 //	UNREAD.INCR uid kind [n]                       integer: the new count
 //	UNREAD.RESET uid [kind ...]                    OK (no kind: every kind)
-//	UNREAD.GET uid                                 array of integers, one per kind
-//	UNREAD.MGET uid [uid ...]                      array of such arrays, one per uid
+//	UNREAD.GET uid                                 record: kind, count pairs, every kind
+//	UNREAD.MGET uid [uid ...]                      array of such records, one per uid
 //	UNREAD.FEED uid                                integer: feed unread
 //	UNREAD.MFEED uid [uid ...]                     array of integers, one per uid
 //	UNREAD.FEEDRESET uid                           OK
@@ -251,9 +251,9 @@ Example:
 			Help: `Prints one line per UID, every kind in the order they were added, zeros
 included:
   UID kind=n kind=n ...
-Over RESP, UNREAD.GET uid replies an array of the counts, one per kind in
-UNREAD.KIND LIST order (one memory read); UNREAD.MGET an array of those,
-one per uid.
+Over RESP, UNREAD.GET uid replies a record of kind, count pairs (as
+HGETALL), every kind in UNREAD.KIND LIST order (one memory read);
+UNREAD.MGET an array of those, one per uid.
 
 Example:
   $ tally -d /var/lib/tally unread get 42 7
@@ -298,8 +298,9 @@ Example:
 				users := len(in.Uints("uid"))
 				w.WriteArray(users)
 				for i := 0; i < users; i++ {
-					w.WriteArray(r.n)
-					for _, v := range r.vals[i*r.n : (i+1)*r.n] {
+					w.WriteMap(r.n)
+					for j, v := range r.vals[i*r.n : (i+1)*r.n] {
+						w.WriteBulkString(r.kinds[j])
 						w.WriteUint(v)
 					}
 				}
