@@ -1135,9 +1135,9 @@ func (r *dbRun) compareMembers(biz string, item uint64) {
 			var p likes.Page
 			var err error
 			if s == likes.Liked {
-				p, err = l.Likers(biz, item, limit, cursor)
+				p, err = l.Likers(biz, item, cursor, limit)
 			} else {
-				p, err = l.Dislikers(biz, item, limit, cursor)
+				p, err = l.Dislikers(biz, item, cursor, limit)
 			}
 			r.must(err)
 			if len(p.IDs) > limit || p.Next != "" && len(p.IDs) != limit {
@@ -1161,7 +1161,7 @@ func (r *dbRun) compareUserLikes(biz string, u uint64) {
 	var got []timedItem
 	cursor := ""
 	for {
-		p, err := r.db.Likes().UserLikes(biz, u, 1+r.rng.IntN(6), cursor)
+		p, err := r.db.Likes().UserLikes(biz, u, cursor, 1+r.rng.IntN(6))
 		r.must(err)
 		for i := range p.IDs {
 			got = append(got, timedItem{p.Times[i], p.IDs[i]})

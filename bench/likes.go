@@ -355,7 +355,7 @@ func (c *tallyLikesClient) Top(n int) error {
 }
 
 func (c *tallyLikesClient) Likers(item uint64, n int) error {
-	_, err := c.l.Likers(LikesBusiness, item, n, "")
+	_, err := c.l.Likers(LikesBusiness, item, "", n)
 	return err
 }
 

@@ -55,10 +55,10 @@ func TestBadInput(t *testing.T) {
 		must[Result](t)(l.Like("video", 1, u, 9))
 	}
 	must[Result](t)(l.Dislike("video", 2, 3))
-	list := must[Page](t)(l.Likers("video", 1, 2, ""))
-	users := must[Page](t)(l.UserLikes("video", 3, 1, ""))
+	list := must[Page](t)(l.Likers("video", 1, "", 2))
+	users := must[Page](t)(l.UserLikes("video", 3, "", 1))
 	must[Result](t)(l.Like("video", 3, 3, 0))
-	users = must[Page](t)(l.UserLikes("video", 3, 1, ""))
+	users = must[Page](t)(l.UserLikes("video", 3, "", 1))
 	if list.Next == "" || users.Next == "" {
 		t.Fatal("want next cursors")
 	}
@@ -88,19 +88,19 @@ func TestBadInput(t *testing.T) {
 		{"counts too many", func() error { _, err := l.Counts("video", make([]uint64, MaxStates+1), nil); return err }, ErrLimit},
 		{"states bad business", func() error { _, err := l.States("", 1, []uint64{1}, nil); return err }, ErrInvalidBusiness},
 		{"states too many", func() error { _, err := l.States("video", 1, make([]uint64, MaxStates+1), nil); return err }, ErrLimit},
-		{"likers limit 0", func() error { _, err := l.Likers("video", 1, 0, ""); return err }, ErrLimit},
-		{"likers limit big", func() error { _, err := l.Likers("video", 1, MaxPage+1, ""); return err }, ErrLimit},
-		{"likers bad business", func() error { _, err := l.Likers("", 1, 1, ""); return err }, ErrInvalidBusiness},
-		{"likers garbage cursor", func() error { _, err := l.Likers("video", 1, 2, "garbage"); return err }, ErrBadCursor},
-		{"likers flipped cursor", func() error { _, err := l.Likers("video", 1, 2, string(flip)); return err }, ErrBadCursor},
-		{"likers truncated cursor", func() error { _, err := l.Likers("video", 1, 2, list.Next[:20]); return err }, ErrBadCursor},
-		{"likers cursor of another item", func() error { _, err := l.Likers("video", 2, 2, list.Next); return err }, ErrBadCursor},
-		{"dislikers with a likers cursor", func() error { _, err := l.Dislikers("video", 1, 2, list.Next); return err }, ErrBadCursor},
-		{"likers with a user cursor", func() error { _, err := l.Likers("video", 1, 2, users.Next); return err }, ErrBadCursor},
-		{"likers cursor in another business", func() error { _, err := l.Likers("post", 1, 2, list.Next); return err }, ErrBadCursor},
-		{"user likes with a likers cursor", func() error { _, err := l.UserLikes("video", 3, 2, list.Next); return err }, ErrBadCursor},
-		{"user likes of another user", func() error { _, err := l.UserLikes("video", 4, 2, users.Next); return err }, ErrBadCursor},
-		{"user likes limit", func() error { _, err := l.UserLikes("video", 3, -1, ""); return err }, ErrLimit},
+		{"likers limit 0", func() error { _, err := l.Likers("video", 1, "", 0); return err }, ErrLimit},
+		{"likers limit big", func() error { _, err := l.Likers("video", 1, "", MaxPage+1); return err }, ErrLimit},
+		{"likers bad business", func() error { _, err := l.Likers("", 1, "", 1); return err }, ErrInvalidBusiness},
+		{"likers garbage cursor", func() error { _, err := l.Likers("video", 1, "garbage", 2); return err }, ErrBadCursor},
+		{"likers flipped cursor", func() error { _, err := l.Likers("video", 1, string(flip), 2); return err }, ErrBadCursor},
+		{"likers truncated cursor", func() error { _, err := l.Likers("video", 1, list.Next[:20], 2); return err }, ErrBadCursor},
+		{"likers cursor of another item", func() error { _, err := l.Likers("video", 2, list.Next, 2); return err }, ErrBadCursor},
+		{"dislikers with a likers cursor", func() error { _, err := l.Dislikers("video", 1, list.Next, 2); return err }, ErrBadCursor},
+		{"likers with a user cursor", func() error { _, err := l.Likers("video", 1, users.Next, 2); return err }, ErrBadCursor},
+		{"likers cursor in another business", func() error { _, err := l.Likers("post", 1, list.Next, 2); return err }, ErrBadCursor},
+		{"user likes with a likers cursor", func() error { _, err := l.UserLikes("video", 3, list.Next, 2); return err }, ErrBadCursor},
+		{"user likes of another user", func() error { _, err := l.UserLikes("video", 4, users.Next, 2); return err }, ErrBadCursor},
+		{"user likes limit", func() error { _, err := l.UserLikes("video", 3, "", -1); return err }, ErrLimit},
 		{"top 0", func() error { _, err := l.Top("video", 0); return err }, ErrLimit},
 		{"top too many", func() error { _, err := l.Top("video", MaxTop+1); return err }, ErrLimit},
 		{"top bad business", func() error { _, err := l.Top("a b", 1); return err }, ErrInvalidBusiness},
@@ -152,12 +152,12 @@ func TestCursorOfAnotherStore(t *testing.T) {
 		must[Result](t)(a.l.Like("video", 1, u, 0))
 		must[Result](t)(b.l.Like("video", 1, u, 0))
 	}
-	pg := must[Page](t)(a.l.Likers("video", 1, 2, ""))
-	if _, err := b.l.Likers("video", 1, 2, pg.Next); !errors.Is(err, ErrBadCursor) {
+	pg := must[Page](t)(a.l.Likers("video", 1, "", 2))
+	if _, err := b.l.Likers("video", 1, pg.Next, 2); !errors.Is(err, ErrBadCursor) {
 		t.Fatalf("a cursor of another store: %v", err)
 	}
 	a.reopen() // the secret is persisted: a cursor outlives a restart
-	if _, err := a.l.Likers("video", 1, 2, pg.Next); err != nil {
+	if _, err := a.l.Likers("video", 1, pg.Next, 2); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -171,10 +171,10 @@ func TestUnknownBusinessReads(t *testing.T) {
 	if s := must[[]State](t)(l.States("nope", 1, []uint64{1, 2}, nil)); !slices.Equal(s, []State{None, None}) {
 		t.Fatal(s)
 	}
-	if p := must[Page](t)(l.Likers("nope", 1, 10, "")); len(p.IDs) != 0 || p.Next != "" {
+	if p := must[Page](t)(l.Likers("nope", 1, "", 10)); len(p.IDs) != 0 || p.Next != "" {
 		t.Fatal(p)
 	}
-	if p := must[Page](t)(l.UserLikes("nope", 1, 10, "")); len(p.IDs) != 0 {
+	if p := must[Page](t)(l.UserLikes("nope", 1, "", 10)); len(p.IDs) != 0 {
 		t.Fatal(p)
 	}
 	if top := must[[]Entry](t)(l.Top("nope", 10)); len(top) != 0 {
@@ -200,7 +200,7 @@ func TestPagesAndStaleCursor(t *testing.T) {
 	var got []uint64
 	cur := ""
 	for {
-		pg := must[Page](t)(l.Likers("video", 7, 2, cur))
+		pg := must[Page](t)(l.Likers("video", 7, cur, 2))
 		got = append(got, pg.IDs...)
 		if pg.Next == "" {
 			break
@@ -212,28 +212,28 @@ func TestPagesAndStaleCursor(t *testing.T) {
 	}
 	// User 10 liked 100, then 7 and 101 in the same millisecond (ties go
 	// by item, descending), then 102, 103, 104: newest first.
-	up := must[Page](t)(l.UserLikes("video", 10, 3, ""))
+	up := must[Page](t)(l.UserLikes("video", 10, "", 3))
 	if !slices.Equal(up.IDs, []uint64{104, 103, 102}) || up.Times[0] < up.Times[2] {
 		t.Fatalf("user likes %v %v", up.IDs, up.Times)
 	}
-	up2 := must[Page](t)(l.UserLikes("video", 10, 3, up.Next))
+	up2 := must[Page](t)(l.UserLikes("video", 10, up.Next, 3))
 	if !slices.Equal(up2.IDs, []uint64{101, 7, 100}) || up2.Next != "" {
 		t.Fatalf("user likes page 2 %v %q", up2.IDs, up2.Next)
 	}
-	first := must[Page](t)(l.Likers("video", 7, 2, ""))
+	first := must[Page](t)(l.Likers("video", 7, "", 2))
 	for u := uint64(1000); u < 1020; u++ {
 		must[Result](t)(l.Like("video", 7, u, 0))
 	}
 	if ok, _ := l.isRoaring("video", 7); !ok {
 		t.Fatal("set not converted")
 	}
-	if _, err := l.Likers("video", 7, 2, first.Next); !errors.Is(err, ErrStaleCursor) {
+	if _, err := l.Likers("video", 7, first.Next, 2); !errors.Is(err, ErrStaleCursor) {
 		t.Fatalf("cursor across a conversion: %v", err)
 	}
 	got = got[:0]
 	cur = ""
 	for {
-		pg := must[Page](t)(l.Likers("video", 7, 3, cur))
+		pg := must[Page](t)(l.Likers("video", 7, cur, 3))
 		got = append(got, pg.IDs...)
 		if pg.Next == "" {
 			break
@@ -450,7 +450,7 @@ func TestLoad(t *testing.T) {
 	}
 	// User 0: item 1 from the first load, then items 10-13 at i = 0, 9,
 	// 18, 27; i = 36 repeats (10, 0) 36 ms earlier and is ignored.
-	pg := must[Page](t)(e.l.UserLikes("video", 0, 10, ""))
+	pg := must[Page](t)(e.l.UserLikes("video", 0, "", 10))
 	if !slices.Equal(pg.IDs, []uint64{10, 1, 11, 12, 13}) || pg.Times[0] != epoch.UnixMilli() {
 		t.Fatalf("user 0: %v %v", pg.IDs, pg.Times)
 	}

@@ -279,7 +279,7 @@ func BenchmarkLikersPage(b *testing.B) {
 			n := 0
 			for range b.N {
 				t0 := time.Now()
-				pg, err := l.Likers(benchBiz, item, 100, "")
+				pg, err := l.Likers(benchBiz, item, "", 100)
 				h.Record(time.Since(t0))
 				if err != nil {
 					b.Fatal(err)

@@ -13,8 +13,8 @@
 //	l.Unlike / l.Dislike / l.Undislike / l.SetOwner
 //	counts, err := l.Counts("video", items, nil)   // []Counts{Likes, Dislikes}
 //	states, err := l.States("video", user, items, nil) // []State: None, Liked, Disliked
-//	page, err := l.Likers("video", item, 100, cursor) // page.IDs, page.Next ("" at the end)
-//	page, err = l.UserLikes("video", user, 100, cursor) // newest first, page.Times
+//	page, err := l.Likers("video", item, cursor, 100) // page.IDs, page.Next ("" at the end)
+//	page, err = l.UserLikes("video", user, cursor, 100) // newest first, page.Times
 //	top, err := l.Top("video", 100)             // []Entry{Rank, Item, Likes}
 //	top, err = l.TopDay("video", day, 100)      // the UTC day's board
 //	e, ok, err := l.Rank("video", item)         // also RankDay

@@ -469,9 +469,9 @@ func (r *modelRun) compareMembers(biz string, item uint64) {
 			var pg Page
 			var err error
 			if s == Liked {
-				pg, err = r.e.l.Likers(biz, item, limit, cur)
+				pg, err = r.e.l.Likers(biz, item, cur, limit)
 			} else {
-				pg, err = r.e.l.Dislikers(biz, item, limit, cur)
+				pg, err = r.e.l.Dislikers(biz, item, cur, limit)
 			}
 			if err != nil {
 				r.fatalf("members %s/%d: %v", biz, item, err)
@@ -508,7 +508,7 @@ func (r *modelRun) compareUser(biz string, user uint64) {
 	cur := ""
 	for {
 		limit := 1 + r.rng.IntN(9)
-		pg, err := r.e.l.UserLikes(biz, user, limit, cur)
+		pg, err := r.e.l.UserLikes(biz, user, cur, limit)
 		if err != nil {
 			r.fatalf("user likes %s/%d: %v", biz, user, err)
 		}

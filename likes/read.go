@@ -192,12 +192,12 @@ type Page struct {
 // user id order, roaring sets (RoaringThreshold members and more) in
 // ordinal order (the order users first joined a roaring set); a cursor of
 // a set that was converted in between is ErrStaleCursor.
-func (l *Likes) Likers(business string, item uint64, limit int, cursor string) (Page, error) {
+func (l *Likes) Likers(business string, item uint64, cursor string, limit int) (Page, error) {
 	return l.members(business, item, kindLike, limit, cursor)
 }
 
 // Dislikers is Likers for the users who dislike item.
-func (l *Likes) Dislikers(business string, item uint64, limit int, cursor string) (Page, error) {
+func (l *Likes) Dislikers(business string, item uint64, cursor string, limit int) (Page, error) {
 	return l.members(business, item, kindDislike, limit, cursor)
 }
 
@@ -356,7 +356,7 @@ func (l *Likes) roaringPage(snap *store.Snapshot, b *business, item uint64, kind
 
 // UserLikes returns a page of at most limit (1..MaxPage) items user likes
 // in business, newest like first, after cursor ("" for the first page).
-func (l *Likes) UserLikes(business string, user uint64, limit int, cur string) (Page, error) {
+func (l *Likes) UserLikes(business string, user uint64, cur string, limit int) (Page, error) {
 	if limit < 1 || limit > MaxPage {
 		return Page{}, fmt.Errorf("%w: page of %d (want 1..%d)", ErrLimit, limit, MaxPage)
 	}

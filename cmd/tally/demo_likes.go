@@ -91,7 +91,7 @@ func demoLikes(d *demo) error {
 	}
 	if len(top) > 0 {
 		t0 = time.Now()
-		if _, err := l.Likers(demoBiz, top[0].Item, 100, ""); err != nil {
+		if _, err := l.Likers(demoBiz, top[0].Item, "", 100); err != nil {
 			return err
 		}
 		ld.likers = time.Since(t0)

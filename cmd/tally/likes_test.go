@@ -37,7 +37,7 @@ func likesState(t *testing.T, dir string) string {
 	c, _ := l.Counts("video", items, nil)
 	s, _ := l.States("video", 10, items, nil)
 	top, _ := l.Top("video", 10)
-	pg, _ := l.Likers("video", 1, 100, "")
+	pg, _ := l.Likers("video", 1, "", 100)
 	fmt.Fprintln(&b, c, s, top, pg.IDs)
 	if err := l.Check(); err != nil {
 		t.Fatal(err)

@@ -340,9 +340,9 @@ Example:
 			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
 				return likesPage(db, in, func(l *likes.Likes, biz string, limit int, cursor string) (likes.Page, error) {
 					if in.Has("dislikes") {
-						return l.Dislikers(biz, in.Uint("item"), limit, cursor)
+						return l.Dislikers(biz, in.Uint("item"), cursor, limit)
 					}
-					return l.Likers(biz, in.Uint("item"), limit, cursor)
+					return l.Likers(biz, in.Uint("item"), cursor, limit)
 				})
 			},
 			Text: textPage, Reply: replyPage,
@@ -362,7 +362,7 @@ Example:
 `,
 			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
 				return likesPage(db, in, func(l *likes.Likes, biz string, limit int, cursor string) (likes.Page, error) {
-					return l.UserLikes(biz, in.Uint("user"), limit, cursor)
+					return l.UserLikes(biz, in.Uint("user"), cursor, limit)
 				})
 			},
 			Text: textPage, Reply: replyPage,
