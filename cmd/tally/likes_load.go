@@ -15,8 +15,9 @@ import (
 )
 
 var cmdLikesLoad = &command{
-	name:     "likes load",
-	synopsis: "bulk-load historical likes from a CSV file",
+	keyValues: true,
+	name:      "likes load",
+	synopsis:  "bulk-load historical likes from a CSV file",
 	help: `Usage: tally -d DIR likes load FILE [--skip-bad]
 
 Loads historical likes: each line of FILE (CSV without a header; "-" reads

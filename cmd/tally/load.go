@@ -20,8 +20,9 @@ import (
 )
 
 var cmdLoad = &command{
-	name:     "load",
-	synopsis: "bulk-load rows from a CSV file (old ranges straight into cold blocks)",
+	keyValues: true,
+	name:      "load",
+	synopsis:  "bulk-load rows from a CSV file (old ranges straight into cold blocks)",
 	help: `Usage: tally -d DIR load NAME FILE [--skip-bad]
 
 Loads the rows of FILE into counter NAME, replacing the loaded rows' values

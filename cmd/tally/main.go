@@ -37,6 +37,9 @@ type command struct {
 	// local marks a command that never goes to a running server (serve,
 	// demo, help): it opens no store, or its own (see remote.go).
 	local bool
+	// keyValues marks a command whose output is "key value" lines (the
+	// loads): --json prints them as one JSON object.
+	keyValues bool
 }
 
 // commands lists every subcommand in the order "tally help" shows them.
@@ -202,7 +205,7 @@ func (e *env) run(args []string) (code int) {
 			return exitError
 		}
 	}
-	err = c.run(e, cargs)
+	err = e.runCommand(c, cargs)
 	if remote && errors.Is(err, store.ErrLocked) {
 		// Held by a server that did not take the command up front: the
 		// directory came with the command's own -d, the server started

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
+	"strconv"
 	"strings"
 
 	cmdtab "github.com/tallydb/tally/internal/commands"
@@ -156,3 +161,48 @@ func (b barProgress) Update(label, unit string, done, total int64) {
 }
 
 func (b barProgress) Finish() { b.bar.finish() }
+
+// runCommand runs c. With --json, a table command renders its own result
+// (runTable) and version prints an object; a command whose output is
+// "key value" lines prints them as one JSON object (numbers as numbers);
+// any other command refuses --json before it runs.
+func (e *env) runCommand(c *command, args []string) error {
+	if !e.json || c.name == "version" || c.name == "help" || slices.ContainsFunc(cmdtab.All(), func(tc *cmdtab.Command) bool { return tc.CLI == c.name }) {
+		return c.run(e, args)
+	}
+	if !c.keyValues {
+		return usagef("--json: %s has no JSON output (its output is a report or a server)", c.name)
+	}
+	out := e.stdout
+	var b bytes.Buffer
+	e.stdout = &b
+	err := c.run(e, args)
+	e.stdout = out
+	if err != nil {
+		out.Write(b.Bytes())
+		return err
+	}
+	obj := map[string]any{}
+	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseFloat(v, 64); err == nil {
+			obj[k] = n
+		} else {
+			obj[k] = v
+		}
+	}
+	return writeJSON(out, obj)
+}
+
+// writeJSON prints v as one line of JSON.
+func writeJSON(w io.Writer, v any) error {
+	buf, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(buf, '\n'))
+	return err
+}

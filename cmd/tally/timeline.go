@@ -18,8 +18,9 @@ import (
 )
 
 var cmdFollowsLoad = &command{
-	name:     "follows load",
-	synopsis: "bulk-load follows from a CSV file of follower,followee lines",
+	keyValues: true,
+	name:      "follows load",
+	synopsis:  "bulk-load follows from a CSV file of follower,followee lines",
 	help: `Usage: tally -d DIR follows load FILE [--skip-bad]
 
 Loads the follows of FILE, CSV without a header, one per line:

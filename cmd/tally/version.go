@@ -29,6 +29,10 @@ func runVersion(e *env, args []string) error {
 	if err := parseNoArgs(e, cmdVersion, args); err != nil {
 		return err
 	}
+	if e.json {
+		return writeJSON(e.stdout, map[string]string{"version": tallydb.Version(), "go": runtime.Version(),
+			"platform": runtime.GOOS + "/" + runtime.GOARCH})
+	}
 	_, err := fmt.Fprintf(e.stdout, "tally %s %s %s/%s\n", tallydb.Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return err
 }
