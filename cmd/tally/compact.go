@@ -12,24 +12,6 @@ import (
 // The maintenance commands (compact, verify, stats, ...) are table
 // entries (internal/commands/admin.go); what is here serves the demo.
 
-// totals sums the tiers over every counter.
-type totals struct {
-	hotRanges, coldRanges        int
-	hotRows, coldRows, deltaRows int
-}
-
-func sumStats(s store.Stats) totals {
-	var t totals
-	for _, c := range s.Counters {
-		t.hotRanges += c.HotRanges
-		t.coldRanges += c.ColdRanges
-		t.hotRows += c.HotRows
-		t.coldRows += c.ColdRows
-		t.deltaRows += c.DeltaRows
-	}
-	return t
-}
-
 // compactWithProgress runs db.Compact, and on a terminal w redraws a line
 // with the running job's progress until it returns.
 func compactWithProgress(ctx context.Context, e *env, db *store.DB, w io.Writer) error {

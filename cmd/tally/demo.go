@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	cmdtab "github.com/tallydb/tally/internal/commands"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -406,10 +407,10 @@ func (d *demo) age() error {
 	}
 	el := time.Since(start)
 	after := d.db.Stats()
-	b, a := sumStats(before), sumStats(after)
+	b, a := cmdtab.SumTiers(before), cmdtab.SumTiers(after)
 	d.printf("age        clock +%dh, %d jobs in %v: ranges hot %d -> %d, cold %d -> %d; rows hot %d -> %d, cold %d -> %d; %d cold delta rows merged\n",
 		int(demoAdvance.Hours()), after.JobsFinished-before.JobsFinished, el.Round(time.Millisecond),
-		b.hotRanges, a.hotRanges, b.coldRanges, a.coldRanges, b.hotRows, a.hotRows, b.coldRows, a.coldRows, b.deltaRows-a.deltaRows)
+		b.HotRanges, a.HotRanges, b.ColdRanges, a.ColdRanges, b.HotRows, a.HotRows, b.ColdRows, a.ColdRows, b.DeltaRows-a.DeltaRows)
 	return nil
 }
 
@@ -574,8 +575,8 @@ func (d *demo) sampleIDs(n int) []uint64 {
 // report prints the summary.
 func (d *demo) report() {
 	s := d.db.Stats()
-	t := sumStats(s)
-	hotMem, coldPayload := tierBytes(s)
+	t := cmdtab.SumTiers(s)
+	hotMem, coldPayload := cmdtab.TierBytes(s)
 	d.printf("\nreport\n")
 	for _, c := range s.Counters {
 		name := c.Name
@@ -586,7 +587,7 @@ func (d *demo) report() {
 			name, c.Rows(), c.HotRows, c.ColdRows, c.DeltaRows, c.HotRanges, c.ColdRanges)
 	}
 	d.printf("  %-10s %.2f bytes/row in memory (hot tables, the store's accounting), %.2f bytes/row of cold payload (encoded blocks and descriptors; Pebble's files are not split by tier)\n",
-		"bytes/row", bytesPerRow(hotMem, t.hotRows), bytesPerRow(coldPayload, t.coldRows))
+		"bytes/row", cmdtab.BytesPerRow(hotMem, t.HotRows), cmdtab.BytesPerRow(coldPayload, t.ColdRows))
 	d.printf("  %-10s %d clients: %.0f ids read/s, %.0f writes/s; read p99 %v, write p99 %v\n",
 		"mixed", d.clients, float64(d.mixed.ids)/d.mixed.secs, float64(d.mixed.writes)/d.mixed.secs,
 		d.mixed.read.Quantile(0.99), d.mixed.write.Quantile(0.99))

@@ -166,20 +166,22 @@ func waitJobs(ctx context.Context, db *store.DB, p Progress) (uint64, error) {
 	return uint64(db.Stats().Queue.Finished - before), nil
 }
 
-// tiers sums the tiers over every counter.
-type tiers struct {
-	hotRanges, coldRanges        int
-	hotRows, coldRows, deltaRows int
+// Tiers is the ranges and rows of every counter, summed by tier.
+type Tiers struct {
+	HotRanges, ColdRanges        int
+	HotRows, ColdRows, DeltaRows int
 }
 
-func sumTiers(s store.Stats) tiers {
-	var t tiers
+// SumTiers sums the tiers over every counter of s (stats, compact, the
+// demo's report).
+func SumTiers(s store.Stats) Tiers {
+	var t Tiers
 	for _, c := range s.Counters {
-		t.hotRanges += c.HotRanges
-		t.coldRanges += c.ColdRanges
-		t.hotRows += c.HotRows
-		t.coldRows += c.ColdRows
-		t.deltaRows += c.DeltaRows
+		t.HotRanges += c.HotRanges
+		t.ColdRanges += c.ColdRanges
+		t.HotRows += c.HotRows
+		t.ColdRows += c.ColdRows
+		t.DeltaRows += c.DeltaRows
 	}
 	return t
 }
@@ -254,16 +256,16 @@ Example:
 				return nil, err
 			}
 			after := s.Stats()
-			b, a := sumTiers(before), sumTiers(after)
+			b, a := SumTiers(before), SumTiers(after)
 			var w strings.Builder
-			fmt.Fprintf(&w, "ranges_hot_before %d\n", b.hotRanges)
-			fmt.Fprintf(&w, "ranges_cold_before %d\n", b.coldRanges)
-			fmt.Fprintf(&w, "delta_rows_before %d\n", b.deltaRows)
-			fmt.Fprintf(&w, "ranges_hot %d\n", a.hotRanges)
-			fmt.Fprintf(&w, "ranges_cold %d\n", a.coldRanges)
-			fmt.Fprintf(&w, "delta_rows %d\n", a.deltaRows)
-			fmt.Fprintf(&w, "hot_rows %d\n", a.hotRows)
-			fmt.Fprintf(&w, "cold_rows %d\n", a.coldRows)
+			fmt.Fprintf(&w, "ranges_hot_before %d\n", b.HotRanges)
+			fmt.Fprintf(&w, "ranges_cold_before %d\n", b.ColdRanges)
+			fmt.Fprintf(&w, "delta_rows_before %d\n", b.DeltaRows)
+			fmt.Fprintf(&w, "ranges_hot %d\n", a.HotRanges)
+			fmt.Fprintf(&w, "ranges_cold %d\n", a.ColdRanges)
+			fmt.Fprintf(&w, "delta_rows %d\n", a.DeltaRows)
+			fmt.Fprintf(&w, "hot_rows %d\n", a.HotRows)
+			fmt.Fprintf(&w, "cold_rows %d\n", a.ColdRows)
 			fmt.Fprintf(&w, "jobs_finished %d\n", after.JobsFinished-before.JobsFinished)
 			fmt.Fprintf(&w, "seconds %.3f\n", el.Seconds())
 			return lines(w.String()), nil
@@ -366,9 +368,9 @@ Example:
 				return nil, err
 			}
 			s := db.Store().Stats()
-			t := sumTiers(s)
-			v := verified{dir: db.Store().Dir(), counters: len(s.Counters), hotRanges: t.hotRanges,
-				coldRanges: t.coldRanges, rows: t.hotRows + t.coldRows + t.deltaRows}
+			t := SumTiers(s)
+			v := verified{dir: db.Store().Dir(), counters: len(s.Counters), hotRanges: t.HotRanges,
+				coldRanges: t.ColdRanges, rows: t.HotRows + t.ColdRows + t.DeltaRows}
 			for _, p := range db.Packages() {
 				v.packages = append(v.packages, p.PackageName())
 			}

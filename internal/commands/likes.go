@@ -535,21 +535,7 @@ Example:
 				}
 				return out, nil
 			},
-			Text: func(w io.Writer, in *Input, out any) error {
-				var b strings.Builder
-				for i, n := range out.([]uint64) {
-					fmt.Fprintf(&b, "%d %d\n", in.Uints("owner")[i], n)
-				}
-				_, err := io.WriteString(w, b.String())
-				return err
-			},
-			Reply: func(w Replier, _ *Input, out any) {
-				ns := out.([]uint64)
-				w.WriteArray(len(ns))
-				for _, n := range ns {
-					w.WriteUint(n)
-				}
-			},
+			Text: textPerID("owner"), Reply: replyUints,
 		},
 	}
 }
@@ -576,4 +562,26 @@ func likesPage(db *tallydb.DB, in *Input, read func(l *likes.Likes, biz string, 
 		return likes.Page{}, nil
 	}
 	return read(l, in.String("biz"), limit, in.String("cursor"))
+}
+
+// textPerID prints a []uint64 result as "ID N" lines, one per value of
+// the repeated parameter param.
+func textPerID(param string) func(w io.Writer, in *Input, out any) error {
+	return func(w io.Writer, in *Input, out any) error {
+		var b strings.Builder
+		for i, n := range out.([]uint64) {
+			fmt.Fprintf(&b, "%d %d\n", in.Uints(param)[i], n)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+}
+
+// replyUints replies a []uint64 result as an array of integers.
+func replyUints(w Replier, _ *Input, out any) {
+	ns := out.([]uint64)
+	w.WriteArray(len(ns))
+	for _, n := range ns {
+		w.WriteUint(n)
+	}
 }

@@ -121,17 +121,18 @@ Example:
 	}
 }
 
-func bytesPerRow(mem int64, rows int) float64 {
+// BytesPerRow is mem over rows, 0 without rows.
+func BytesPerRow(mem int64, rows int) float64 {
 	if rows == 0 {
 		return 0
 	}
 	return float64(mem) / float64(rows)
 }
 
-// tierBytes sums, over counters, hot-table memory (of hot ranges only) and
+// TierBytes sums, over counters, hot-table memory (of hot ranges only) and
 // the cold tier's encoded payload, for the store-wide bytes-per-row
 // figures.
-func tierBytes(s store.Stats) (hotMem, coldPayload int64) {
+func TierBytes(s store.Stats) (hotMem, coldPayload int64) {
 	for _, c := range s.Counters {
 		for _, r := range c.Ranges {
 			if r.Tier == "hot" {
@@ -145,13 +146,13 @@ func tierBytes(s store.Stats) (hotMem, coldPayload int64) {
 
 // writeStats writes the store's figures as stats prints them.
 func writeStats(w io.Writer, s store.Stats) {
-	t := sumTiers(s)
-	rows := t.hotRows + t.coldRows + t.deltaRows
+	t := SumTiers(s)
+	rows := t.HotRows + t.ColdRows + t.DeltaRows
 	var mem int64
 	for _, c := range s.Counters {
 		mem += c.MemBytes
 	}
-	hotMem, coldPayload := tierBytes(s)
+	hotMem, coldPayload := TierBytes(s)
 	fmt.Fprintf(w, "durability %v\n", s.Durability)
 	fmt.Fprintf(w, "reopens %d\n", s.Reopens)
 	users := 0 // the host's counters; packages' appear as PACKAGE.counter.NAME
@@ -161,17 +162,17 @@ func writeStats(w io.Writer, s store.Stats) {
 		}
 	}
 	fmt.Fprintf(w, "counters %d\n", users)
-	fmt.Fprintf(w, "ranges_hot %d\n", t.hotRanges)
-	fmt.Fprintf(w, "ranges_cold %d\n", t.coldRanges)
+	fmt.Fprintf(w, "ranges_hot %d\n", t.HotRanges)
+	fmt.Fprintf(w, "ranges_cold %d\n", t.ColdRanges)
 	fmt.Fprintf(w, "rows %d\n", rows)
-	fmt.Fprintf(w, "hot_rows %d\n", t.hotRows)
-	fmt.Fprintf(w, "cold_rows %d\n", t.coldRows)
-	fmt.Fprintf(w, "delta_rows %d\n", t.deltaRows)
+	fmt.Fprintf(w, "hot_rows %d\n", t.HotRows)
+	fmt.Fprintf(w, "cold_rows %d\n", t.ColdRows)
+	fmt.Fprintf(w, "delta_rows %d\n", t.DeltaRows)
 	fmt.Fprintf(w, "mem_bytes %d\n", mem)
-	fmt.Fprintf(w, "bytes_per_row %.2f\n", bytesPerRow(mem, rows))
-	fmt.Fprintf(w, "hot_bytes_per_row %.2f\n", bytesPerRow(hotMem, t.hotRows))
+	fmt.Fprintf(w, "bytes_per_row %.2f\n", BytesPerRow(mem, rows))
+	fmt.Fprintf(w, "hot_bytes_per_row %.2f\n", BytesPerRow(hotMem, t.HotRows))
 	fmt.Fprintf(w, "cold_payload_bytes %d\n", coldPayload)
-	fmt.Fprintf(w, "cold_payload_bytes_per_row %.2f\n", bytesPerRow(coldPayload, t.coldRows))
+	fmt.Fprintf(w, "cold_payload_bytes_per_row %.2f\n", BytesPerRow(coldPayload, t.ColdRows))
 	fmt.Fprintf(w, "last_seq %d\n", s.LastSeq)
 	fmt.Fprintf(w, "checkpoint_seq %d\n", s.CheckpointSeq)
 	fmt.Fprintf(w, "log_records %d\n", s.LogRecords)

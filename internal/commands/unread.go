@@ -346,21 +346,7 @@ Example:
 				}
 				return out, nil
 			},
-			Text: func(w io.Writer, in *Input, out any) error {
-				var b strings.Builder
-				for i, n := range out.([]uint64) {
-					fmt.Fprintf(&b, "%d %d\n", in.Uints("uid")[i], n)
-				}
-				_, err := io.WriteString(w, b.String())
-				return err
-			},
-			Reply: func(w Replier, _ *Input, out any) {
-				ns := out.([]uint64)
-				w.WriteArray(len(ns))
-				for _, n := range ns {
-					w.WriteUint(n)
-				}
-			},
+			Text: textPerID("uid"), Reply: replyUints,
 		},
 		unreadWrite(&Command{
 			CLI: "unread feed-reset", RESP: "UNREAD.FEEDRESET", Open: OpenWrite,
