@@ -89,12 +89,14 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	go func() {
 		for i := 0; i < 2000; i++ {
-			if _, err := stuck.nc.Write([]byte(resp("COMMAND"))); err != nil {
+			// COMMAND DOCS: tens of KB a reply, so the replies the client
+			// never reads fill the socket buffers fast even under -race.
+			if _, err := stuck.nc.Write([]byte(resp("COMMAND", "DOCS"))); err != nil {
 				return
 			}
 		}
 	}()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if err := ts.s.Shutdown(ctx); err != context.DeadlineExceeded {
