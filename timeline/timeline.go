@@ -201,7 +201,20 @@ type Options struct {
 	// expiry job (coalesced: one at a time). Negative disables it (Expire
 	// still works). The default is 1 hour.
 	ExpireInterval time.Duration
+	// InlineFanout is the most inboxes a publish delivers to in its own
+	// batch, with no fan-out job (see the package doc, "Small fan-outs"):
+	// a post whose author has at most InlineFanout followers in the push
+	// set is in their inboxes when Publish returns. Negative disables it
+	// (every fan-out is a job, as before issue 18). At most
+	// MaxInlineFanout. The default is DefaultInlineFanout.
+	InlineFanout int
 }
+
+// Defaults and limits of Options.InlineFanout.
+const (
+	DefaultInlineFanout = 64
+	MaxInlineFanout     = 4096
+)
 
 // lockStripes is the number of stripes of the per-user and per-author
 // locks.
@@ -212,8 +225,8 @@ const lockStripes = 1024
 //
 // Lock order: graphMu (read side for every mutation, write side for bulk
 // loads) before userMu stripes before authorMu stripes before postMu
-// stripes before allocMu, pulledMu, push.mu, removed.mu and pending.mu
-// (leaves, never held across another lock's acquisition). A path that
+// stripes before pushGate before allocMu, pulledMu, push.mu, removed.mu
+// and pending.mu (leaves, never held across another lock's acquisition). A path that
 // holds several stripes of one array takes them in ascending stripe order
 // (stripesOf). Readers of pages
 // take none of them unless they must rebuild an inbox or record activity.
@@ -252,6 +265,15 @@ type Timeline struct {
 		sync.RWMutex
 		bm *roaring.Bitmap
 	}
+	// pushGate orders inline deliveries against activations: a publish
+	// that delivers in its own batch holds it shared from its read of the
+	// push set to its commit, and activate adds users to the push set
+	// under it exclusively, so an activation reads its followees'
+	// outboxes either after the post committed or after the publish saw
+	// the user in the push set (see deliverInline).
+	pushGate sync.RWMutex
+	// inlineMax is Options.InlineFanout (0: disabled).
+	inlineMax int
 	// removed mirrors tl_removed: the ids of unpublished posts. Readers
 	// drop inbox entries of these posts (see the package doc, "Removal").
 	removed struct {
@@ -267,6 +289,8 @@ type Timeline struct {
 	}
 	stats struct {
 		rebuilds, rebuildNanos, deliveries, pages, expired atomic.Int64
+		// inlined counts the posts delivered in their publish's batch.
+		inlined atomic.Int64
 	}
 
 	// testHook, if set, runs after each fan-out chunk commits (tests cut a
@@ -328,13 +352,19 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, err
 	}
+	if o.InlineFanout > MaxInlineFanout {
+		return nil, fmt.Errorf("%w: inline fan-out %d (want at most %d)", ErrInvalidOption, o.InlineFanout, MaxInlineFanout)
+	}
+	if o.InlineFanout == 0 {
+		o.InlineFanout = DefaultInlineFanout
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.ExpireInterval == 0 {
 		o.ExpireInterval = time.Hour
 	}
-	t := &Timeline{db: db, now: o.Now, stop: make(chan struct{})}
+	t := &Timeline{db: db, now: o.Now, stop: make(chan struct{}), inlineMax: max(o.InlineFanout, 0)}
 	t.removed.bm = roaring64.New()
 	t.push.bm = roaring.New()
 	t.pending.m = map[uint32]map[uint64]struct{}{}
@@ -507,6 +537,7 @@ func (t *Timeline) Stats() []Stat {
 	}
 	add("jobs_queued", jobs)
 	add("deliveries", t.stats.deliveries.Load())
+	add("inlined_posts", t.stats.inlined.Load())
 	add("rebuilds", t.stats.rebuilds.Load())
 	if r := t.stats.rebuilds.Load(); r > 0 {
 		add("rebuild_mean", time.Duration(t.stats.rebuildNanos.Load()/r))
