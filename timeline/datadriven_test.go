@@ -26,6 +26,10 @@ import (
 //	user ID...                                    counts and state
 //	followers|followees id=U [limit=N] [all]      a page of the list
 //	jobs / run / advance by=D / expire / reopen / check
+//	inline max=N                                  reopen with Options.InlineFanout N
+//
+// Transcripts run with InlineFanout -1 (every fan-out a job) unless they
+// say otherwise with inline.
 func TestDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		e := newEnv(t, Config{})
@@ -129,7 +133,13 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 				case r.Job != 0:
 					fmt.Fprintf(&b, "%d publish %d: fan-out queued\n", a, p)
 				default:
-					fmt.Fprintf(&b, "%d publish %d: no fan-out\n", a, p)
+					info, _, err := tl.Post(p)
+					must(t, err)
+					if info.Delivered > 0 {
+						fmt.Fprintf(&b, "%d publish %d: delivered in the publish to %d\n", a, p, info.Delivered)
+					} else {
+						fmt.Fprintf(&b, "%d publish %d: no fan-out\n", a, p)
+					}
 				}
 			}
 		})
@@ -270,6 +280,10 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 		}
 		return fmt.Sprintf("expired %d", n)
 	case "reopen":
+		e.reopen()
+		return "ok"
+	case "inline":
+		td.ScanArgs(t, "max", &e.inline)
 		e.reopen()
 		return "ok"
 	case "check":
