@@ -123,11 +123,27 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 		}
 		fanout = !inline
 	}
+	// A fan-out to the followers of an author with few of them rides on
+	// the shared job (shared.go), under shared.gate until the commit.
+	shared := false
+	var sharedJob store.JobID
+	if fanout && r[colFollowers] <= t.sharedMax {
+		t.shared.gate.RLock()
+		defer t.shared.gate.RUnlock()
+		ps := make([]uint64, len(fresh))
+		for i, f := range fresh {
+			ps[i] = f.post
+		}
+		if sharedJob, err = t.shareFanout(b, author, ps); err != nil {
+			return nil, err
+		}
+		shared, fanout = true, false
+	}
 	for _, f := range fresh {
 		if err := t.fam.outbox.Put(b, outboxKey(nil, author, f.post), nil); err != nil {
 			return nil, err
 		}
-		rec := postRecord{author: author, fanned: !fanout}
+		rec := postRecord{author: author, fanned: !fanout && !shared}
 		if inline {
 			rec.delivered = delivered
 		}
@@ -167,6 +183,15 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	if ids := b.JobIDs(); fanout && len(ids) == len(fresh) {
 		for k, f := range fresh {
 			res[f.i].Job = ids[k]
+		}
+	}
+	if shared {
+		if sharedJob == 0 {
+			sharedJob = b.JobIDs()[0]
+			t.sharedEnqueued(sharedJob)
+		}
+		for _, f := range fresh {
+			res[f.i].Job = sharedJob
 		}
 	}
 	return res, nil
@@ -365,6 +390,11 @@ func (t *Timeline) UnpublishMany(author uint64, posts ...uint64) ([]UnpublishRes
 			return nil, err
 		}
 		if err := t.fam.removed.Put(b, removedKey(nil, p), v[:]); err != nil {
+			return nil, err
+		}
+		// A post waiting for the shared job leaves its queue: the job
+		// rechecks its markers under the author's lock.
+		if err := t.fam.fanq.Delete(b, fanqKey(nil, p)); err != nil {
 			return nil, err
 		}
 		if fanout {

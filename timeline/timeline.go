@@ -208,6 +208,12 @@ type Options struct {
 	// (every fan-out is a job, as before issue 18). At most
 	// MaxInlineFanout. The default is DefaultInlineFanout.
 	InlineFanout int
+	// SharedFanout is the most followers an author may have for the
+	// fan-outs of their posts that are not delivered inline to share one
+	// job (see "Small fan-outs"); an author with more gets a fan-out job
+	// per post. Negative disables sharing. At most MaxSharedFanout. The
+	// default is DefaultSharedFanout.
+	SharedFanout int
 }
 
 // Defaults and limits of Options.InlineFanout.
@@ -225,7 +231,7 @@ const lockStripes = 1024
 //
 // Lock order: graphMu (read side for every mutation, write side for bulk
 // loads) before userMu stripes before authorMu stripes before postMu
-// stripes before pushGate before allocMu, pulledMu, push.mu, removed.mu
+// stripes before pushGate before shared.gate before allocMu, pulledMu, push.mu, removed.mu
 // and pending.mu (leaves, never held across another lock's acquisition). A path that
 // holds several stripes of one array takes them in ascending stripe order
 // (stripesOf). Readers of pages
@@ -274,6 +280,16 @@ type Timeline struct {
 	pushGate sync.RWMutex
 	// inlineMax is Options.InlineFanout (0: disabled).
 	inlineMax int
+	// sharedMax is Options.SharedFanout (0: disabled).
+	sharedMax uint64
+	// shared is the shared fan-out job's state (shared.go): gate orders
+	// the publishers relying on a queued job before its start; job is
+	// that job, queued and not started, 0 if none.
+	shared struct {
+		gate sync.RWMutex
+		mu   sync.Mutex
+		job  store.JobID
+	}
 	// removed mirrors tl_removed: the ids of unpublished posts. Readers
 	// drop inbox entries of these posts (see the package doc, "Removal").
 	removed struct {
@@ -289,8 +305,9 @@ type Timeline struct {
 	}
 	stats struct {
 		rebuilds, rebuildNanos, deliveries, pages, expired atomic.Int64
-		// inlined counts the posts delivered in their publish's batch.
-		inlined atomic.Int64
+		// inlined counts the posts delivered in their publish's batch,
+		// shared those delivered by the shared job.
+		inlined, shared atomic.Int64
 	}
 
 	// testHook, if set, runs after each fan-out chunk commits (tests cut a
@@ -358,13 +375,20 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 	if o.InlineFanout == 0 {
 		o.InlineFanout = DefaultInlineFanout
 	}
+	if o.SharedFanout > MaxSharedFanout {
+		return nil, fmt.Errorf("%w: shared fan-out %d (want at most %d)", ErrInvalidOption, o.SharedFanout, MaxSharedFanout)
+	}
+	if o.SharedFanout == 0 {
+		o.SharedFanout = DefaultSharedFanout
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.ExpireInterval == 0 {
 		o.ExpireInterval = time.Hour
 	}
-	t := &Timeline{db: db, now: o.Now, stop: make(chan struct{}), inlineMax: max(o.InlineFanout, 0)}
+	t := &Timeline{db: db, now: o.Now, stop: make(chan struct{}), inlineMax: max(o.InlineFanout, 0),
+		sharedMax: uint64(max(o.SharedFanout, 0))}
 	t.removed.bm = roaring64.New()
 	t.push.bm = roaring.New()
 	t.pending.m = map[uint32]map[uint64]struct{}{}
@@ -387,6 +411,7 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 		jobFanout: t.runFanout,
 		jobPair:   t.runPair,
 		jobExpire: t.runExpire,
+		jobShared: t.runShared,
 	} {
 		if err := db.RegisterJobHandler(kind, h); err != nil {
 			return nil, err
@@ -538,6 +563,7 @@ func (t *Timeline) Stats() []Stat {
 	add("jobs_queued", jobs)
 	add("deliveries", t.stats.deliveries.Load())
 	add("inlined_posts", t.stats.inlined.Load())
+	add("shared_posts", t.stats.shared.Load())
 	add("rebuilds", t.stats.rebuilds.Load())
 	if r := t.stats.rebuilds.Load(); r > 0 {
 		add("rebuild_mean", time.Duration(t.stats.rebuildNanos.Load()/r))
