@@ -35,8 +35,10 @@ import (
 // home is compared with the model, and the store may be reopened or
 // crashed. Each run picks Options.InlineFanout: the default (every
 // fan-out here delivered in its publish's batch, racing the activations
-// of the churner and the readers), -1 (every fan-out a job), or 2 (some
-// of each). TALLY_TL_SIM_ROUNDS (default 8) and TALLY_TL_SIM_SEED scale
+// of the churner and the readers), -1 (none), or 2 (some); and
+// Options.SharedFanout: the default (every other fan-out on the shared
+// job, which the store's workers run while publishers rely on it), -1 (a
+// job each) or 3 (some). TALLY_TL_SIM_ROUNDS (default 8) and TALLY_TL_SIM_SEED scale
 // and repeat it.
 func TestSimulation(t *testing.T) {
 	rounds := testutil.EnvInt(t, "TALLY_TL_SIM_ROUNDS", 8)
@@ -51,16 +53,18 @@ func TestSimulation(t *testing.T) {
 	clk := newClock()
 	cfg := Config{InboxCap: 4, ActiveWindow: 24 * time.Hour, PullThreshold: 6, ChunkSize: 2}
 	// Small fan-outs (issue 18): delivered in the publish (the default
-	// threshold covers every author here), all jobs, or some of each.
+	// threshold covers every author here), on the shared job, on a job
+	// each, or some of each.
 	inline := []int{0, -1, 2}[rng.IntN(3)]
-	t.Logf("inline fan-out %d", inline)
+	shared := []int{0, -1, 3}[rng.IntN(3)]
+	t.Logf("inline fan-out %d, shared fan-out %d", inline, shared)
 	open := func() (*store.DB, *Timeline) {
 		o := storeOptions(fs)
 		o.JobWorkers = 2
 		o.Durability = store.SyncAlways
 		db, err := store.Open("db", o)
 		must(t, err)
-		tl, err := New(db, &Options{Config: cfg, Now: clk.Now, ExpireInterval: -1, InlineFanout: inline})
+		tl, err := New(db, &Options{Config: cfg, Now: clk.Now, ExpireInterval: -1, InlineFanout: inline, SharedFanout: shared})
 		must(t, err)
 		return db, tl
 	}
