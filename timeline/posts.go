@@ -83,6 +83,10 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 			res[i].Duplicate = true
 			continue
 		}
+		if p > t.postHigh[stripe(p)] { // never published (see postHigh)
+			fresh = append(fresh, pub{post: p, i: i})
+			continue
+		}
 		owner, published, err := t.owner(p)
 		if err != nil {
 			return nil, err
@@ -166,6 +170,11 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	}
 	if err := b.Commit(); err != nil {
 		return nil, err
+	}
+	for _, f := range fresh {
+		if s := stripe(f.post); f.post > t.postHigh[s] {
+			t.postHigh[s] = f.post
+		}
 	}
 	if inline {
 		t.stats.deliveries.Add(int64(delivered) * int64(len(fresh)))
