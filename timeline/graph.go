@@ -132,6 +132,7 @@ func (t *Timeline) loadState() error {
 	}
 	t.shared.mu.Lock()
 	t.shared.job = 0 // the jobs in the queue run every marker there is
+	t.shared.low = 0
 	t.shared.mu.Unlock()
 	t.allocMu.Lock()
 	t.nextOrd = next

@@ -37,6 +37,13 @@ package timeline
 // a reopen it is 0 and the jobs in the queue run all the markers there
 // are.
 //
+// Shared jobs run one at a time (shared.run), each from shared.low, the
+// lowest marker no job has taken (a seek: scanning from the start would
+// step over every marker deleted before, O(n²) over a run of posts). Two
+// at once could both deliver a marker's post: harmless to inboxes and
+// post records (an inbox entry is keyed by post; the record is
+// rewritten), but twice the work (TestSharedJobsRunOneAtATime).
+//
 // A chunk is built and committed under the read locks of its posts'
 // authors (and the graph lock's read side), which publish and unpublish
 // take exclusively: a marker the chunk read is still there, its post is
@@ -52,6 +59,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/tallydb/tally/store"
 )
@@ -80,13 +88,16 @@ func (t *Timeline) shareFanout(b *store.Batch, author uint64, posts []uint64) (s
 	var v [8]byte
 	binary.BigEndian.PutUint64(v[:], author)
 	var k [9]byte
+	low := posts[0]
 	for _, p := range posts {
 		if err := t.fam.fanq.Put(b, fanqKey(k[:0], p), v[:]); err != nil {
 			return 0, err
 		}
+		low = min(low, p)
 	}
 	t.shared.mu.Lock()
 	job := t.shared.job
+	t.shared.low = min(t.shared.low, low)
 	t.shared.mu.Unlock()
 	if job != 0 {
 		return job, nil
@@ -115,16 +126,33 @@ type sharedItem struct {
 // authors' follower counts), each chunk committed with the deletion of
 // its markers.
 func (t *Timeline) runShared(ctx context.Context, run *store.JobRun) error {
-	// NB: before reading any marker (see the file's comment).
+	// One shared job at a time: two would both find a marker under the
+	// authors' read locks and deliver its post twice.
+	t.shared.run.Lock()
+	defer t.shared.run.Unlock()
+	// NB: before reading any marker (see the file's comment). The markers
+	// of the publishers that relied on this job are at or above
+	// shared.low, which they lowered; later markers lower it again for the
+	// next job. A run that fails gives back the part it did not finish; a
+	// crash or reopen sets shared.low to 0 (loadState).
 	t.shared.gate.Lock()
 	t.shared.mu.Lock()
 	if t.shared.job == run.ID() {
 		t.shared.job = 0
 	}
+	from := t.shared.low
+	t.shared.low = math.MaxUint64
 	t.shared.mu.Unlock()
 	t.shared.gate.Unlock()
-
-	it, err := t.fam.fanq.NewIter(nil)
+	finished := false
+	defer func() {
+		if !finished {
+			t.shared.mu.Lock()
+			t.shared.low = min(t.shared.low, from)
+			t.shared.mu.Unlock()
+		}
+	}()
+	it, err := t.fam.fanq.NewIter(&store.IterOptions{Lower: fanqKey(nil, from)})
 	if err != nil {
 		return err
 	}
@@ -153,6 +181,7 @@ func (t *Timeline) runShared(ctx context.Context, run *store.JobRun) error {
 				it.Close()
 				return err
 			}
+			from = item.post // the chunks below it committed
 			if err := ctx.Err(); err != nil {
 				it.Close()
 				return err
@@ -166,7 +195,11 @@ func (t *Timeline) runShared(ctx context.Context, run *store.JobRun) error {
 		return err
 	}
 	done++
-	return t.sharedChunk(ctx, run, b, chunk, cfg, done, true)
+	if err := t.sharedChunk(ctx, run, b, chunk, cfg, done, true); err != nil {
+		return err
+	}
+	finished = true
+	return nil
 }
 
 // sharedChunk delivers the posts of chunk, under the read locks of their
@@ -206,6 +239,9 @@ func (t *Timeline) sharedChunk(ctx context.Context, run *store.JobRun, b *store.
 			return err
 		}
 		delivered += int64(n)
+	}
+	if t.testSharedCommit != nil {
+		t.testSharedCommit()
 	}
 	if err := run.Commit(ctx, b, store.JobProgress{Done: done, Total: done + 1, Finished: fin}); err != nil {
 		return err

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -268,5 +270,62 @@ func TestKillSharedFanout(t *testing.T) {
 		}
 		must(t, tl.Close())
 		must(t, db.Close())
+	}
+}
+
+// TestSharedJobsRunOneAtATime runs two shared jobs at once on a reopened
+// store (where both start from the first marker): each post must be
+// delivered once, not once per job.
+func TestSharedJobsRunOneAtATime(t *testing.T) {
+	for round := range 5 {
+		w := newSharedWorld(t, true)
+		posts := w.publish(t, 1000, 45)
+		w.e.tl.shared.mu.Lock()
+		w.e.tl.shared.job = 0 // as if the first had started: the next publish enqueues another
+		w.e.tl.shared.mu.Unlock()
+		posts = append(posts, w.publish(t, 2000, 45)...)
+		w.e.reopen()
+		var runs []*store.JobRun
+		for range 2 {
+			run, err := w.e.db.LeaseJob(jobShared)
+			must(t, err)
+			if run == nil {
+				t.Fatalf("round %d: fewer than two shared jobs queued: %+v", round, w.e.db.QueuedJobs())
+			}
+			runs = append(runs, run)
+		}
+		// Before the first job's first chunk commits, the second starts
+		// from the first marker too (as when publishers lowered shared.low
+		// meanwhile) and gets 30 ms to take the same markers. Without
+		// shared.run it does, and each of their posts is delivered twice.
+		errc := make(chan error, 2)
+		var started atomic.Bool
+		w.e.tl.testSharedCommit = func() {
+			if started.CompareAndSwap(false, true) {
+				w.e.tl.shared.mu.Lock()
+				w.e.tl.shared.low = 0
+				w.e.tl.shared.mu.Unlock()
+				go func() { errc <- w.e.tl.runShared(t.Context(), runs[1]) }()
+				time.Sleep(30 * time.Millisecond)
+			}
+		}
+		errc <- w.e.tl.runShared(t.Context(), runs[0])
+		for range runs {
+			must(t, <-errc)
+		}
+		w.e.tl.testSharedCommit = nil
+		w.checkDelivered(t, posts)
+		// Inboxes and post records would not show a post delivered twice
+		// (an inbox entry is keyed by post, the record is rewritten): the
+		// deliveries made do.
+		want := int64(0)
+		for _, p := range posts {
+			a, _, err := w.e.tl.Owner(p)
+			must(t, err)
+			want += int64(len(w.followers[a]))
+		}
+		if got := w.e.tl.stats.deliveries.Load(); got != want {
+			t.Fatalf("round %d: %d deliveries made, want %d", round, got, want)
+		}
 	}
 }

@@ -295,8 +295,14 @@ type Timeline struct {
 	// that job, queued and not started, 0 if none.
 	shared struct {
 		gate sync.RWMutex
-		mu   sync.Mutex
-		job  store.JobID
+		// run serializes the shared jobs' runs.
+		run sync.Mutex
+		mu  sync.Mutex
+		job store.JobID
+		// low is at most the post id of every marker no job has taken
+		// yet (runShared seeks to it instead of scanning the deleted
+		// markers of the jobs before).
+		low uint64
 	}
 	// removed mirrors tl_removed: the ids of unpublished posts. Readers
 	// drop inbox entries of these posts (see the package doc, "Removal").
@@ -321,6 +327,9 @@ type Timeline struct {
 	// testHook, if set, runs after each fan-out chunk commits (tests cut a
 	// fan-out there). Set only while no job runs.
 	testHook func()
+	// testSharedCommit, if set, runs before a shared job's chunk commits
+	// (tests line two jobs up there).
+	testSharedCommit func()
 
 	closed   atomic.Bool
 	stop     chan struct{}
