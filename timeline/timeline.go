@@ -229,13 +229,14 @@ const lockStripes = 1024
 // Timeline is the timeline system on one store: the follow graph, outboxes,
 // inboxes, fan-out, expiry and pages. It is safe for concurrent use.
 //
-// Lock order: graphMu (read side for every mutation, write side for bulk
-// loads) before userMu stripes before authorMu stripes before postMu
-// stripes before pushGate before shared.gate before allocMu, pulledMu, push.mu, removed.mu
-// and pending.mu (leaves, never held across another lock's acquisition). A path that
-// holds several stripes of one array takes them in ascending stripe order
-// (stripesOf). Readers of pages
-// take none of them unless they must rebuild an inbox or record activity.
+// Lock order: shared.run (a shared fan-out job's whole run) before
+// graphMu (read side for every mutation, write side for bulk loads) before
+// userMu stripes before authorMu stripes before postMu stripes before
+// pushGate before shared.gate before allocMu, pulledMu, push.mu,
+// removed.mu, pending.mu and shared.mu (leaves, never held across another
+// lock's acquisition). A path that holds several stripes of one array
+// takes them in ascending stripe order (stripesOf). Readers of pages take
+// none of them unless they must rebuild an inbox or record activity.
 type Timeline struct {
 	db    *store.DB
 	users *store.Counter
