@@ -45,7 +45,9 @@ func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
 
 // PublishMany publishes posts of author as one change: every post id is
 // checked, and the new ones are published (outbox entries, post records,
-// the post count, one fan-out job each) in one batch, or none is. It
+// the post count, and their fan-out: its deliveries, markers for the
+// shared fan-out job, or one fan-out job each; see the package doc,
+// "Small fan-outs") in one batch, or none is. It
 // returns one result per post, in order; a post author published already,
 // or named twice, is a Duplicate. Errors, each refusing the whole command:
 // ErrBadID, ErrPostTaken (another author has one of the ids).
@@ -111,6 +113,10 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	fanout := r[colFollowers] > 0 && !t.isPulled(author)
 	b := t.db.NewBatch()
 	defer b.Close()
+	ps := make([]uint64, len(fresh))
+	for i, f := range fresh {
+		ps[i] = f.post
+	}
 	// A small fan-out is written into this batch (deliverInline), under
 	// pushGate until the commit.
 	inline := false
@@ -118,10 +124,6 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	if fanout && t.inlineMax > 0 && len(fresh) <= t.Config().InboxCap && r[colFollowers] <= inlineFollowers*uint64(t.inlineMax) {
 		t.pushGate.RLock()
 		defer t.pushGate.RUnlock()
-		ps := make([]uint64, len(fresh))
-		for i, f := range fresh {
-			ps[i] = f.post
-		}
 		if inline, delivered, err = t.deliverInline(b, author, ps); err != nil {
 			return nil, err
 		}
@@ -134,10 +136,6 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	if fanout && r[colFollowers] <= t.sharedMax {
 		t.shared.gate.RLock()
 		defer t.shared.gate.RUnlock()
-		ps := make([]uint64, len(fresh))
-		for i, f := range fresh {
-			ps[i] = f.post
-		}
 		if sharedJob, err = t.shareFanout(b, author, ps); err != nil {
 			return nil, err
 		}
