@@ -202,18 +202,11 @@ func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph, inline int) (r T
 		return fail(err)
 	}
 	r.Edges = int64(w.Edges)
-	var inlined, shared string
 	for _, s := range tl.Stats() {
-		switch s.Key {
-		case "deliveries":
+		if s.Key == "deliveries" {
 			r.Deliveries, _ = strconv.ParseInt(s.Value, 10, 64)
-		case "inlined_posts":
-			inlined = s.Value
-		case "shared_posts":
-			shared = s.Value
 		}
 	}
-	cfg.Log("%s: %d posts, %s delivered in their publish, %s by the shared job, the rest by a job each or to nobody", r.Target, w.Posts, inlined, shared)
 	cfg.Log(r.Target + ": compacting")
 	if err := db.CompactDisk(ctx); err != nil {
 		return fail(err)

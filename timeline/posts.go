@@ -176,7 +176,6 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	}
 	if inline {
 		t.stats.deliveries.Add(int64(delivered) * int64(len(fresh)))
-		t.stats.inlined.Add(int64(len(fresh)))
 	}
 	if slices.ContainsFunc(fresh, func(f pub) bool { return f.again }) {
 		t.removed.Lock()

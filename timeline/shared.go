@@ -247,7 +247,6 @@ func (t *Timeline) sharedChunk(ctx context.Context, run *store.JobRun, b *store.
 		return err
 	}
 	t.stats.deliveries.Add(delivered)
-	t.stats.shared.Add(int64(len(chunk)))
 	if t.testHook != nil && !fin {
 		t.testHook()
 	}

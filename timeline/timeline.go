@@ -320,9 +320,6 @@ type Timeline struct {
 	}
 	stats struct {
 		rebuilds, rebuildNanos, deliveries, pages, expired atomic.Int64
-		// inlined counts the posts delivered in their publish's batch,
-		// shared those delivered by the shared job.
-		inlined, shared atomic.Int64
 	}
 
 	// testHook, if set, runs after each fan-out chunk commits (tests cut a
@@ -580,8 +577,6 @@ func (t *Timeline) Stats() []Stat {
 	}
 	add("jobs_queued", jobs)
 	add("deliveries", t.stats.deliveries.Load())
-	add("inlined_posts", t.stats.inlined.Load())
-	add("shared_posts", t.stats.shared.Load())
 	add("rebuilds", t.stats.rebuilds.Load())
 	if r := t.stats.rebuilds.Load(); r > 0 {
 		add("rebuild_mean", time.Duration(t.stats.rebuildNanos.Load()/r))
