@@ -475,19 +475,8 @@ func (c *checker) checkFanouts() error {
 			sharedJobs++
 		}
 	}
-	markers := 0
-	if err := c.scan(c.t.fam.fanq, func(k, v []byte) bool {
-		p, a := binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(v)
-		if c.outboxOf[p] != a {
-			return c.failf("shared fan-out of post %d by %d, which the outboxes give to %d", p, a, c.outboxOf[p])
-		}
-		if !c.unfanned[p] {
-			return c.failf("shared fan-out of post %d, whose fan-out finished", p)
-		}
-		delete(c.unfanned, p)
-		markers++
-		return true
-	}); err != nil {
+	markers, err := c.checkMarkers()
+	if err != nil {
 		return err
 	}
 	if markers > 0 && sharedJobs == 0 {
@@ -499,4 +488,27 @@ func (c *checker) checkFanouts() error {
 		}
 	}
 	return nil
+}
+
+// checkMarkers checks that every marker of tl_fanq names a published post
+// of its author whose fan-out has not finished, takes those posts out of
+// c.unfanned, and returns how many markers there are.
+func (c *checker) checkMarkers() (int, error) {
+	if c.t.fam.fanq == nil { // a read-only store from before tl_fanq
+		return 0, nil
+	}
+	markers := 0
+	err := c.scan(c.t.fam.fanq, func(k, v []byte) bool {
+		p, a := binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(v)
+		if c.outboxOf[p] != a {
+			return c.failf("shared fan-out of post %d by %d, which the outboxes give to %d", p, a, c.outboxOf[p])
+		}
+		if !c.unfanned[p] {
+			return c.failf("shared fan-out of post %d, whose fan-out finished", p)
+		}
+		delete(c.unfanned, p)
+		markers++
+		return true
+	})
+	return markers, err
 }

@@ -279,6 +279,9 @@ func (t *Timeline) deliverPost(b *store.Batch, author, post uint64, cfg Config) 
 
 // sharedPosts returns the posts waiting for the shared job, in id order.
 func (t *Timeline) sharedPosts() ([]uint64, error) {
+	if t.fam.fanq == nil { // a read-only store from before tl_fanq
+		return nil, nil
+	}
 	var out []uint64
 	err := t.scan(t.fam.fanq, nil, func(k, _ []byte) bool {
 		out = append(out, binary.BigEndian.Uint64(k[1:]))
@@ -289,6 +292,9 @@ func (t *Timeline) sharedPosts() ([]uint64, error) {
 
 // sharedWaiting reports whether post waits for the shared job.
 func (t *Timeline) sharedWaiting(post uint64) (bool, error) {
+	if t.fam.fanq == nil {
+		return false, nil
+	}
 	var k [9]byte
 	_, ok, err := t.fam.fanq.Get(fanqKey(k[:0], post), nil)
 	return ok, err
