@@ -337,8 +337,10 @@ func TestUpgradeFormat2Store(t *testing.T) {
 // jobs" prints these), not as kinds and binary keys.
 func TestDescribeJob(t *testing.T) {
 	db, err := Open(t.TempDir(), &Options{
-		Store:    &store.Options{Durability: store.NoSync, DisableBackground: true, JobWorkers: -1},
-		Timeline: &timeline.Options{ExpireInterval: -1},
+		Store: &store.Options{Durability: store.NoSync, DisableBackground: true, JobWorkers: -1},
+		// A fan-out job of its own: a one-follower post is otherwise
+		// delivered in its publish (issue 18).
+		Timeline: &timeline.Options{ExpireInterval: -1, InlineFanout: -1, SharedFanout: -1},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,16 @@ type TimelineConfig struct {
 	Seed           uint64
 	Dir            string // parent of the targets' directories ("" = temp)
 	Redis          bool   // run the Redis peer (skipped if redis-server is missing)
-	Log            func(format string, args ...any)
+	// PostsProfile, if set, profiles tally's posts phase: PREFIX.cpu,
+	// PREFIX.allocs (a heap profile; compare with PREFIX.allocs-base,
+	// taken when the phase starts, by pprof -diff_base), PREFIX.block
+	// and PREFIX.mutex.
+	PostsProfile string
+	// JobPerPost also runs tally as before issue 18 item 5 (target
+	// "tally-job-per-post": every fan-out a durable job, InlineFanout -1),
+	// before the tally target, for a before/after in one run.
+	JobPerPost bool
+	Log        func(format string, args ...any)
 }
 
 // QuickTimeline is the smoke-test size: seconds per target.
@@ -114,7 +123,14 @@ func RunTimeline(cfg TimelineConfig) []TimelineResult {
 	g := socialgraph.New(socialgraph.Config{Users: cfg.Users, MeanFollowees: cfg.MeanFollowees, BigAuthor: 1,
 		BigFollowers: cfg.BigFollowers, ActiveFraction: cfg.ActiveFraction, Seed: cfg.Seed})
 	var out []TimelineResult
-	out = append(out, runTallyTimeline(cfg, g))
+	if cfg.JobPerPost {
+		before := cfg
+		if cfg.PostsProfile != "" {
+			before.PostsProfile = cfg.PostsProfile + "-job-per-post"
+		}
+		out = append(out, runTallyTimeline(before, g, -1))
+	}
+	out = append(out, runTallyTimeline(cfg, g, 0))
 	if cfg.Redis {
 		if skip := RedisSkip(); skip != "" {
 			out = append(out, TimelineResult{Target: "redis-mastodon", Err: skip})
@@ -129,8 +145,13 @@ func targetDir(cfg TimelineConfig, name string) (string, error) {
 	return os.MkdirTemp(cfg.Dir, "tally-tlbench-"+name+"-")
 }
 
-func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph) (r TimelineResult) {
+// runTallyTimeline runs tally with timeline.Options.InlineFanout inline
+// (-1: the target "tally-job-per-post").
+func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph, inline int) (r TimelineResult) {
 	r.Target = "tally"
+	if inline < 0 {
+		r.Target = "tally-job-per-post"
+	}
 	fail := func(err error) TimelineResult { r.Err = err.Error(); return r }
 	dir, err := targetDir(cfg, "tally")
 	if err != nil {
@@ -145,7 +166,7 @@ func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph) (r TimelineResul
 	defer db.Close()
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
-	tl, err := timeline.New(db, &timeline.Options{Config: timeline.Config{PullThreshold: 1 << 40}, ExpireInterval: -1,
+	tl, err := timeline.New(db, &timeline.Options{Config: timeline.Config{PullThreshold: 1 << 40}, ExpireInterval: -1, InlineFanout: inline,
 		Now: func() time.Time { return time.Unix(0, now.Load()) }})
 	if err != nil {
 		return fail(err)
@@ -153,30 +174,40 @@ func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph) (r TimelineResul
 	defer tl.Close()
 	ctx := context.Background()
 	var postsStart time.Time
+	stopProfile := func() error { return nil }
 	last := ""
 	w, err := tlworld.Build(ctx, db, tl, g, tlworld.Options{
 		PostsPerUser: cfg.PostsPerUser, Readers: cfg.Readers, FollowsPerReader: 500, Seed: cfg.Seed, Publishers: cfg.Clients,
 		Progress: func(stage string, done, total int) {
 			if stage != last {
 				last = stage
-				cfg.Log("tally: %s", stage)
+				cfg.Log("%s: %s", r.Target, stage)
 				if stage == "posts" {
+					if cfg.PostsProfile != "" {
+						var perr error
+						if stopProfile, perr = startProfile(cfg.PostsProfile); perr != nil {
+							cfg.Log("%s: profile: %v", r.Target, perr)
+						}
+					}
 					postsStart = time.Now()
 				}
 			}
 		},
 	})
+	r.PostsTime = time.Since(postsStart)
+	if perr := stopProfile(); perr != nil {
+		cfg.Log("%s: profile: %v", r.Target, perr)
+	}
 	if err != nil {
 		return fail(err)
 	}
-	r.PostsTime = time.Since(postsStart)
 	r.Edges = int64(w.Edges)
 	for _, s := range tl.Stats() {
 		if s.Key == "deliveries" {
 			r.Deliveries, _ = strconv.ParseInt(s.Value, 10, 64)
 		}
 	}
-	cfg.Log("tally: compacting")
+	cfg.Log(r.Target + ": compacting")
 	if err := db.CompactDisk(ctx); err != nil {
 		return fail(err)
 	}
@@ -197,14 +228,16 @@ func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph) (r TimelineResul
 	r.RSSEntry = float64(grown.RSS) / float64(max(r.Entries, 1))
 	r.EdgeBytes = float64(du.Followers+du.Followees) / float64(max(r.Edges, 1))
 
-	cfg.Log("tally: big author")
+	cfg.Log(r.Target + ": big author")
 	t0 := time.Now()
 	res, err := tl.Publish(1, w.NextPost)
 	if err != nil {
 		return fail(err)
 	}
-	if err := db.WaitJob(ctx, res.Job); err != nil {
-		return fail(err)
+	if res.Job != 0 {
+		if err := db.WaitJob(ctx, res.Job); err != nil {
+			return fail(err)
+		}
 	}
 	r.BigTime = time.Since(t0)
 	info, _, err := tl.Post(w.NextPost)
@@ -213,7 +246,7 @@ func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph) (r TimelineResul
 	}
 	r.BigDelivered = int64(info.Delivered)
 
-	cfg.Log("tally: pages")
+	cfg.Log(r.Target + ": pages")
 	r.Pages, r.PagesTime, err = drivePages(cfg, g, func() (func(u uint64) error, func(), error) {
 		return func(u uint64) error {
 			p, err := tl.Home(u, "", 20)
@@ -227,7 +260,7 @@ func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph) (r TimelineResul
 		return fail(err)
 	}
 
-	cfg.Log("tally: returning users")
+	cfg.Log(r.Target + ": returning users")
 	now.Add(int64(timeline.DefaultActiveWindow + time.Hour))
 	if _, err := tl.Expire(ctx); err != nil {
 		return fail(err)
@@ -567,17 +600,19 @@ func TimelineTable(cfg TimelineConfig, rs []TimelineResult) string {
 		deliv := float64(r.Deliveries) / r.PostsTime.Seconds()
 		rebuild := "n/a (Mastodon regenerates from PostgreSQL in a background job)"
 		entry := fmt.Sprintf("%.1f memory (used_memory), %.1f RSS", r.DiskEntry, r.RSSEntry)
-		if r.Target == "tally" {
-			tallyPages, tallyDeliv = pages, deliv
+		if strings.HasPrefix(r.Target, "tally") {
+			if r.Target == "tally" {
+				tallyPages, tallyDeliv = pages, deliv
+			}
 			rebuild = fmtDur(r.Rebuild.Quantile(0.5)) + " / " + fmtDur(r.Rebuild.Quantile(0.99))
 			entry = fmt.Sprintf("%.2f disk; memory: heap %.1f, RSS %.1f (Pebble's caches, capped)", r.DiskEntry, r.HeapEntry, r.RSSEntry)
 		}
 		ratio := ""
-		if r.Target != "tally" && tallyPages > 0 {
+		if !strings.HasPrefix(r.Target, "tally") && tallyPages > 0 {
 			ratio = fmt.Sprintf(" (tally %.1f×)", tallyPages/pages)
 		}
 		dratio := ""
-		if r.Target != "tally" && tallyDeliv > 0 {
+		if !strings.HasPrefix(r.Target, "tally") && tallyDeliv > 0 {
 			dratio = fmt.Sprintf(" (tally %.1f×)", tallyDeliv/deliv)
 		}
 		fmt.Fprintf(&b, "| %s | %.0f%s | %s | %s | %.0f%s | %d in %s | %s | %s | %.2f |\n",

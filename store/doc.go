@@ -77,6 +77,7 @@
 //	0x28    tl_inbox      timeline  user ordinal u32                              MergeTopList (post, author)
 //	0x29    tl_pending    timeline  user ordinal u32 | author id u64              empty (backfill pending)
 //	0x2a    tl_removed    timeline  post id u64                                   author id u64 (unpublished post)
+//	0x2b    tl_fanq       timeline  post id u64                                   author id u64 (post waiting for the shared fan-out)
 //	0x30    unread_meta   unread    name ("config")                               unread config (flags)
 //	0x31    unread_feed   unread    user id u64                                   feed snapshot: custom merge 0xB1
 //	                                                                              (snapshot or operation list)

@@ -32,7 +32,10 @@ import (
 //     (key 0) only with value 0;
 //   - pending backfill marks equal their in-memory index, name a followed
 //     account and a user with a read mark; pulled authors equal theirs;
-//     removed posts equal theirs, and none is published.
+//     removed posts equal theirs, and none is published;
+//   - a post whose fan-out has not finished waits for a fan-out job of its
+//     own or for the shared job (a marker in tl_fanq, with a shared job
+//     queued), and every marker names a published post of its author.
 func (t *Timeline) Check() error {
 	err := t.check()
 	if err != nil {
@@ -56,6 +59,7 @@ func (t *Timeline) check() error {
 		c.checkPending,
 		c.checkPulled,
 		c.checkRemoved,
+		c.checkFanouts,
 	} {
 		if err := phase(); err != nil {
 			return err
@@ -71,6 +75,7 @@ type checker struct {
 	idOf      map[uint32]uint64   // ordinal -> user (checkOrdinals)
 	followees map[uint32][]uint64 // ordinal -> followee list (checkFollowGraph)
 	outboxOf  map[uint64]uint64   // post -> author (checkPosts)
+	unfanned  map[uint64]bool     // posts whose fan-out has not finished (checkPosts)
 
 	// err is the first violation a scan callback found; the callback
 	// returns failf's false to stop the scan.
@@ -273,6 +278,7 @@ func (c *checker) followerSets() (map[uint32]*roaring.Bitmap, error) {
 func (c *checker) checkPosts() error {
 	postsOf := map[uint64]uint64{}
 	c.outboxOf = map[uint64]uint64{}
+	c.unfanned = map[uint64]bool{}
 	if err := c.scan(c.t.fam.outbox, func(k, _ []byte) bool {
 		a, p := binary.BigEndian.Uint64(k[1:]), postOfOutboxKey(k)
 		if CheckID("", a) != nil || CheckID("", p) != nil {
@@ -296,6 +302,9 @@ func (c *checker) checkPosts() error {
 		}
 		if c.outboxOf[p] != rec.author {
 			return c.failf("post %d: record names author %d, outbox %d", p, rec.author, c.outboxOf[p])
+		}
+		if !rec.fanned {
+			c.unfanned[p] = true
 		}
 		nposts++
 		return true
@@ -450,4 +459,56 @@ func (c *checker) checkRemoved() error {
 		return errors.New("removed posts differ from their in-memory set")
 	}
 	return nil
+}
+
+// checkFanouts checks that every post whose fan-out has not finished waits
+// for a job: its own fan-out job, or a marker in tl_fanq with a shared job
+// queued; and that every marker names a published post of its author.
+func (c *checker) checkFanouts() error {
+	own := map[uint64]bool{}
+	sharedJobs := 0
+	for _, j := range c.t.db.QueuedJobs() {
+		if p, ok := fanoutPost(j.Kind, j.Key); ok {
+			own[p] = true
+		}
+		if j.Kind == jobShared {
+			sharedJobs++
+		}
+	}
+	markers, err := c.checkMarkers()
+	if err != nil {
+		return err
+	}
+	if markers > 0 && sharedJobs == 0 {
+		return fmt.Errorf("%d posts wait for the shared fan-out job, and none is queued", markers)
+	}
+	for p := range c.unfanned {
+		if !own[p] {
+			return fmt.Errorf("post %d: fan-out not finished, and no job of its own nor the shared job has it", p)
+		}
+	}
+	return nil
+}
+
+// checkMarkers checks that every marker of tl_fanq names a published post
+// of its author whose fan-out has not finished, takes those posts out of
+// c.unfanned, and returns how many markers there are.
+func (c *checker) checkMarkers() (int, error) {
+	if c.t.fam.fanq == nil { // a read-only store from before tl_fanq
+		return 0, nil
+	}
+	markers := 0
+	err := c.scan(c.t.fam.fanq, func(k, v []byte) bool {
+		p, a := binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(v)
+		if c.outboxOf[p] != a {
+			return c.failf("shared fan-out of post %d by %d, which the outboxes give to %d", p, a, c.outboxOf[p])
+		}
+		if !c.unfanned[p] {
+			return c.failf("shared fan-out of post %d, whose fan-out finished", p)
+		}
+		delete(c.unfanned, p)
+		markers++
+		return true
+	})
+	return markers, err
 }

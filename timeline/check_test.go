@@ -12,7 +12,7 @@ import (
 // TestCheckFindsDamage damages, one case at a time, what each phase of
 // Check reads (the config, ordinals, both sides of the follow graph,
 // posts and outboxes, the push set, inboxes, pending marks, pulled
-// authors, removed posts) with values that decode but break an invariant,
+// authors, removed posts, fan-outs waiting for a job) with values that decode but break an invariant,
 // and expects Check to name the damage. Undamaged, the same world checks
 // clean.
 func TestCheckFindsDamage(t *testing.T) {
@@ -60,6 +60,12 @@ func TestCheckFindsDamage(t *testing.T) {
 		{"removed", func(e *env, b *store.Batch, _ func(uint64) uint32) {
 			must(t, e.tl.fam.removed.Put(b, removedKey(nil, post), binary.BigEndian.AppendUint64(nil, author)))
 		}, "both published and removed"},
+		{"shared marker of a fanned post", func(e *env, b *store.Batch, _ func(uint64) uint32) {
+			must(t, e.tl.fam.fanq.Put(b, fanqKey(nil, post), binary.BigEndian.AppendUint64(nil, author)))
+		}, "whose fan-out finished"},
+		{"unfanned post without a job", func(e *env, b *store.Batch, _ func(uint64) uint32) {
+			must(t, e.tl.fam.posts.Put(b, postKey(nil, post), appendPost(nil, postRecord{author: author})))
+		}, "no job of its own nor the shared job"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

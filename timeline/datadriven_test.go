@@ -26,6 +26,10 @@ import (
 //	user ID...                                    counts and state
 //	followers|followees id=U [limit=N] [all]      a page of the list
 //	jobs / run / advance by=D / expire / reopen / check
+//	fanouts [inline=N] [shared=N]                 reopen with Options.InlineFanout, SharedFanout
+//
+// Transcripts run with InlineFanout and SharedFanout -1 (every fan-out a
+// job of its own) unless they say otherwise with fanouts.
 func TestDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		e := newEnv(t, Config{})
@@ -121,15 +125,27 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 		each(func(a uint64, ps []uint64) {
 			for _, p := range ps {
 				r, err := tl.Publish(a, p)
+				waiting := false
+				if err == nil && r.Job != 0 {
+					waiting, err = tl.sharedWaiting(p)
+				}
 				switch {
 				case err != nil:
 					fmt.Fprintf(&b, "%d publish %d: error: %v\n", a, p, err)
 				case r.Duplicate:
 					fmt.Fprintf(&b, "%d publish %d: duplicate\n", a, p)
+				case waiting:
+					fmt.Fprintf(&b, "%d publish %d: shared fan-out queued\n", a, p)
 				case r.Job != 0:
 					fmt.Fprintf(&b, "%d publish %d: fan-out queued\n", a, p)
 				default:
-					fmt.Fprintf(&b, "%d publish %d: no fan-out\n", a, p)
+					info, _, err := tl.Post(p)
+					must(t, err)
+					if info.Delivered > 0 {
+						fmt.Fprintf(&b, "%d publish %d: delivered in the publish to %d\n", a, p, info.Delivered)
+					} else {
+						fmt.Fprintf(&b, "%d publish %d: no fan-out\n", a, p)
+					}
 				}
 			}
 		})
@@ -245,6 +261,11 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 		}
 	case "jobs":
 		for _, j := range e.db.QueuedJobs() {
+			if j.Kind == jobShared {
+				d, _ := tl.DescribeJob(j.Kind, j.Key)
+				fmt.Fprintf(&b, "%s: %s\n", j.Kind, d)
+				continue
+			}
 			fmt.Fprintf(&b, "%s %s\n", j.Kind, describeJobKey(j.Kind, j.Key))
 		}
 		if b.Len() == 0 {
@@ -270,6 +291,12 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 		}
 		return fmt.Sprintf("expired %d", n)
 	case "reopen":
+		e.reopen()
+		return "ok"
+	case "fanouts":
+		e.inline, e.shared = -1, -1
+		td.MaybeScanArgs(t, "inline", &e.inline)
+		td.MaybeScanArgs(t, "shared", &e.shared)
 		e.reopen()
 		return "ok"
 	case "check":

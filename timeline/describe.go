@@ -9,7 +9,7 @@ import (
 // words (store.JobDescriber): "fan-out of post 2001 by user 21" (or its
 // removal from homes once unpublished), "backfill of 21's posts into 1's
 // home" after a follow (or their removal after an unfollow), "expiry of
-// inactive inboxes". It reads the post's author and the pair's current
+// inactive inboxes", "shared fan-out of small posts (12 waiting)". It reads the post's author and the pair's current
 // state; ok is false for a kind that is not the timeline's.
 func (t *Timeline) DescribeJob(kind string, key []byte) (string, bool) {
 	switch {
@@ -35,6 +35,12 @@ func (t *Timeline) DescribeJob(kind string, key []byte) (string, bool) {
 		return fmt.Sprintf("removal of user %d's posts from user %d's home (unfollow)", followee, user), true
 	case kind == jobExpire:
 		return "expiry of inactive inboxes", true
+	case kind == jobShared:
+		ps, err := t.sharedPosts()
+		if err != nil {
+			return fmt.Sprintf("shared fan-out of small posts (%v)", err), true
+		}
+		return fmt.Sprintf("shared fan-out of small posts (%d waiting)", len(ps)), true
 	}
 	return "", false
 }

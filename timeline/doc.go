@@ -51,6 +51,7 @@
 //	0x28    tl_inbox      user ordinal u32                   MergeTopList: (post id, author id) entries
 //	0x29    tl_pending    user ordinal u32 | author id u64   empty: a follow whose backfill has not run
 //	0x2a    tl_removed    post id u64                        author id u64: an unpublished post
+//	0x2b    tl_fanq       post id u64                        author id u64: a post waiting for the shared fan-out job
 //
 // All integers are big-endian, so Pebble's key order is numeric order;
 // ^post is 2^64-1 − post. UsersCounter ("users", KeepHot, 48 range bits)
@@ -65,9 +66,10 @@
 //
 // A user whose inbox is live is in the push set and has a non-zero read
 // mark: the Unix second of their last home read (renewed at most once per
-// min(1h, ActiveWindow/8)). Publish enqueues, in its own batch, a fan-out
-// job that writes the post into the inbox of every follower in the push
-// set, ChunkSize inboxes per batch, each batch committed with the job's
+// min(1h, ActiveWindow/8)). Publish writes the post into the inbox of
+// every follower in the push set: in its own batch when they are few
+// (see "Small fan-outs"), or else by a job it enqueues in that batch, which
+// writes ChunkSize inboxes per batch, each batch committed with the job's
 // cursor (store.JobRun.Commit), so a killed fan-out resumes at its first
 // unwritten chunk and a chunk applied twice would still show once (an
 // inbox is keyed by post id). The expiry job (hourly, or Expire) takes
@@ -83,6 +85,34 @@
 // would need every follower's inbox backfilled; reading a few pulled
 // authors is cheap). Fan-out of a 10^6-follower author is the other path,
 // and both are tested and benchmarked.
+//
+// # Small fan-outs
+//
+// Most authors have few followers in the push set, and a job per post
+// (its record, a lease, a chunk batch with the progress, the record's
+// deletion) cost more than the post's deliveries: 91.9k deliveries/s in
+// the posts phase of timelinebench, half of Redis's (bench/RESULTS.md,
+// "Sustained fan-out"). So a publish sorts its fan-out by size:
+//
+//   - at most Options.InlineFanout inboxes (64): the deliveries are merge
+//     operands in the publish's own batch. No job; the post is in every
+//     inbox when Publish returns (PublishResult.Job is 0), and a crash
+//     keeps the post with its deliveries or neither. The publish reads the
+//     author's followers under the author's lock (so no follow interleaves)
+//     and holds pushGate shared from its read of the push set to its
+//     commit; an activation adds users to the push set under pushGate
+//     exclusively, before it reads the outboxes, so a post is either pushed
+//     to the user or already in the outbox the rebuild reads.
+//   - an author with at most Options.SharedFanout followers (1000): a
+//     marker in tl_fanq, and the shared job, which many posts ride on
+//     (PublishResult.Job is its id: DB.WaitJob waits for the post's
+//     delivery). It delivers the markers' posts chunk by chunk, deleting
+//     their markers in the chunk's batch, under the authors' read locks.
+//     Its ordering rules are in shared.go.
+//   - otherwise a fan-out job per post, as above.
+//
+// Unpublish, backfill, rebuild, expiry and pulled authors see no
+// difference: a delivery is the same operand whoever writes it.
 //
 // # Inboxes and their floors
 //
@@ -219,9 +249,13 @@
 // the pair jobs' commits), the authors' stripes of authorMu (publish and
 // unpublish exclusively; follow and unfollow shared, which is the
 // contract's exactness rule: the post count an observer gets is the count
-// at its batch's commit), the post ids' stripes of postMu (publish and
-// unpublish). A call holding several stripes of one array takes them in
-// ascending stripe order. Fan-out chunks take no lock.
+// at its batch's commit; the shared fan-out job's chunks shared), the post
+// ids' stripes of postMu (publish and unpublish), then pushGate (shared by
+// a publish delivering inline, exclusive around activate's push-set
+// update) and shared.gate (shared by a publish relying on the shared job,
+// exclusive when that job starts). A call holding several stripes of one
+// array takes them in ascending stripe order. Fan-out chunks of a post's
+// own job take no lock; shared jobs run one at a time (shared.run).
 //
 // # Tests
 //
@@ -230,13 +264,18 @@
 // many times, asserting all or nothing, the followee limit at 99,999
 // followees), datadriven transcripts (testdata/), the model test, the
 // concurrent simulation, the records' round-trip, golden and fuzz tests,
-// and a kill -9 of a child process in the middle of a fan-out. Heavier runs
-// are opt-in:
+// and a kill -9 of a child process in the middle of a fan-out (and of a
+// shared fan-out job); small fan-outs have their transcripts (inline,
+// shared), crash tests (inline_test.go, shared_test.go) and their race
+// with activation (TestInlineRacesActivation), and the model test and the
+// simulation pick InlineFanout and SharedFanout per run. Heavier runs are
+// opt-in:
 //
 //	TALLY_TL_MODEL_STEPS=3000 TALLY_TL_MODEL_SEEDS=20   the model test (default 400 steps × 3 seeds)
 //	TALLY_TL_MODEL_SEED=S, TALLY_TL_MODEL_TRACE=1       repeat one seed, log every operation
 //	TALLY_TL_SIM_ROUNDS=40, TALLY_TL_SIM_SEED=S         the simulation (default 8 rounds)
 //	TALLY_TL_KILL_FOLLOWERS=200000                      the kill test at the size (default 20,000)
+//	TALLY_TL_INLINE_RACE_POSTS=50000                    publishes racing activations (default 5,000)
 //	TALLY_TL_BENCH_USERS=1000000                        benchmark world (default 20,000 users)
 //	TALLY_TL_BENCH_FOLLOWEES=20, TALLY_TL_BENCH_POSTS=3 its mean followees and posts per user
 //

@@ -111,6 +111,29 @@ func (t *Timeline) loadState() error {
 	if err != nil {
 		return err
 	}
+	high := uint64(0)
+	if !removed.IsEmpty() {
+		high = removed.Maximum()
+	}
+	it, err = t.fam.posts.NewIter(&store.IterOptions{Reverse: true})
+	if err != nil {
+		return err
+	}
+	if it.Next() {
+		high = max(high, binary.BigEndian.Uint64(it.Key()[1:]))
+	}
+	if err := closeIter(it); err != nil {
+		return err
+	}
+	// NB: New runs before any publish and a reopen holds graphMu's write
+	// side, so no publisher holds a post stripe here.
+	for s := range t.postHigh {
+		t.postHigh[s] = high
+	}
+	t.shared.mu.Lock()
+	t.shared.job = 0 // the jobs in the queue run every marker there is
+	t.shared.low = 0
+	t.shared.mu.Unlock()
 	t.allocMu.Lock()
 	t.nextOrd = next
 	t.allocMu.Unlock()

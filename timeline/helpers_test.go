@@ -50,6 +50,11 @@ type env struct {
 	// sync opens the store with SyncAlways, so a crash keeps every
 	// acknowledged operation.
 	sync bool
+	// inline and shared are Options.InlineFanout and SharedFanout.
+	// newEnv sets -1 for both (every fan-out a job of its own: the tests
+	// written before issue 18 tell that story); tests of small fan-outs
+	// set them.
+	inline, shared int
 }
 
 func storeOptions(fs vfs.FS) *store.Options {
@@ -60,7 +65,7 @@ func storeOptions(fs vfs.FS) *store.Options {
 // newEnv opens a fresh environment; at cleanup it runs Check and closes.
 func newEnv(t testing.TB, cfg Config) *env {
 	t.Helper()
-	e := &env{t: t, dir: "db", clock: newClock(), cfg: cfg}
+	e := &env{t: t, dir: "db", clock: newClock(), cfg: cfg, inline: -1, shared: -1}
 	e.st = testutil.OpenStore(t, vfs.NewMem(), e.hooks())
 	return e
 }
@@ -79,7 +84,7 @@ func (e *env) openOn(fs vfs.FS) {
 	if err != nil {
 		e.t.Fatalf("open: %v", err)
 	}
-	tl, err := New(db, &Options{Config: e.cfg, Now: e.clock.Now, ExpireInterval: -1})
+	tl, err := New(db, &Options{Config: e.cfg, Now: e.clock.Now, ExpireInterval: -1, InlineFanout: e.inline, SharedFanout: e.shared})
 	if err != nil {
 		e.t.Fatalf("timeline: %v", err)
 	}

@@ -432,7 +432,12 @@ func (t *Timeline) activate(users []uint64, renew bool) (int, error) {
 	// In memory after the commit, and before the outboxes are read: a
 	// fan-out that reads the push set without these users read it before
 	// this point, so its post is in the outboxes read below.
+	// NB: under pushGate, so a publish delivering in its own batch either
+	// saw these users in the push set or committed before the outboxes
+	// are read below (deliverInline).
+	t.pushGate.Lock()
 	t.pushAdd(coldOrds)
+	t.pushGate.Unlock()
 	b.Reset()
 	var pend [][]uint64
 	for i, u := range cold {

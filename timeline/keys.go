@@ -22,6 +22,7 @@ const (
 	pfxInbox     = 0x28
 	pfxPending   = 0x29
 	pfxRemoved   = 0x2a
+	pfxFanq      = 0x2b
 )
 
 // Job kinds.
@@ -29,10 +30,12 @@ const (
 	jobFanout = "tl-fanout" // deliver or remove one post: key "p" | post
 	jobPair   = "tl-pair"   // backfill or clean up after a follow change: key "f" | user | followee
 	jobExpire = "tl-expire" // expire inactive inboxes: key "expire"
+	// jobShared ("tl-fanout-shared", shared.go) delivers the posts queued
+	// in tl_fanq: no key, no payload.
 )
 
 type families struct {
-	config, ords, followees, followers, active, pulled, posts, outbox, inbox, pending, removed *store.Family
+	config, ords, followees, followers, active, pulled, posts, outbox, inbox, pending, removed, fanq *store.Family
 }
 
 // Families returns the FamilySpecs the package uses, for
@@ -51,6 +54,7 @@ func Families() []store.FamilySpec {
 		{Name: "tl_inbox", Prefix: pfxInbox, MinKeyLen: 4, MaxKeyLen: 4, MaxValueLen: 4 << 20, Merge: store.MergeTopList},
 		{Name: "tl_pending", Prefix: pfxPending, MinKeyLen: 12, MaxKeyLen: 12, MaxValueLen: 1, CheckValue: checkEmptyValue},
 		{Name: "tl_removed", Prefix: pfxRemoved, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 8, CheckValue: checkOrdValue},
+		{Name: "tl_fanq", Prefix: pfxFanq, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 8, CheckValue: checkOrdValue},
 	}
 }
 
@@ -61,12 +65,18 @@ func (t *Timeline) registerFamilies() error {
 		"tl_config": &t.fam.config, "tl_ords": &t.fam.ords, "tl_followees": &t.fam.followees,
 		"tl_followers": &t.fam.followers, "tl_active": &t.fam.active, "tl_pulled": &t.fam.pulled,
 		"tl_posts": &t.fam.posts, "tl_outbox": &t.fam.outbox, "tl_inbox": &t.fam.inbox,
-		"tl_pending": &t.fam.pending, "tl_removed": &t.fam.removed,
+		"tl_pending": &t.fam.pending, "tl_removed": &t.fam.removed, "tl_fanq": &t.fam.fanq,
 	}
 	for _, spec := range Families() {
 		f, err := t.db.Family(spec.Name)
 		if errors.Is(err, store.ErrFamilyNotFound) {
 			f, err = t.db.RegisterFamily(spec)
+		}
+		if spec.Prefix == pfxFanq && errors.Is(err, store.ErrReadOnly) {
+			// NB: a store from before issue 18 opened read-only: it has no
+			// tl_fanq, so no post waits for the shared job (fam.fanq stays
+			// nil and reads as empty; nothing writes it read-only).
+			continue
 		}
 		if err != nil {
 			return err

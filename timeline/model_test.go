@@ -109,9 +109,10 @@ func (m *model) posts(a uint64) uint64 {
 
 // newModelEnv is an env on a crashable filesystem with synced commits,
 // so a crash keeps every acknowledged operation. It opens the timeline
-// with the configuration the store holds (cfg only for the first open).
-func newModelEnv(t *testing.T, cfg Config) *env {
-	e := &env{t: t, dir: "db", clock: newClock(), cfg: cfg, sync: true}
+// with the configuration the store holds (cfg only for the first open),
+// Options.InlineFanout inline and Options.SharedFanout shared.
+func newModelEnv(t *testing.T, cfg Config, inline, shared int) *env {
+	e := &env{t: t, dir: "db", clock: newClock(), cfg: cfg, sync: true, inline: inline, shared: shared}
 	e.st = testutil.OpenStore(t, vfs.NewCrashableMem(), e.hooks())
 	e.cfg = Config{}
 	return e
@@ -147,7 +148,14 @@ func TestModel(t *testing.T) {
 func runModel(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	cfg := Config{InboxCap: 1 + rng.IntN(6), ActiveWindow: 24 * time.Hour, PullThreshold: uint64(3 + rng.IntN(4)), ChunkSize: 1 + rng.IntN(3)}
-	e := newModelEnv(t, cfg)
+	// Small fan-outs (issue 18): delivered in the publish, on the shared
+	// job or on a job each, with thresholds the 10 users' fan-outs fall
+	// on both sides of (inline ≤ 1-3 inboxes, shared ≤ 2-5 followers), or
+	// only one way (the defaults cover every fan-out here).
+	inline := []int{-1, 0, 1 + rng.IntN(3)}[rng.IntN(3)]
+	shared := []int{-1, 0, 2 + rng.IntN(4)}[rng.IntN(3)]
+	t.Logf("config %+v, inline fan-out %d, shared fan-out %d", cfg, inline, shared)
+	e := newModelEnv(t, cfg, inline, shared)
 	// NB: the model env once opened with the defaults whatever cfg said,
 	// so small inboxes, chunks and pull thresholds went untested.
 	if got := e.tl.Config(); got != cfg {
@@ -168,6 +176,11 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			if p, ok := fanoutPost(j.Kind, j.Key); ok {
 				q[p] = true
 			}
+		}
+		ps, err := e.tl.sharedPosts()
+		must(t, err)
+		for _, p := range ps {
+			q[p] = true
 		}
 		return q
 	}

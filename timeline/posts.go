@@ -20,14 +20,17 @@ type PublishResult struct {
 	// delivers).
 	Duplicate bool
 	// Job is the fan-out job delivering the post, 0 when there is none
-	// (a duplicate, an author without followers, or a pulled author, whose
-	// posts readers merge at read time).
+	// (a duplicate, an author without followers, a pulled author, whose
+	// posts readers merge at read time, or a small fan-out, delivered in
+	// the publish's own batch: see Options.InlineFanout).
 	Job store.JobID
 }
 
 // Publish appends post to author's outbox and increments author's post
-// count in one atomic batch, which also enqueues the post's fan-out to the
-// inboxes of author's active followers (unless author is pulled). Post ids
+// count in one atomic batch, which also delivers the post to the inboxes
+// of author's active followers if there are at most Options.InlineFanout
+// of them, or else enqueues the post's fan-out job (unless author is
+// pulled). Post ids
 // are unique across authors, time-ordered (snowflake layout) and ordered
 // newest first in every timeline. Errors: ErrBadID, ErrPostTaken (another
 // author published the id, now or before unpublishing it). See
@@ -42,7 +45,9 @@ func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
 
 // PublishMany publishes posts of author as one change: every post id is
 // checked, and the new ones are published (outbox entries, post records,
-// the post count, one fan-out job each) in one batch, or none is. It
+// the post count, and their fan-out: its deliveries, markers for the
+// shared fan-out job, or one fan-out job each; see the package doc,
+// "Small fan-outs") in one batch, or none is. It
 // returns one result per post, in order; a post author published already,
 // or named twice, is a Duplicate. Errors, each refusing the whole command:
 // ErrBadID, ErrPostTaken (another author has one of the ids).
@@ -80,6 +85,10 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 			res[i].Duplicate = true
 			continue
 		}
+		if p > t.postHigh[stripe(p)] { // never published (see postHigh)
+			fresh = append(fresh, pub{post: p, i: i})
+			continue
+		}
 		owner, published, err := t.owner(p)
 		if err != nil {
 			return nil, err
@@ -104,11 +113,43 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	fanout := r[colFollowers] > 0 && !t.isPulled(author)
 	b := t.db.NewBatch()
 	defer b.Close()
+	ps := make([]uint64, len(fresh))
+	for i, f := range fresh {
+		ps[i] = f.post
+	}
+	// A small fan-out is written into this batch (deliverInline), under
+	// pushGate until the commit.
+	inline := false
+	var delivered uint64
+	if fanout && t.inlineMax > 0 && len(fresh) <= t.Config().InboxCap && r[colFollowers] <= inlineFollowers*uint64(t.inlineMax) {
+		t.pushGate.RLock()
+		defer t.pushGate.RUnlock()
+		if inline, delivered, err = t.deliverInline(b, author, ps); err != nil {
+			return nil, err
+		}
+		fanout = !inline
+	}
+	// A fan-out to the followers of an author with few of them rides on
+	// the shared job (shared.go), under shared.gate until the commit.
+	shared := false
+	var sharedJob store.JobID
+	if fanout && r[colFollowers] <= t.sharedMax {
+		t.shared.gate.RLock()
+		defer t.shared.gate.RUnlock()
+		if sharedJob, err = t.shareFanout(b, author, ps); err != nil {
+			return nil, err
+		}
+		shared, fanout = true, false
+	}
 	for _, f := range fresh {
 		if err := t.fam.outbox.Put(b, outboxKey(nil, author, f.post), nil); err != nil {
 			return nil, err
 		}
-		if err := t.fam.posts.Put(b, postKey(nil, f.post), appendPost(nil, postRecord{author: author, fanned: !fanout})); err != nil {
+		rec := postRecord{author: author, fanned: !fanout && !shared}
+		if inline {
+			rec.delivered = delivered
+		}
+		if err := t.fam.posts.Put(b, postKey(nil, f.post), appendPost(nil, rec)); err != nil {
 			return nil, err
 		}
 		if f.again {
@@ -128,19 +169,88 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
-	t.removed.Lock()
 	for _, f := range fresh {
-		if f.again {
-			t.removed.bm.Remove(f.post)
+		if s := stripe(f.post); f.post > t.postHigh[s] {
+			t.postHigh[s] = f.post
 		}
 	}
-	t.removed.Unlock()
+	if inline {
+		t.stats.deliveries.Add(int64(delivered) * int64(len(fresh)))
+	}
+	if slices.ContainsFunc(fresh, func(f pub) bool { return f.again }) {
+		t.removed.Lock()
+		for _, f := range fresh {
+			if f.again {
+				t.removed.bm.Remove(f.post)
+			}
+		}
+		t.removed.Unlock()
+	}
 	if ids := b.JobIDs(); fanout && len(ids) == len(fresh) {
 		for k, f := range fresh {
 			res[f.i].Job = ids[k]
 		}
 	}
+	if shared {
+		if sharedJob == 0 {
+			sharedJob = b.JobIDs()[0]
+			t.sharedEnqueued(sharedJob)
+		}
+		for _, f := range fresh {
+			res[f.i].Job = sharedJob
+		}
+	}
 	return res, nil
+}
+
+// inlineFollowers bounds the authors whose followers a publish reads to
+// decide on an inline delivery: at most inlineFollowers × InlineFanout
+// followers (an author with more is unlikely to have few of them in the
+// push set, and reading their chunks is the job's work).
+const inlineFollowers = 32
+
+// deliverInline adds to b, the batch publishing posts of author, one inbox
+// operand with the posts for every follower of author in the push set, if
+// there are at most InlineFanout of them, and reports whether it did and
+// to how many inboxes. The caller holds the author's stripe (so the
+// followers cannot change until the commit: a follow takes it shared),
+// and pushGate shared from before this call until after the commit.
+//
+// Ordering against the push set, the one input not under the author's
+// lock: a user joins it in activate, which commits the membership, then
+// adds the user to the in-memory set under pushGate, then reads the
+// outboxes of the user's followees. A publish that read the set without
+// the user held pushGate from that read to its commit, so the activation
+// added the user after the commit, and its outbox read sees the post. A
+// user who leaves the set (expiry) while the publish delivers gets an
+// inbox that expiry's second phase, or the next activation, drops, as
+// with a fan-out job. Crash: the delivery commits with the post or not at
+// all, so no post that returned is ever half delivered, and there is no
+// job to resume.
+func (t *Timeline) deliverInline(b *store.Batch, author uint64, posts []uint64) (bool, uint64, error) {
+	aOrd, err := t.ordOf(author)
+	if err != nil {
+		return false, 0, err
+	}
+	targets, n, err := t.fanoutTargets(aOrd, 0)
+	if err != nil || n > uint64(t.inlineMax) {
+		return false, 0, err
+	}
+	entries := make([]store.TopEntry, len(posts))
+	for i, p := range posts {
+		entries[i] = store.TopEntry{Key: p, Value: author}
+	}
+	operand := inboxOperand(t.Config().InboxCap, entries)
+	var key [5]byte
+	for _, ct := range targets {
+		it := ct.bm.Iterator()
+		for it.HasNext() {
+			if err := t.fam.inbox.Merge(b, inboxKey(key[:0], it.Next()), operand); err != nil {
+				return false, 0, err
+			}
+		}
+	}
+	return true, n, nil
 }
 
 // repeats returns a function reporting whether ids[i] occurs earlier in
@@ -286,6 +396,11 @@ func (t *Timeline) UnpublishMany(author uint64, posts ...uint64) ([]UnpublishRes
 			return nil, err
 		}
 		if err := t.fam.removed.Put(b, removedKey(nil, p), v[:]); err != nil {
+			return nil, err
+		}
+		// A post waiting for the shared job leaves its queue: the job
+		// rechecks its markers under the author's lock.
+		if err := t.fam.fanq.Delete(b, fanqKey(nil, p)); err != nil {
 			return nil, err
 		}
 		if fanout {

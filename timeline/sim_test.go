@@ -33,7 +33,12 @@ import (
 //
 // After each round everything stops, the queue drains, Check runs, every
 // home is compared with the model, and the store may be reopened or
-// crashed. TALLY_TL_SIM_ROUNDS (default 8) and TALLY_TL_SIM_SEED scale
+// crashed. Each run picks Options.InlineFanout: the default (every
+// fan-out here delivered in its publish's batch, racing the activations
+// of the churner and the readers), -1 (none), or 2 (some); and
+// Options.SharedFanout: the default (every other fan-out on the shared
+// job, which the store's workers run while publishers rely on it), -1 (a
+// job each) or 3 (some). TALLY_TL_SIM_ROUNDS (default 8) and TALLY_TL_SIM_SEED scale
 // and repeat it.
 func TestSimulation(t *testing.T) {
 	rounds := testutil.EnvInt(t, "TALLY_TL_SIM_ROUNDS", 8)
@@ -47,13 +52,19 @@ func TestSimulation(t *testing.T) {
 	fs := vfs.NewCrashableMem()
 	clk := newClock()
 	cfg := Config{InboxCap: 4, ActiveWindow: 24 * time.Hour, PullThreshold: 6, ChunkSize: 2}
+	// Small fan-outs (issue 18): delivered in the publish (the default
+	// threshold covers every author here), on the shared job, on a job
+	// each, or some of each.
+	inline := []int{0, -1, 2}[rng.IntN(3)]
+	shared := []int{0, -1, 3}[rng.IntN(3)]
+	t.Logf("inline fan-out %d, shared fan-out %d", inline, shared)
 	open := func() (*store.DB, *Timeline) {
 		o := storeOptions(fs)
 		o.JobWorkers = 2
 		o.Durability = store.SyncAlways
 		db, err := store.Open("db", o)
 		must(t, err)
-		tl, err := New(db, &Options{Config: cfg, Now: clk.Now, ExpireInterval: -1})
+		tl, err := New(db, &Options{Config: cfg, Now: clk.Now, ExpireInterval: -1, InlineFanout: inline, SharedFanout: shared})
 		must(t, err)
 		return db, tl
 	}
@@ -158,17 +169,25 @@ func TestSimulation(t *testing.T) {
 						mu.Lock()
 						m.unfollow(u, a)
 						mu.Unlock()
-					case op < 9:
+					case op < 9: // one post, or two in one command
 						a, p := own(), nextPost.Add(1+r.Uint64N(3))
-						mu.Lock() // record first: a reader may see it at once
-						ever[p] = a
+						ps := []uint64{p}
+						if r.IntN(4) == 0 {
+							ps = append(ps, nextPost.Add(1))
+						}
+						mu.Lock() // record first: a reader may see them at once
+						for _, p := range ps {
+							ever[p] = a
+						}
 						mu.Unlock()
-						if _, err := tl.Publish(a, p); err != nil {
-							fail(fmt.Errorf("publish %d %d: %w", a, p, err))
+						if _, err := tl.PublishMany(a, ps...); err != nil {
+							fail(fmt.Errorf("publish %d %v: %w", a, ps, err))
 							return
 						}
 						mu.Lock()
-						m.author[p] = a
+						for _, p := range ps {
+							m.author[p] = a
+						}
 						mu.Unlock()
 					default:
 						a := own()

@@ -201,7 +201,26 @@ type Options struct {
 	// expiry job (coalesced: one at a time). Negative disables it (Expire
 	// still works). The default is 1 hour.
 	ExpireInterval time.Duration
+	// InlineFanout is the most inboxes a publish delivers to in its own
+	// batch, with no fan-out job (see the package doc, "Small fan-outs"):
+	// a post whose author has at most InlineFanout followers in the push
+	// set is in their inboxes when Publish returns. Negative disables it
+	// (every fan-out is a job, as before issue 18). At most
+	// MaxInlineFanout. The default is DefaultInlineFanout.
+	InlineFanout int
+	// SharedFanout is the most followers an author may have for the
+	// fan-outs of their posts that are not delivered inline to share one
+	// job (see "Small fan-outs"); an author with more gets a fan-out job
+	// per post. Negative disables sharing. At most MaxSharedFanout. The
+	// default is DefaultSharedFanout.
+	SharedFanout int
 }
+
+// Defaults and limits of Options.InlineFanout.
+const (
+	DefaultInlineFanout = 64
+	MaxInlineFanout     = 4096
+)
 
 // lockStripes is the number of stripes of the per-user and per-author
 // locks.
@@ -210,13 +229,14 @@ const lockStripes = 1024
 // Timeline is the timeline system on one store: the follow graph, outboxes,
 // inboxes, fan-out, expiry and pages. It is safe for concurrent use.
 //
-// Lock order: graphMu (read side for every mutation, write side for bulk
-// loads) before userMu stripes before authorMu stripes before postMu
-// stripes before allocMu, pulledMu, push.mu, removed.mu and pending.mu
-// (leaves, never held across another lock's acquisition). A path that
-// holds several stripes of one array takes them in ascending stripe order
-// (stripesOf). Readers of pages
-// take none of them unless they must rebuild an inbox or record activity.
+// Lock order: shared.run (a shared fan-out job's whole run) before
+// graphMu (read side for every mutation, write side for bulk loads) before
+// userMu stripes before authorMu stripes before postMu stripes before
+// pushGate before shared.gate before allocMu, pulledMu, push.mu,
+// removed.mu, pending.mu and shared.mu (leaves, never held across another
+// lock's acquisition). A path that holds several stripes of one array
+// takes them in ascending stripe order (stripesOf). Readers of pages take
+// none of them unless they must rebuild an inbox or record activity.
 type Timeline struct {
 	db    *store.DB
 	users *store.Counter
@@ -237,6 +257,14 @@ type Timeline struct {
 	// (whichever author they name), so a post's ownership check commits
 	// with the write it allows.
 	postMu [lockStripes]sync.Mutex
+	// postHigh[s] is at least every post id of stripe s ever published
+	// (now, or before an unpublish), guarded by postMu[s] (and reloaded by
+	// loadState). A publish of a post above it needs no read of tl_posts
+	// to know the id is free: a publish of the same id committed earlier
+	// would have raised it under the same lock. Post ids are time-ordered,
+	// so nearly every publish is above it (the read cost 5 µs of a
+	// publish's 40 µs of CPU, bench/RESULTS.md "issue 18 item 5").
+	postHigh [lockStripes]uint64
 
 	allocMu sync.Mutex
 	nextOrd uint32 // guarded by allocMu
@@ -251,6 +279,31 @@ type Timeline struct {
 	push struct {
 		sync.RWMutex
 		bm *roaring.Bitmap
+	}
+	// pushGate orders inline deliveries against activations: a publish
+	// that delivers in its own batch holds it shared from its read of the
+	// push set to its commit, and activate adds users to the push set
+	// under it exclusively, so an activation reads its followees'
+	// outboxes either after the post committed or after the publish saw
+	// the user in the push set (see deliverInline).
+	pushGate sync.RWMutex
+	// inlineMax is Options.InlineFanout (0: disabled).
+	inlineMax int
+	// sharedMax is Options.SharedFanout (0: disabled).
+	sharedMax uint64
+	// shared is the shared fan-out job's state (shared.go): gate orders
+	// the publishers relying on a queued job before its start; job is
+	// that job, queued and not started, 0 if none.
+	shared struct {
+		gate sync.RWMutex
+		// run serializes the shared jobs' runs.
+		run sync.Mutex
+		mu  sync.Mutex
+		job store.JobID
+		// low is at most the post id of every marker no job has taken
+		// yet (runShared seeks to it instead of scanning the deleted
+		// markers of the jobs before).
+		low uint64
 	}
 	// removed mirrors tl_removed: the ids of unpublished posts. Readers
 	// drop inbox entries of these posts (see the package doc, "Removal").
@@ -272,6 +325,9 @@ type Timeline struct {
 	// testHook, if set, runs after each fan-out chunk commits (tests cut a
 	// fan-out there). Set only while no job runs.
 	testHook func()
+	// testSharedCommit, if set, runs before a shared job's chunk commits
+	// (tests line two jobs up there).
+	testSharedCommit func()
 
 	closed   atomic.Bool
 	stop     chan struct{}
@@ -328,13 +384,26 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, err
 	}
+	if o.InlineFanout > MaxInlineFanout {
+		return nil, fmt.Errorf("%w: inline fan-out %d (want at most %d)", ErrInvalidOption, o.InlineFanout, MaxInlineFanout)
+	}
+	if o.InlineFanout == 0 {
+		o.InlineFanout = DefaultInlineFanout
+	}
+	if o.SharedFanout > MaxSharedFanout {
+		return nil, fmt.Errorf("%w: shared fan-out %d (want at most %d)", ErrInvalidOption, o.SharedFanout, MaxSharedFanout)
+	}
+	if o.SharedFanout == 0 {
+		o.SharedFanout = DefaultSharedFanout
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.ExpireInterval == 0 {
 		o.ExpireInterval = time.Hour
 	}
-	t := &Timeline{db: db, now: o.Now, stop: make(chan struct{})}
+	t := &Timeline{db: db, now: o.Now, stop: make(chan struct{}), inlineMax: max(o.InlineFanout, 0),
+		sharedMax: uint64(max(o.SharedFanout, 0))}
 	t.removed.bm = roaring64.New()
 	t.push.bm = roaring.New()
 	t.pending.m = map[uint32]map[uint64]struct{}{}
@@ -357,6 +426,7 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 		jobFanout: t.runFanout,
 		jobPair:   t.runPair,
 		jobExpire: t.runExpire,
+		jobShared: t.runShared,
 	} {
 		if err := db.RegisterJobHandler(kind, h); err != nil {
 			return nil, err

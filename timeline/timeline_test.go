@@ -677,7 +677,7 @@ func TestObservers(t *testing.T) {
 // A fan-out cut by a crash resumes at its first unfinished chunk and
 // delivers every post exactly once (the kill -9 version is crash_test.go).
 func TestFanoutResumesAfterCrash(t *testing.T) {
-	e := newModelEnv(t, Config{})
+	e := newModelEnv(t, Config{}, -1, -1)
 	_, err := e.tl.SetConfig(Config{ChunkSize: 7})
 	must(t, err)
 	const n = 200

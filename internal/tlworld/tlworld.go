@@ -116,6 +116,7 @@ func Build(ctx context.Context, db *store.DB, tl *timeline.Timeline, g *socialgr
 	// (WaitJob runs it in the caller when no worker has it), so fan-outs
 	// run on several goroutines and the queue stays short.
 	publishers := max(o.Publishers, 1)
+	progress("posts", 0, w.Posts)
 	var next, done atomic.Int64
 	errs := make([]error, publishers)
 	var wg sync.WaitGroup

@@ -8,6 +8,7 @@
 //
 //	go run ./bench/cmd/timelinebench [--quick] [--users N] [--big-followers N]
 //	    [--followees N] [--posts N] [--clients C] [--duration D] [--no-redis] [--out FILE]
+//	    [--profile-posts PREFIX] [--job-per-post]
 //
 // --quick: 20,000 users, seconds per target. The default (the issue's
 // run): 1,000,000 users with 20 mean followees (power law), user 1
@@ -42,6 +43,8 @@ func main() {
 	noRedis := flag.Bool("no-redis", false, "run tally only")
 	out := flag.String("out", "", "append a markdown section with the results to this file")
 	dir := flag.String("dir", "", "parent directory for the targets' data (default the system temp dir)")
+	jobPerPost := flag.Bool("job-per-post", false, "also run tally with every fan-out a durable job (as before issue 18), first")
+	profile := flag.String("profile-posts", "", "profile tally's posts phase into PREFIX.cpu, .allocs (-diff_base .allocs-base), .block, .mutex")
 	flag.Parse()
 
 	cfg := bench.FullTimeline()
@@ -61,6 +64,8 @@ func main() {
 	}
 	cfg.Redis = !*noRedis
 	cfg.Dir = *dir
+	cfg.PostsProfile = *profile
+	cfg.JobPerPost = *jobPerPost
 	start := time.Now()
 	cfg.Log = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%7.1fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
