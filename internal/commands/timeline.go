@@ -19,9 +19,10 @@ package commands
 //	                                  TL.ISFOLLOWING uid followee            integer: 1 or 0
 //	active UID...                     TL.ACTIVE uid [uid ...]                "active N rebuilt M" / integer: rebuilt
 //	post AUTHOR POST... [--wait]      TL.POST author post [post ...]         one line / one record per post: post,
-//	    [--async]                         [WAIT] [ASYNC]                     status (queued, published when nobody
-//	                                                                         is pushed to, duplicate, delivered)
-//	                                                                         and, delivered, deliveries
+//	    [--async]                         [WAIT] [ASYNC]                     status (queued; published: no job, the
+//	                                                                         fan-out was in the post's commit or
+//	                                                                         nobody is pushed to; duplicate;
+//	                                                                         delivered) and, delivered, deliveries
 //	unpost AUTHOR POST...             TL.UNPOST author post [post ...]       "POST removed|absent" / bulk per post
 //	home UID [--limit N]              TL.HOME uid [LIMIT n] [CURSOR c]       "POST AUTHOR" lines / [next cursor (nil
 //	    [--cursor C]                                                         at the end), [[post, author] ...]]
@@ -528,8 +529,8 @@ author refuses the whole command.
 
 Over RESP the default is the other one: TL.POST replies once the posts
 are durable, one record per post: [post ID status S] (name/value pairs),
-S being queued (fan-out queued), published (nobody to push to) or
-duplicate; with WAIT the fan-outs finish first and a post reads [post ID
+S being queued (fan-out queued), published (no job: a small fan-out
+went in the post's own commit, or nobody is pushed to) or duplicate; with WAIT the fan-outs finish first and a post reads [post ID
 status delivered deliveries N].
 
 Example:
