@@ -105,7 +105,7 @@ type stripe struct {
 }
 
 // stripeCache is the number of items a stripe caches, direct-mapped.
-const stripeCache = 8
+const stripeCache = 32
 
 type cacheEntry struct {
 	valid    bool
@@ -117,8 +117,13 @@ type cacheEntry struct {
 	dayScore int64
 }
 
+// entry returns the cache slot of (biz, item). The slot comes from the
+// high bits of itemHash, which the stripe's index (its low bits) leaves
+// independent. NB: a slot of item%stripeCache, as it was, put almost every
+// item of a stripe in one slot: snowflake ids end in a sequence that is
+// mostly 0.
 func (s *stripe) entry(biz uint32, item uint64) *cacheEntry {
-	return &s.cache[(item^uint64(biz)*0x9E3779B9)%stripeCache]
+	return &s.cache[(itemHash(biz, item)>>40)%stripeCache]
 }
 
 // cached returns the cache entry of (biz, item), or nil.
@@ -143,12 +148,18 @@ type chunkID struct {
 	chunk uint32
 }
 
-func (l *Likes) stripeOf(biz uint32, item uint64) *stripe {
+// itemHash mixes (biz, item): its low bits pick the stripe, its high
+// bits the stripe's cache slot.
+func itemHash(biz uint32, item uint64) uint64 {
 	h := item*0x9E3779B97F4A7C15 ^ uint64(biz)*0xC2B2AE3D27D4EB4F
 	h ^= h >> 29
 	h *= 0xBF58476D1CE4E5B9
 	h ^= h >> 32
-	return &l.stripes[h&uint64(len(l.stripes)-1)]
+	return h
+}
+
+func (l *Likes) stripeOf(biz uint32, item uint64) *stripe {
+	return &l.stripes[itemHash(biz, item)&uint64(len(l.stripes)-1)]
 }
 
 // Like records that user likes item of business (replacing a dislike),
