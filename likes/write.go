@@ -45,6 +45,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -1081,7 +1082,7 @@ func (g *group) ordinal(user uint64) (uint32, error) {
 				return 0, err
 			}
 		} else {
-			g.l.ords.done([]uint64{user}, false) // one reference per group
+			g.l.ords.doneOne(user) // one reference per group
 		}
 	}
 	return ord, nil
@@ -1094,6 +1095,13 @@ type ordAlloc struct {
 	mu      sync.Mutex
 	next    uint32
 	pending map[uint64]*pendingOrd
+	// settled counts the pending ordinals that left pending because their
+	// batch committed (under mu). get reads it before its unlocked lookup:
+	// unchanged under mu, no ordinal became durable and left pending in
+	// between, so the lookup's miss still holds and a second Get (of a key
+	// that is usually absent, the costliest Get there is: every level is
+	// searched) is not needed.
+	settled atomic.Uint64
 }
 
 type pendingOrd struct {
@@ -1122,6 +1130,7 @@ var errOrdinals = errors.New("likes: user ordinals exhausted (2^32 users in roar
 // the mapping in its batch and calls done).
 func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
 	var kb, vb [16]byte
+	settled := a.settled.Load()
 	if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
 		return ord, false, err
 	}
@@ -1131,10 +1140,13 @@ func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
 		p.refs++
 		return p.ord, true, nil
 	}
-	// Again under the lock: a group that committed this user's ordinal
-	// removed it from pending after the commit was visible.
-	if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
-		return ord, false, err
+	// Again under the lock if a group that committed an ordinal removed
+	// it from pending since the lookup (it does so after the commit is
+	// visible): it may have been this user's.
+	if a.settled.Load() != settled {
+		if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
+			return ord, false, err
+		}
 	}
 	if a.next >= math.MaxUint32-1 {
 		return 0, false, errOrdinals
@@ -1168,8 +1180,23 @@ func (a *ordAlloc) done(users []uint64, committed bool) {
 			continue
 		}
 		p.refs--
-		if committed || p.refs <= 0 {
+		if committed {
 			delete(a.pending, u)
+			a.settled.Add(1)
+		} else if p.refs <= 0 {
+			delete(a.pending, u)
+		}
+	}
+}
+
+// doneOne drops one reference to user's pending ordinal, which stays
+// pending for its other holders.
+func (a *ordAlloc) doneOne(user uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p := a.pending[user]; p != nil {
+		if p.refs--; p.refs <= 0 {
+			delete(a.pending, user)
 		}
 	}
 }
