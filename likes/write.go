@@ -87,6 +87,9 @@ type request struct {
 	res      Result
 	err      error
 	wake     chan bool // true: lead the next group; false: done
+	// group is the leader's copy of the transitions it runs, kept with
+	// the pooled request so a group takes no allocation.
+	group []*request
 }
 
 var requestPool = sync.Pool{New: func() any { return &request{wake: make(chan bool, 1)} }}
@@ -251,7 +254,7 @@ func (l *Likes) submit(r *request) {
 	// first MaxGroup queued transitions.
 	s.mu.Lock()
 	n := min(len(s.queue), l.opts.MaxGroup)
-	group := slices.Clone(s.queue[:n])
+	group := append(r.group[:0], s.queue[:n]...)
 	rest := copy(s.queue, s.queue[n:])
 	clear(s.queue[rest:])
 	s.queue = s.queue[:rest]
@@ -273,6 +276,8 @@ func (l *Likes) submit(r *request) {
 	if next != nil {
 		next.wake <- true
 	}
+	clear(group) // the others go back to the pool now
+	r.group = group[:0]
 }
 
 // group is the overlay of one commit group: every item and (item, user)
@@ -290,6 +295,9 @@ type group struct {
 	byItem map[itemKey]*itemAcc
 	buf    []byte
 	val    []byte
+	dayBuf []uint32
+	moves  []membership // emitItem's, reused
+	edits  []chunkEdit  // roaringMoves', reused
 	// ordinals handed out to this group that were not in the store yet:
 	// written with the group's batch.
 	fresh   []uint64
@@ -358,7 +366,7 @@ func (g *group) free() {
 	clear(g.byItem)
 	clear(g.freshOK)
 	*g = group{byItem: g.byItem, buf: g.buf[:0], val: g.val[:0], items: g.items[:0], freshOK: g.freshOK,
-		freeItems: g.freeItems, freeStates: g.freeStates}
+		freeItems: g.freeItems, freeStates: g.freeStates, dayBuf: g.dayBuf[:0], moves: g.moves[:0], edits: g.edits[:0]}
 	groupPool.Put(g)
 }
 
@@ -690,7 +698,8 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 	l := g.l
 	f := &l.fam
 	biz := it.b.id
-	var moves []membership
+	moves := g.moves[:0]
+	defer func() { g.moves = moves[:0] }()
 	for _, st := range it.states {
 		if st.s == st.s0 {
 			continue
@@ -763,7 +772,8 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 			return err
 		}
 	}
-	for _, d := range sortedDays(it.dayDelta) {
+	g.dayBuf = sortedDays(g.dayBuf[:0], it.dayDelta)
+	for _, d := range g.dayBuf {
 		delta := it.dayDelta[d]
 		if delta == 0 {
 			continue
@@ -813,11 +823,8 @@ func kindOf(s State) byte {
 	return kindDislike
 }
 
-func sortedDays(m map[uint32]int64) []uint32 {
-	if len(m) == 0 {
-		return nil
-	}
-	ds := make([]uint32, 0, len(m))
+// sortedDays appends the days of m to ds in order.
+func sortedDays(ds []uint32, m map[uint32]int64) []uint32 {
 	for d := range m {
 		ds = append(ds, d)
 	}
@@ -834,6 +841,10 @@ func (l *Likes) readAdd(f *store.Family, key []byte, vbuf *[]byte) (int64, error
 	}
 	return store.DecodeAdd(v)
 }
+
+// addOne is the MergeAdd operand +1 of every histogram move (a batch
+// copies what it is given, so one value serves them all).
+var addOne = store.AddOperand(nil, 1)
 
 // moveScore moves item from score old to score nw on board day of biz: the
 // board key and the histogram of buckets, if the bucket changes (see
@@ -854,7 +865,7 @@ func (l *Likes) moveScore(b *store.Batch, biz, day uint32, item, old, nw uint64,
 		if err := f.board.Delete(b, appendBoardKey((*buf)[:0], biz, day, ob, item)); err != nil {
 			return err
 		}
-		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, ob, histOut), store.AddOperand(nil, 1)); err != nil {
+		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, ob, histOut), addOne); err != nil {
 			return err
 		}
 	}
@@ -862,7 +873,7 @@ func (l *Likes) moveScore(b *store.Batch, biz, day uint32, item, old, nw uint64,
 		if err := f.board.Put(b, appendBoardKey((*buf)[:0], biz, day, nb, item), nil); err != nil {
 			return err
 		}
-		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, nb, histIn), store.AddOperand(nil, 1)); err != nil {
+		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, nb, histIn), addOne); err != nil {
 			return err
 		}
 	}
@@ -889,23 +900,26 @@ func (l *Likes) moveReceived(b *store.Batch, owner0, owner, likes0, likes uint64
 	return nil
 }
 
+// chunkEdit is one ordinal added to or removed from one chunk of an item.
+type chunkEdit struct {
+	id  chunkID
+	ord uint32
+	add bool
+}
+
+func compareChunkIDs(a, b chunkID) int {
+	if a.kind != b.kind {
+		return int(a.kind) - int(b.kind)
+	}
+	return cmp.Compare(a.chunk, b.chunk)
+}
+
 // roaringMoves applies membership moves to an item already in roaring
 // form: each touched chunk is read, changed and written whole (see
 // chunkBits), once per group however many moves it takes.
 func (g *group) roaringMoves(b *store.Batch, it *itemAcc, moves []membership) error {
-	type chunkEdit struct{ add, remove []uint32 }
-	edits := map[chunkID]*chunkEdit{}
-	var ids []chunkID
-	edit := func(kind byte, ord uint32) *chunkEdit {
-		id := chunkID{kind, chunkOf(ord)}
-		e := edits[id]
-		if e == nil {
-			e = &chunkEdit{}
-			edits[id] = e
-			ids = append(ids, id)
-		}
-		return e
-	}
+	edits := g.edits[:0]
+	defer func() { g.edits = edits[:0] }()
 	for _, m := range moves {
 		ord, err := g.ordinal(m.user)
 		if err != nil {
@@ -914,36 +928,37 @@ func (g *group) roaringMoves(b *store.Batch, it *itemAcc, moves []membership) er
 		// A user moves between states once per group (moves are net), so
 		// an ordinal is added to or removed from a chunk at most once.
 		if m.from != None {
-			e := edit(kindOf(m.from), ord)
-			e.remove = append(e.remove, ord)
+			edits = append(edits, chunkEdit{chunkID{kindOf(m.from), chunkOf(ord)}, ord, false})
 		}
 		if m.to != None {
-			e := edit(kindOf(m.to), ord)
-			e.add = append(e.add, ord)
+			edits = append(edits, chunkEdit{chunkID{kindOf(m.to), chunkOf(ord)}, ord, true})
 		}
 	}
-	slices.SortFunc(ids, func(a, b chunkID) int {
-		if a.kind != b.kind {
-			return int(a.kind) - int(b.kind)
+	// By chunk, in key order; within a chunk the order does not matter
+	// (an ordinal is in at most one edit of a chunk).
+	slices.SortFunc(edits, func(a, b chunkEdit) int { return compareChunkIDs(a.id, b.id) })
+	for i := 0; i < len(edits); {
+		id := edits[i].id
+		j := i
+		for j < len(edits) && edits[j].id == id {
+			j++
 		}
-		return cmp.Compare(a.chunk, b.chunk)
-	})
-	for _, id := range ids {
-		e := edits[id]
 		key := appendBitmapKey(g.buf[:0], it.b.id, it.item, id.kind, id.chunk)
 		cur, err := g.l.readChunk(key)
 		if err != nil {
 			return err
 		}
-		for _, o := range e.remove {
-			cur.Remove(o)
+		for _, e := range edits[i:j] {
+			if e.add {
+				cur.Add(e.ord)
+			} else {
+				cur.Remove(e.ord)
+			}
 		}
-		for _, o := range e.add {
-			cur.Add(o)
-		}
-		if err := g.l.putChunk(b, key, cur); err != nil {
+		if err := g.l.putChunk(b, key, cur, &g.val); err != nil {
 			return err
 		}
+		i = j
 	}
 	return nil
 }
@@ -967,11 +982,12 @@ func (l *Likes) readChunk(key []byte) (*roaring.Bitmap, error) {
 // putChunk writes a chunk whole, or deletes it when it holds no user. (No
 // run containers: decoding validates them, which costs more than they save
 // in chunks of 4,096 ordinals.)
-func (l *Likes) putChunk(b *store.Batch, key []byte, bm *roaring.Bitmap) error {
+func (l *Likes) putChunk(b *store.Batch, key []byte, bm *roaring.Bitmap, vbuf *[]byte) error {
 	if bm.IsEmpty() {
 		return l.fam.bitmap.Delete(b, key)
 	}
-	v, err := store.RoaringOperand(nil, bm, nil)
+	v, err := store.RoaringOperand((*vbuf)[:0], bm, nil)
+	*vbuf = v
 	if err != nil {
 		return err
 	}
@@ -1037,7 +1053,7 @@ func (g *group) convert(b *store.Batch, it *itemAcc, moves []membership) error {
 		return cmp.Compare(a.chunk, b.chunk)
 	})
 	for _, k := range keys {
-		if err := l.putChunk(b, appendBitmapKey(g.buf[:0], it.b.id, it.item, k.kind, k.chunk), chunks[k]); err != nil {
+		if err := l.putChunk(b, appendBitmapKey(g.buf[:0], it.b.id, it.item, k.kind, k.chunk), chunks[k], &g.val); err != nil {
 			return err
 		}
 	}
@@ -1214,8 +1230,9 @@ func (l *Likes) lookupOrdinal(user uint64, kb, vb []byte) (uint32, bool, error) 
 }
 
 func (l *Likes) putOrdinal(b *store.Batch, user uint64, ord uint32) error {
-	if err := l.fam.ord.Put(b, appendOrdKey(nil, user), appendOrd(nil, ord)); err != nil {
+	var k, v [16]byte
+	if err := l.fam.ord.Put(b, appendOrdKey(k[:0], user), appendOrd(v[:0], ord)); err != nil {
 		return err
 	}
-	return l.fam.ordRev.Put(b, appendOrdRevKey(nil, ord), appendOrdUser(nil, user))
+	return l.fam.ordRev.Put(b, appendOrdRevKey(k[:0], ord), appendOrdUser(v[:0], user))
 }
