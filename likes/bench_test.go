@@ -126,7 +126,7 @@ func BenchmarkLike(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(8)
 			b.ResetTimer()
-			start := time.Now()
+			start, cpu0 := time.Now(), processCPU()
 			b.RunParallel(func(pb *testing.PB) {
 				s := w.Stream(int(client.Add(1)))
 				for pb.Next() {
@@ -149,6 +149,7 @@ func BenchmarkLike(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "likes/s")
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/like")
 			reportGroups(b, l)
 		})
 	}
