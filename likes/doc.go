@@ -132,7 +132,13 @@
 // counter increments). Ordinal allocation is serialized by its own mutex,
 // and a pending ordinal is shared by every batch that needs it until one
 // commits. Each stripe caches its items' records and latest day scores
-// (coherent: only the stripe's leader and Load write them). Reads take no
+// (coherent: only the stripe's leader and Load write them). A Bloom filter
+// of the keys of the state, ordinal, item and day score families
+// (keyfilter.go) lets a transition skip the Gets of keys that do not exist,
+// most of what it reads: New fills it from the store (a scan of those
+// families; none on a read-only store), a key is added before the batch
+// writing it commits, and Check verifies that it holds every key. It costs
+// 10 bits a key (Stats: key_filter_bytes). Reads take no
 // locks; Top and Rank read inside db.View so board keys and counts are of
 // one moment; use db.View to read several things at one moment.
 //
@@ -174,6 +180,8 @@
 //     merges that finish as deletions; store no longer asks Pebble for
 //     those (store's TestMergeToNothingThenFlush), and the layout stays
 //     because it also keeps each like's writes small.
+//   - New scans the state, ordinal, item and day score families to fill
+//     the key filter: its time grows with the likes stored.
 //   - The "received" total sums over every business.
 //   - A hot item's counter range must be hot for counts to be cheap: pick
 //     BusinessOptions so recent items stay hot.

@@ -200,6 +200,10 @@ type Likes struct {
 	// finish them (a writable New does). Their item counts lag their sets
 	// until then. Set by New only.
 	interrupted map[uint32]bool
+	// filter holds every key of the state, ordinal, item and day score
+	// families, so transitions skip the Gets of absent ones (keyfilter.go);
+	// nil on a read-only store. Set by New only.
+	filter *keyFilter
 
 	stats struct {
 		groups, ops, maxGroup, waits atomic.Int64
@@ -269,8 +273,13 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 		if l.interrupted, err = l.interruptedLoadIDs(); err != nil {
 			return nil, err
 		}
-	} else if err := l.finishInterruptedLoads(); err != nil {
-		return nil, err
+	} else {
+		if err := l.finishInterruptedLoads(); err != nil {
+			return nil, err
+		}
+		if l.filter, err = l.buildFilter(); err != nil {
+			return nil, err
+		}
 	}
 	if changed {
 		// Fewer days kept (or none): delete the boards that left the
@@ -638,6 +647,7 @@ func (l *Likes) Stats() []Stat {
 	l.ords.mu.Lock()
 	next := l.ords.next
 	l.ords.mu.Unlock()
+	fbytes, fkeys := l.filter.stats()
 	return []Stat{
 		{Key: "board_days", Value: i(int64(l.cfg.boardDays))},
 		{Key: "roaring_threshold", Value: i(int64(l.cfg.roaringThreshold))},
@@ -650,6 +660,8 @@ func (l *Likes) Stats() []Stat {
 		{Key: "waited", Value: i(l.stats.waits.Load())},
 		{Key: "conversions", Value: i(l.stats.conversions.Load())},
 		{Key: "interrupted_loads", Value: i(int64(len(l.interrupted)))},
+		{Key: "key_filter_bytes", Value: i(fbytes)},
+		{Key: "key_filter_keys", Value: i(fkeys)},
 	}
 }
 

@@ -444,6 +444,9 @@ func (g *group) item(b *business, item uint64) *itemAcc {
 // readItem returns an item's record (the zero record if it has none).
 func (l *Likes) readItem(biz uint32, item uint64, kbuf, vbuf *[]byte) (itemRec, error) {
 	*kbuf = appendItemKey((*kbuf)[:0], biz, item)
+	if !l.filter.mayContain(*kbuf) {
+		return itemRec{}, nil
+	}
 	v, ok, err := l.fam.item.Get(*kbuf, (*vbuf)[:0])
 	*vbuf = v
 	if err != nil || !ok {
@@ -507,6 +510,9 @@ func (g *group) state(it *itemAcc, r *request) (*stateAcc, error) {
 
 func (l *Likes) readState(biz uint32, user, item uint64, kbuf, vbuf *[]byte) (stateRec, error) {
 	*kbuf = appendStateKey((*kbuf)[:0], biz, user, item)
+	if !l.filter.mayContain(*kbuf) {
+		return stateRec{}, nil
+	}
 	v, ok, err := l.fam.state.Get(*kbuf, (*vbuf)[:0])
 	*vbuf = v
 	if err != nil || !ok {
@@ -709,6 +715,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		if st.s.state == None {
 			err = f.state.Delete(b, key)
 		} else {
+			l.filter.add(key) // before the commit: see keyfilter.go
 			err = f.state.Put(b, key, appendState(g.val[:0], st.s))
 		}
 		if err != nil {
@@ -782,7 +789,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		var old int64
 		if e := g.s.cached(biz, it.item); e != nil && e.hasDay && e.day == d && g.bulk == nil {
 			old = e.dayScore
-		} else {
+		} else if l.filter.mayContain(key) {
 			var err error
 			if old, err = l.readAdd(f.dayScore, key, &g.val); err != nil {
 				return err
@@ -797,6 +804,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		if nw == 0 {
 			err = f.dayScore.Delete(b, key)
 		} else {
+			l.filter.add(key)
 			err = f.dayScore.Put(b, key, store.AddOperand(g.val[:0], nw))
 		}
 		if err != nil {
@@ -811,6 +819,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		if it.rec == (itemRec{}) {
 			return f.item.Delete(b, key)
 		}
+		l.filter.add(key)
 		return f.item.Put(b, key, appendItem(g.val[:0], it.rec))
 	}
 	return nil
@@ -1218,7 +1227,11 @@ func (a *ordAlloc) doneOne(user uint64) {
 }
 
 func (l *Likes) lookupOrdinal(user uint64, kb, vb []byte) (uint32, bool, error) {
-	v, ok, err := l.fam.ord.Get(appendOrdKey(kb, user), vb)
+	kb = appendOrdKey(kb, user)
+	if !l.filter.mayContain(kb) {
+		return 0, false, nil
+	}
+	v, ok, err := l.fam.ord.Get(kb, vb)
 	if err != nil || !ok {
 		return 0, false, err
 	}
@@ -1231,6 +1244,7 @@ func (l *Likes) lookupOrdinal(user uint64, kb, vb []byte) (uint32, bool, error) 
 
 func (l *Likes) putOrdinal(b *store.Batch, user uint64, ord uint32) error {
 	var k, v [16]byte
+	l.filter.add(appendOrdKey(k[:0], user)) // before the commit: see keyfilter.go
 	if err := l.fam.ord.Put(b, appendOrdKey(k[:0], user), appendOrd(v[:0], ord)); err != nil {
 		return err
 	}
