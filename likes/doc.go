@@ -139,7 +139,7 @@
 // most of what it reads: New fills it from the store (a scan of those
 // families; none on a read-only store), a key is added before the batch
 // writing it commits, and Check verifies that it holds every key. It costs
-// 10 bits a key (Stats: key_filter_bytes). Reads take no
+// 10 bits a key. Reads take no
 // locks; Top and Rank read inside db.View so board keys and counts are of
 // one moment; use db.View to read several things at one moment.
 //

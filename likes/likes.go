@@ -647,7 +647,6 @@ func (l *Likes) Stats() []Stat {
 	l.ords.mu.Lock()
 	next := l.ords.next
 	l.ords.mu.Unlock()
-	fbytes, fkeys := l.filter.stats()
 	return []Stat{
 		{Key: "board_days", Value: i(int64(l.cfg.boardDays))},
 		{Key: "roaring_threshold", Value: i(int64(l.cfg.roaringThreshold))},
@@ -660,8 +659,6 @@ func (l *Likes) Stats() []Stat {
 		{Key: "waited", Value: i(l.stats.waits.Load())},
 		{Key: "conversions", Value: i(l.stats.conversions.Load())},
 		{Key: "interrupted_loads", Value: i(int64(len(l.interrupted)))},
-		{Key: "key_filter_bytes", Value: i(fbytes)},
-		{Key: "key_filter_keys", Value: i(fkeys)},
 	}
 }
 
