@@ -29,6 +29,9 @@ func (l *Likes) Check() error {
 	if err != nil {
 		return err
 	}
+	if err := l.checkFilter(snap); err != nil {
+		return err
+	}
 	received := map[uint64]uint64{}
 	var errs []error
 	for _, name := range l.Businesses() {

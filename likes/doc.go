@@ -99,8 +99,9 @@
 // crosses it, to roaring bitmaps of user ordinals: users get dense 32-bit
 // ordinals (likes-ord, likes-ordrev) the first time they join a roaring
 // set, and the bitmaps are cut into chunks of 4,096 ordinals, one key each,
-// read and rewritten whole by a transition (no merge operands: see
-// chunkBits in keys.go for the measurement). Dense sets cost about 2 bytes
+// written whole by the conversion and changed by a transition with a blind
+// MergeRoaring operand (see chunkBits in keys.go for the measurements).
+// Dense sets cost about 2 bytes
 // a member there. Measured (BenchmarkBytesPerLike, 1M likes on 200k items,
 // Zipf 1.1; busy machine): with 50 likes a user, 39.2 bytes a like on disk
 // adaptive against 40.1 with lists only; with one like a user the ordinal
@@ -132,7 +133,13 @@
 // counter increments). Ordinal allocation is serialized by its own mutex,
 // and a pending ordinal is shared by every batch that needs it until one
 // commits. Each stripe caches its items' records and latest day scores
-// (coherent: only the stripe's leader and Load write them). Reads take no
+// (coherent: only the stripe's leader and Load write them). A Bloom filter
+// of the keys of the state, ordinal, item and day score families
+// (keyfilter.go) lets a transition skip the Gets of keys that do not exist,
+// most of what it reads: New fills it from the store (a scan of those
+// families; none on a read-only store), a key is added before the batch
+// writing it commits, and Check verifies that it holds every key. It costs
+// 10 bits a key. Reads take no
 // locks; Top and Rank read inside db.View so board keys and counts are of
 // one moment; use db.View to read several things at one moment.
 //
@@ -169,11 +176,13 @@
 // # Caveats
 //
 //   - The histogram counts arrivals and departures in separate grow-only
-//     keys, and day scores and roaring chunks are written whole, never
-//     merged to nothing. This was forced by a Pebble v2.1.7 flush panic on
-//     merges that finish as deletions; store no longer asks Pebble for
-//     those (store's TestMergeToNothingThenFlush), and the layout stays
-//     because it also keeps each like's writes small.
+//     keys, and day scores are written whole, never merged to nothing.
+//     This was forced by a Pebble v2.1.7 flush panic on merges that finish
+//     as deletions; store no longer asks Pebble for those (store's
+//     TestMergeToNothingThenFlush), which roaring chunks now rely on (a
+//     chunk whose members all left merges to nothing and reads as absent).
+//   - New scans the state, ordinal, item and day score families to fill
+//     the key filter: its time grows with the likes stored.
 //   - The "received" total sums over every business.
 //   - A hot item's counter range must be hot for counts to be cheap: pick
 //     BusinessOptions so recent items stay hot.

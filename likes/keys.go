@@ -271,15 +271,19 @@ func checkChunk(k, v []byte) error {
 
 // Roaring chunks. A roaring set is cut into one key per chunkBits of
 // ordinals (4,096 ordinals): a chunk's members are at most 4,096, so its
-// container is an array of at most 8 KiB (2 bytes a member), which a
-// transition reads and rewrites whole (read-modify-write under the item's
-// stripe). 2^16-ordinal chunks (roaring's own container size) were
-// measured first, written with MergeRoaring operands: a popular item's
-// chunk is then an 8 KiB bitmap that every merge on a read decodes,
-// validates and re-encodes (and the store's Finish run-optimizes it, whose
-// validation costs more again): 4-5k likes/s on the workload's popular
-// items against ~40k with lists. A chunk is written only by the stripe that
-// owns its item, so no merge operator is needed.
+// container is an array of at most 8 KiB (2 bytes a member). 2^16-ordinal
+// chunks (roaring's own container size) were measured first, with
+// transitions that read the chunk: a popular item's chunk is then an 8 KiB
+// bitmap that every merge on a read decodes, validates and re-encodes (and
+// the store's Finish run-optimizes it, whose validation costs more again):
+// 4-5k likes/s on the workload's popular items against ~40k with lists.
+// Chunks of 4,096 were then read and rewritten whole by each transition
+// (read-modify-write under the item's stripe): ~1 KiB written a like on a
+// popular item, half the bytes a like wrote (bench/RESULTS.md, issue 18).
+// Since issue 18 a transition writes a blind MergeRoaring operand of the
+// ordinals it adds and removes (its state read already says whether the
+// user is a member) and never reads the chunk; the operands are merged by
+// Pebble's flushes and compactions and by the reads of Likers and Check.
 const chunkBits = 12
 
 func chunkOf(ord uint32) uint32 { return ord >> chunkBits }

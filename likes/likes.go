@@ -200,6 +200,10 @@ type Likes struct {
 	// finish them (a writable New does). Their item counts lag their sets
 	// until then. Set by New only.
 	interrupted map[uint32]bool
+	// filter holds every key of the state, ordinal, item and day score
+	// families, so transitions skip the Gets of absent ones (keyfilter.go);
+	// nil on a read-only store. Set by New only.
+	filter *keyFilter
 
 	stats struct {
 		groups, ops, maxGroup, waits atomic.Int64
@@ -274,8 +278,13 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 		if l.interrupted, err = l.interruptedLoadIDs(); err != nil {
 			return nil, err
 		}
-	} else if err := l.finishInterruptedLoads(); err != nil {
-		return nil, err
+	} else {
+		if err := l.finishInterruptedLoads(); err != nil {
+			return nil, err
+		}
+		if l.filter, err = l.buildFilter(); err != nil {
+			return nil, err
+		}
 	}
 	if changed {
 		// Fewer days kept (or none): delete the boards that left the

@@ -5,7 +5,7 @@ package likes
 // Load writes what a stream of Like calls would, without the counter log:
 // the likes are sorted by item and cut into groups of whole batches; each
 // batch holds, for its likes, the states, user-list entries, set members
-// (list keys, roaring chunks rewritten whole, conversions), ordinals, the
+// (list keys, roaring chunk operands, conversions), ordinals, the
 // all-time and day board keys, histogram and day scores, item records and
 // the owners' received totals, computed by the same overlay as live
 // transitions (write.go) against the load's running counts. The item

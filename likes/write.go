@@ -34,8 +34,11 @@ package likes
 // Keys shared between items (the score histogram, an owner's received
 // total) are only ever changed blindly (MergeAdd operands, counter Incr),
 // so they need no stripe. Everything read before a write is per item
-// (counts, day scores, board keys, the item record, roaring chunks) or per
-// (item, user) (state, user-list entry): owned by the item's stripe.
+// (counts, day scores, board keys, the item record, a list set converted
+// to roaring) or per (item, user) (state, user-list entry): owned by the
+// item's stripe. Roaring chunks are changed blindly too (MergeRoaring
+// operands), but only by the item's stripe, whose state reads make the
+// operands exact.
 // Ordinals are per user and shared: ordAlloc serializes their allocation.
 
 import (
@@ -45,6 +48,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -86,6 +90,9 @@ type request struct {
 	res      Result
 	err      error
 	wake     chan bool // true: lead the next group; false: done
+	// group is the leader's copy of the transitions it runs, kept with
+	// the pooled request so a group takes no allocation.
+	group []*request
 }
 
 var requestPool = sync.Pool{New: func() any { return &request{wake: make(chan bool, 1)} }}
@@ -105,7 +112,7 @@ type stripe struct {
 }
 
 // stripeCache is the number of items a stripe caches, direct-mapped.
-const stripeCache = 8
+const stripeCache = 32
 
 type cacheEntry struct {
 	valid    bool
@@ -117,8 +124,13 @@ type cacheEntry struct {
 	dayScore int64
 }
 
+// entry returns the cache slot of (biz, item). The slot comes from the
+// high bits of itemHash, which the stripe's index (its low bits) leaves
+// independent. NB: a slot of item%stripeCache, as it was, put almost every
+// item of a stripe in one slot: snowflake ids end in a sequence that is
+// mostly 0.
 func (s *stripe) entry(biz uint32, item uint64) *cacheEntry {
-	return &s.cache[(item^uint64(biz)*0x9E3779B9)%stripeCache]
+	return &s.cache[(itemHash(biz, item)>>40)%stripeCache]
 }
 
 // cached returns the cache entry of (biz, item), or nil.
@@ -143,12 +155,18 @@ type chunkID struct {
 	chunk uint32
 }
 
-func (l *Likes) stripeOf(biz uint32, item uint64) *stripe {
+// itemHash mixes (biz, item): its low bits pick the stripe, its high
+// bits the stripe's cache slot.
+func itemHash(biz uint32, item uint64) uint64 {
 	h := item*0x9E3779B97F4A7C15 ^ uint64(biz)*0xC2B2AE3D27D4EB4F
 	h ^= h >> 29
 	h *= 0xBF58476D1CE4E5B9
 	h ^= h >> 32
-	return &l.stripes[h&uint64(len(l.stripes)-1)]
+	return h
+}
+
+func (l *Likes) stripeOf(biz uint32, item uint64) *stripe {
+	return &l.stripes[itemHash(biz, item)&uint64(len(l.stripes)-1)]
 }
 
 // Like records that user likes item of business (replacing a dislike),
@@ -241,7 +259,7 @@ func (l *Likes) submit(r *request) {
 	// first MaxGroup queued transitions.
 	s.mu.Lock()
 	n := min(len(s.queue), l.opts.MaxGroup)
-	group := slices.Clone(s.queue[:n])
+	group := append(r.group[:0], s.queue[:n]...)
 	rest := copy(s.queue, s.queue[n:])
 	clear(s.queue[rest:])
 	s.queue = s.queue[:rest]
@@ -263,6 +281,8 @@ func (l *Likes) submit(r *request) {
 	if next != nil {
 		next.wake <- true
 	}
+	clear(group) // the others go back to the pool now
+	r.group = group[:0]
 }
 
 // group is the overlay of one commit group: every item and (item, user)
@@ -280,6 +300,11 @@ type group struct {
 	byItem map[itemKey]*itemAcc
 	buf    []byte
 	val    []byte
+	dayBuf []uint32
+	moves  []membership // emitItem's, reused
+	edits  []chunkEdit  // roaringMoves', reused
+	// roaringMoves' operand sets, reused
+	addBM, rmBM *roaring.Bitmap
 	// ordinals handed out to this group that were not in the store yet:
 	// written with the group's batch.
 	fresh   []uint64
@@ -348,7 +373,8 @@ func (g *group) free() {
 	clear(g.byItem)
 	clear(g.freshOK)
 	*g = group{byItem: g.byItem, buf: g.buf[:0], val: g.val[:0], items: g.items[:0], freshOK: g.freshOK,
-		freeItems: g.freeItems, freeStates: g.freeStates}
+		freeItems: g.freeItems, freeStates: g.freeStates, dayBuf: g.dayBuf[:0], moves: g.moves[:0], edits: g.edits[:0],
+		addBM: g.addBM, rmBM: g.rmBM}
 	groupPool.Put(g)
 }
 
@@ -426,6 +452,9 @@ func (g *group) item(b *business, item uint64) *itemAcc {
 // readItem returns an item's record (the zero record if it has none).
 func (l *Likes) readItem(biz uint32, item uint64, kbuf, vbuf *[]byte) (itemRec, error) {
 	*kbuf = appendItemKey((*kbuf)[:0], biz, item)
+	if !l.filter.mayContain(*kbuf) {
+		return itemRec{}, nil
+	}
 	v, ok, err := l.fam.item.Get(*kbuf, (*vbuf)[:0])
 	*vbuf = v
 	if err != nil || !ok {
@@ -489,6 +518,9 @@ func (g *group) state(it *itemAcc, r *request) (*stateAcc, error) {
 
 func (l *Likes) readState(biz uint32, user, item uint64, kbuf, vbuf *[]byte) (stateRec, error) {
 	*kbuf = appendStateKey((*kbuf)[:0], biz, user, item)
+	if !l.filter.mayContain(*kbuf) {
+		return stateRec{}, nil
+	}
 	v, ok, err := l.fam.state.Get(*kbuf, (*vbuf)[:0])
 	*vbuf = v
 	if err != nil || !ok {
@@ -680,7 +712,8 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 	l := g.l
 	f := &l.fam
 	biz := it.b.id
-	var moves []membership
+	moves := g.moves[:0]
+	defer func() { g.moves = moves[:0] }()
 	for _, st := range it.states {
 		if st.s == st.s0 {
 			continue
@@ -690,6 +723,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		if st.s.state == None {
 			err = f.state.Delete(b, key)
 		} else {
+			l.filter.add(key) // before the commit: see keyfilter.go
 			err = f.state.Put(b, key, appendState(g.val[:0], st.s))
 		}
 		if err != nil {
@@ -753,7 +787,8 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 			return err
 		}
 	}
-	for _, d := range sortedDays(it.dayDelta) {
+	g.dayBuf = sortedDays(g.dayBuf[:0], it.dayDelta)
+	for _, d := range g.dayBuf {
 		delta := it.dayDelta[d]
 		if delta == 0 {
 			continue
@@ -762,7 +797,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		var old int64
 		if e := g.s.cached(biz, it.item); e != nil && e.hasDay && e.day == d && g.bulk == nil {
 			old = e.dayScore
-		} else {
+		} else if l.filter.mayContain(key) {
 			var err error
 			if old, err = l.readAdd(f.dayScore, key, &g.val); err != nil {
 				return err
@@ -777,6 +812,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		if nw == 0 {
 			err = f.dayScore.Delete(b, key)
 		} else {
+			l.filter.add(key)
 			err = f.dayScore.Put(b, key, store.AddOperand(g.val[:0], nw))
 		}
 		if err != nil {
@@ -791,6 +827,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		if it.rec == (itemRec{}) {
 			return f.item.Delete(b, key)
 		}
+		l.filter.add(key)
 		return f.item.Put(b, key, appendItem(g.val[:0], it.rec))
 	}
 	return nil
@@ -803,11 +840,8 @@ func kindOf(s State) byte {
 	return kindDislike
 }
 
-func sortedDays(m map[uint32]int64) []uint32 {
-	if len(m) == 0 {
-		return nil
-	}
-	ds := make([]uint32, 0, len(m))
+// sortedDays appends the days of m to ds in order.
+func sortedDays(ds []uint32, m map[uint32]int64) []uint32 {
 	for d := range m {
 		ds = append(ds, d)
 	}
@@ -824,6 +858,10 @@ func (l *Likes) readAdd(f *store.Family, key []byte, vbuf *[]byte) (int64, error
 	}
 	return store.DecodeAdd(v)
 }
+
+// addOne is the MergeAdd operand +1 of every histogram move (a batch
+// copies what it is given, so one value serves them all).
+var addOne = store.AddOperand(nil, 1)
 
 // moveScore moves item from score old to score nw on board day of biz: the
 // board key and the histogram of buckets, if the bucket changes (see
@@ -844,7 +882,7 @@ func (l *Likes) moveScore(b *store.Batch, biz, day uint32, item, old, nw uint64,
 		if err := f.board.Delete(b, appendBoardKey((*buf)[:0], biz, day, ob, item)); err != nil {
 			return err
 		}
-		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, ob, histOut), store.AddOperand(nil, 1)); err != nil {
+		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, ob, histOut), addOne); err != nil {
 			return err
 		}
 	}
@@ -852,7 +890,7 @@ func (l *Likes) moveScore(b *store.Batch, biz, day uint32, item, old, nw uint64,
 		if err := f.board.Put(b, appendBoardKey((*buf)[:0], biz, day, nb, item), nil); err != nil {
 			return err
 		}
-		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, nb, histIn), store.AddOperand(nil, 1)); err != nil {
+		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, nb, histIn), addOne); err != nil {
 			return err
 		}
 	}
@@ -879,23 +917,31 @@ func (l *Likes) moveReceived(b *store.Batch, owner0, owner, likes0, likes uint64
 	return nil
 }
 
-// roaringMoves applies membership moves to an item already in roaring
-// form: each touched chunk is read, changed and written whole (see
-// chunkBits), once per group however many moves it takes.
-func (g *group) roaringMoves(b *store.Batch, it *itemAcc, moves []membership) error {
-	type chunkEdit struct{ add, remove []uint32 }
-	edits := map[chunkID]*chunkEdit{}
-	var ids []chunkID
-	edit := func(kind byte, ord uint32) *chunkEdit {
-		id := chunkID{kind, chunkOf(ord)}
-		e := edits[id]
-		if e == nil {
-			e = &chunkEdit{}
-			edits[id] = e
-			ids = append(ids, id)
-		}
-		return e
+// chunkEdit is one ordinal added to or removed from one chunk of an item.
+type chunkEdit struct {
+	id  chunkID
+	ord uint32
+	add bool
+}
+
+func compareChunkIDs(a, b chunkID) int {
+	if a.kind != b.kind {
+		return int(a.kind) - int(b.kind)
 	}
+	return cmp.Compare(a.chunk, b.chunk)
+}
+
+// roaringMoves applies membership moves to an item already in roaring
+// form: one MergeRoaring operand per touched chunk, adding and removing the
+// group's ordinals, written blind. The state read before tells whether the
+// user is in the set, so the chunk need not be read: it was read and
+// rewritten whole until issue 18, which cost a Get and ~1 KiB written a
+// like on a popular item's chunk (162 of the 341 bytes a like wrote in
+// BenchmarkLike, 2M likes loaded; see chunkBits for the merges' cost on
+// reads).
+func (g *group) roaringMoves(b *store.Batch, it *itemAcc, moves []membership) error {
+	edits := g.edits[:0]
+	defer func() { g.edits = edits[:0] }()
 	for _, m := range moves {
 		ord, err := g.ordinal(m.user)
 		if err != nil {
@@ -904,64 +950,56 @@ func (g *group) roaringMoves(b *store.Batch, it *itemAcc, moves []membership) er
 		// A user moves between states once per group (moves are net), so
 		// an ordinal is added to or removed from a chunk at most once.
 		if m.from != None {
-			e := edit(kindOf(m.from), ord)
-			e.remove = append(e.remove, ord)
+			edits = append(edits, chunkEdit{chunkID{kindOf(m.from), chunkOf(ord)}, ord, false})
 		}
 		if m.to != None {
-			e := edit(kindOf(m.to), ord)
-			e.add = append(e.add, ord)
+			edits = append(edits, chunkEdit{chunkID{kindOf(m.to), chunkOf(ord)}, ord, true})
 		}
 	}
-	slices.SortFunc(ids, func(a, b chunkID) int {
-		if a.kind != b.kind {
-			return int(a.kind) - int(b.kind)
+	// By chunk, in key order; within a chunk the order does not matter
+	// (an ordinal is in at most one edit of a chunk).
+	slices.SortFunc(edits, func(a, b chunkEdit) int { return compareChunkIDs(a.id, b.id) })
+	for i := 0; i < len(edits); {
+		id := edits[i].id
+		j := i
+		for j < len(edits) && edits[j].id == id {
+			j++
 		}
-		return cmp.Compare(a.chunk, b.chunk)
-	})
-	for _, id := range ids {
-		e := edits[id]
-		key := appendBitmapKey(g.buf[:0], it.b.id, it.item, id.kind, id.chunk)
-		cur, err := g.l.readChunk(key)
+		if g.addBM == nil {
+			g.addBM, g.rmBM = roaring.New(), roaring.New()
+		}
+		g.addBM.Clear()
+		g.rmBM.Clear()
+		for _, e := range edits[i:j] {
+			if e.add {
+				g.addBM.Add(e.ord)
+			} else {
+				g.rmBM.Add(e.ord)
+			}
+		}
+		v, err := store.RoaringOperand(g.val[:0], g.addBM, g.rmBM)
+		g.val = v
 		if err != nil {
 			return err
 		}
-		for _, o := range e.remove {
-			cur.Remove(o)
-		}
-		for _, o := range e.add {
-			cur.Add(o)
-		}
-		if err := g.l.putChunk(b, key, cur); err != nil {
+		key := appendBitmapKey(g.buf[:0], it.b.id, it.item, id.kind, id.chunk)
+		if err := g.l.fam.bitmap.Merge(b, key, v); err != nil {
 			return err
 		}
+		i = j
 	}
 	return nil
-}
-
-// readChunk returns the members of a roaring chunk (empty if absent).
-func (l *Likes) readChunk(key []byte) (*roaring.Bitmap, error) {
-	v, ok, err := l.fam.bitmap.Get(key, nil)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return roaring.New(), nil
-	}
-	add, _, err := store.DecodeRoaring(v)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", store.ErrCorrupt, err)
-	}
-	return add, nil
 }
 
 // putChunk writes a chunk whole, or deletes it when it holds no user. (No
 // run containers: decoding validates them, which costs more than they save
 // in chunks of 4,096 ordinals.)
-func (l *Likes) putChunk(b *store.Batch, key []byte, bm *roaring.Bitmap) error {
+func (l *Likes) putChunk(b *store.Batch, key []byte, bm *roaring.Bitmap, vbuf *[]byte) error {
 	if bm.IsEmpty() {
 		return l.fam.bitmap.Delete(b, key)
 	}
-	v, err := store.RoaringOperand(nil, bm, nil)
+	v, err := store.RoaringOperand((*vbuf)[:0], bm, nil)
+	*vbuf = v
 	if err != nil {
 		return err
 	}
@@ -1027,7 +1065,7 @@ func (g *group) convert(b *store.Batch, it *itemAcc, moves []membership) error {
 		return cmp.Compare(a.chunk, b.chunk)
 	})
 	for _, k := range keys {
-		if err := l.putChunk(b, appendBitmapKey(g.buf[:0], it.b.id, it.item, k.kind, k.chunk), chunks[k]); err != nil {
+		if err := l.putChunk(b, appendBitmapKey(g.buf[:0], it.b.id, it.item, k.kind, k.chunk), chunks[k], &g.val); err != nil {
 			return err
 		}
 	}
@@ -1072,7 +1110,7 @@ func (g *group) ordinal(user uint64) (uint32, error) {
 				return 0, err
 			}
 		} else {
-			g.l.ords.done([]uint64{user}, false) // one reference per group
+			g.l.ords.doneOne(user) // one reference per group
 		}
 	}
 	return ord, nil
@@ -1085,6 +1123,13 @@ type ordAlloc struct {
 	mu      sync.Mutex
 	next    uint32
 	pending map[uint64]*pendingOrd
+	// settled counts the pending ordinals that left pending because their
+	// batch committed (under mu). get reads it before its unlocked lookup:
+	// unchanged under mu, no ordinal became durable and left pending in
+	// between, so the lookup's miss still holds and a second Get (of a key
+	// that is usually absent, the costliest Get there is: every level is
+	// searched) is not needed.
+	settled atomic.Uint64
 }
 
 type pendingOrd struct {
@@ -1113,6 +1158,7 @@ var errOrdinals = errors.New("likes: user ordinals exhausted (2^32 users in roar
 // the mapping in its batch and calls done).
 func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
 	var kb, vb [16]byte
+	settled := a.settled.Load()
 	if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
 		return ord, false, err
 	}
@@ -1122,10 +1168,13 @@ func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
 		p.refs++
 		return p.ord, true, nil
 	}
-	// Again under the lock: a group that committed this user's ordinal
-	// removed it from pending after the commit was visible.
-	if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
-		return ord, false, err
+	// Again under the lock if a group that committed an ordinal removed
+	// it from pending since the lookup (it does so after the commit is
+	// visible): it may have been this user's.
+	if a.settled.Load() != settled {
+		if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
+			return ord, false, err
+		}
 	}
 	if a.next >= math.MaxUint32-1 {
 		return 0, false, errOrdinals
@@ -1159,14 +1208,33 @@ func (a *ordAlloc) done(users []uint64, committed bool) {
 			continue
 		}
 		p.refs--
-		if committed || p.refs <= 0 {
+		if committed {
+			delete(a.pending, u)
+			a.settled.Add(1)
+		} else if p.refs <= 0 {
 			delete(a.pending, u)
 		}
 	}
 }
 
+// doneOne drops one reference to user's pending ordinal, which stays
+// pending for its other holders.
+func (a *ordAlloc) doneOne(user uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p := a.pending[user]; p != nil {
+		if p.refs--; p.refs <= 0 {
+			delete(a.pending, user)
+		}
+	}
+}
+
 func (l *Likes) lookupOrdinal(user uint64, kb, vb []byte) (uint32, bool, error) {
-	v, ok, err := l.fam.ord.Get(appendOrdKey(kb, user), vb)
+	kb = appendOrdKey(kb, user)
+	if !l.filter.mayContain(kb) {
+		return 0, false, nil
+	}
+	v, ok, err := l.fam.ord.Get(kb, vb)
 	if err != nil || !ok {
 		return 0, false, err
 	}
@@ -1178,8 +1246,10 @@ func (l *Likes) lookupOrdinal(user uint64, kb, vb []byte) (uint32, bool, error) 
 }
 
 func (l *Likes) putOrdinal(b *store.Batch, user uint64, ord uint32) error {
-	if err := l.fam.ord.Put(b, appendOrdKey(nil, user), appendOrd(nil, ord)); err != nil {
+	var k, v [16]byte
+	l.filter.add(appendOrdKey(k[:0], user)) // before the commit: see keyfilter.go
+	if err := l.fam.ord.Put(b, appendOrdKey(k[:0], user), appendOrd(v[:0], ord)); err != nil {
 		return err
 	}
-	return l.fam.ordRev.Put(b, appendOrdRevKey(nil, ord), appendOrdUser(nil, user))
+	return l.fam.ordRev.Put(b, appendOrdRevKey(k[:0], ord), appendOrdUser(v[:0], user))
 }
