@@ -207,7 +207,7 @@ type Likes struct {
 
 	stats struct {
 		groups, ops, maxGroup, waits atomic.Int64
-		conversions                  atomic.Int64
+		conversions, boardMoves      atomic.Int64
 	}
 }
 
@@ -663,6 +663,7 @@ func (l *Likes) Stats() []Stat {
 		{Key: "max_group", Value: i(l.stats.maxGroup.Load())},
 		{Key: "waited", Value: i(l.stats.waits.Load())},
 		{Key: "conversions", Value: i(l.stats.conversions.Load())},
+		{Key: "board_moves", Value: i(l.stats.boardMoves.Load())},
 		{Key: "interrupted_loads", Value: i(int64(len(l.interrupted)))},
 	}
 }

@@ -877,6 +877,7 @@ func (l *Likes) moveScore(b *store.Batch, biz, day uint32, item, old, nw uint64,
 	if old == nw || old > 0 && nw > 0 && ob == nb {
 		return nil // still in its bucket: the key stays
 	}
+	l.stats.boardMoves.Add(1)
 	f := &l.fam
 	if old > 0 {
 		if err := f.board.Delete(b, appendBoardKey((*buf)[:0], biz, day, ob, item)); err != nil {

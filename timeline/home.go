@@ -150,6 +150,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 			return Page{}, false, fmt.Errorf("inbox of user %d: %w", user, err)
 		}
 		floor = tl.Floor
+		t.stats.inboxEntries.Add(int64(len(tl.Entries)))
 		t.removed.RLock()
 		removed := t.removed.bm
 		if removed.IsEmpty() {
@@ -205,6 +206,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 		}
 	}
 	if it != nil {
+		t.stats.pulls.Add(1) // the page read some posts from outboxes
 		err := closeIter(it)
 		it = nil
 		if err != nil {

@@ -320,6 +320,7 @@ type Timeline struct {
 	}
 	stats struct {
 		rebuilds, rebuildNanos, deliveries, pages, expired atomic.Int64
+		pulls, inboxEntries                                atomic.Int64
 	}
 
 	// testHook, if set, runs after each fan-out chunk commits (tests cut a
@@ -583,6 +584,11 @@ func (t *Timeline) Stats() []Stat {
 	}
 	add("expired", t.stats.expired.Load())
 	add("pages", t.stats.pages.Load())
+	// Pages that read posts from outboxes (pulled authors, or below the
+	// inbox's floor), and the inbox entries the pages found: over pages,
+	// the mean inbox a reader has.
+	add("pulls", t.stats.pulls.Load())
+	add("inbox_entries_read", t.stats.inboxEntries.Load())
 	return out
 }
 

@@ -42,6 +42,7 @@ var statsMask = []string{
 	// Counted since the package opened: a running server shows them, a
 	// CLI that opened the store for the command leaves them out.
 	"-timeline.deliveries", "-timeline.rebuilds", "-timeline.rebuild_mean", "-timeline.pages", "-timeline.expired",
+	"-timeline.pulls", "-timeline.inbox_entries_read", "-likes.board_moves",
 	"-unread.snapshot_cache_hits", "-unread.snapshot_cache_misses",
 	"-likes.transitions", "-likes.groups", "-likes.max_group", "-likes.waited", "-likes.conversions",
 }

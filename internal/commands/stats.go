@@ -92,12 +92,13 @@ reply is the same lines, one bulk string) they are the server's figures.
 
 Against a running tally serve (the CLI sends stats to it), the figures
 the packages count since the server opened the store follow:
-timeline.deliveries, rebuilds, rebuild_mean, expired and pages;
+timeline.deliveries, rebuilds, rebuild_mean, expired, pages, pulls
+(pages that read outboxes) and inbox_entries_read;
 unread.snapshot_cache_hits and misses; likes.transitions, groups,
-max_group, waited and conversions. A CLI that opens the store for the
-command leaves them out (they would read 0); TALLY.STATS over RESP and the
-server's Prometheus metrics (tally_timeline_deliveries_total, ...) show
-them too.
+max_group, waited, conversions and board_moves. A CLI that opens the
+store for the command leaves them out (they would read 0); TALLY.STATS
+over RESP and the server's Prometheus metrics
+(tally_timeline_deliveries_total, ...) show them too.
 
 Example:
   $ tally -d /var/lib/tally stats | grep -E '^(rows|bytes_per_row) '
@@ -240,10 +241,10 @@ func writeStats(w io.Writer, s store.Stats) {
 // Prometheus reads them as counters).
 var sinceOpen = map[string]bool{
 	"timeline.deliveries": true, "timeline.rebuilds": true, "timeline.rebuild_mean": true,
-	"timeline.expired": true, "timeline.pages": true,
+	"timeline.expired": true, "timeline.pages": true, "timeline.pulls": true, "timeline.inbox_entries_read": true,
 	"unread.snapshot_cache_hits": true, "unread.snapshot_cache_misses": true,
 	"likes.transitions": true, "likes.groups": true, "likes.max_group": true, "likes.waited": true,
-	"likes.conversions": true,
+	"likes.conversions": true, "likes.board_moves": true,
 }
 
 // SinceOpen reports whether the package figure PACKAGE.KEY counts events
