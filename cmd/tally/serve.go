@@ -23,6 +23,7 @@ var cmdServe = &command{
 	synopsis: "serve the store to Redis clients (RESP: redis-cli, redis-benchmark, libraries)",
 	help: `Usage: tally -d DIR serve [--addr HOST:PORT] [--requirepass PASSWORD] [--maxclients N]
            [--metrics-addr HOST:PORT] [--allow-remote] [--create] [--durability MODE]
+           [--slowlog-threshold DURATION]
 
 Serves the store to any number of Redis clients (RESP2, pipelining) until
 SIGTERM or SIGINT: then it stops accepting, finishes the commands already
@@ -65,6 +66,9 @@ Flags:
                            who can reach the port could change counts)
   --create                 create the store if DIR is new or empty
   --durability MODE        sync (default), interval or nosync
+  --slowlog-threshold D    SLOWLOG records commands that run at least D
+                           (default 10ms; negative: off; CONFIG SET
+                           slowlog-log-slower-than changes it while serving)
 
 Example:
   tally -d /var/lib/tally serve --addr 127.0.0.1:6380 --metrics-addr 127.0.0.1:9121
@@ -97,6 +101,7 @@ func runServe(e *env, args []string) error {
 	metricsAddr := fs.String("metrics-addr", "", "")
 	allowRemote := fs.Bool("allow-remote", false, "")
 	create := fs.Bool("create", false, "")
+	slowlog := fs.Duration("slowlog-threshold", server.DefaultSlowlogThreshold, "")
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -112,6 +117,14 @@ func runServe(e *env, args []string) error {
 		AllowRemote: *allowRemote,
 		MaxClients:  *maxClients,
 		Logger:      slog.New(slog.NewTextHandler(e.stderr, nil)),
+	}
+	switch {
+	case *slowlog < 0:
+		opts.SlowlogThreshold = -1
+	case *slowlog == 0:
+		opts.SlowlogThreshold = time.Nanosecond // every command
+	default:
+		opts.SlowlogThreshold = *slowlog
 	}
 	if err := opts.Validate(); err != nil {
 		return usagef("%v", err)

@@ -163,6 +163,7 @@ func TestServeUsage(t *testing.T) {
 		{[]string{d, "serve", "--requirepass", "a\nb"}, 2, "invalid server option"},
 		{[]string{"-d=" + filepath.Join(t.TempDir(), "missing"), "serve"}, 1, "no such directory"},
 		{[]string{d, "serve", "--durability", "fast"}, 2, "bad --durability"},
+		{[]string{d, "serve", "--slowlog-threshold", "soon"}, 2, "slowlog-threshold"},
 	} {
 		_, errOut, code := tally(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
@@ -500,5 +501,21 @@ func TestServeTimeline(t *testing.T) {
 	}
 	if out := mustTally(t, "-d="+dir, "home", "1"); out != "11 2\n10 2\nend\n" {
 		t.Fatalf("home after serve: %q", out)
+	}
+}
+
+// TestServeSlowlogThreshold: --slowlog-threshold sets what SLOWLOG records
+// (0: every command, as Redis's slowlog-log-slower-than 0).
+func TestServeSlowlogThreshold(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	p := startServe(t, "-d", dir, "--create", "--durability", "nosync", "--slowlog-threshold", "0")
+	rc := p.client(t)
+	ctx := context.Background()
+	if v, err := rc.ConfigGet(ctx, "slowlog-log-slower-than").Result(); err != nil || v["slowlog-log-slower-than"] != "0" {
+		t.Fatalf("CONFIG GET slowlog-log-slower-than = %v, %v", v, err)
+	}
+	rc.Ping(ctx)
+	if n, err := rc.Do(ctx, "SLOWLOG", "LEN").Int(); err != nil || n == 0 {
+		t.Fatalf("SLOWLOG LEN = %d, %v with threshold 0", n, err)
 	}
 }
