@@ -214,6 +214,7 @@ func (s *Server) configParams() [][2]string {
 		{"save", ""}, // no RDB snapshots: checkpoints are tally's own
 		{"slowlog-log-slower-than", strconv.FormatInt(s.slow.threshold.Load(), 10)},
 		{"slowlog-max-len", strconv.FormatInt(s.slow.maxLen.Load(), 10)},
+		{"latency-monitor-threshold", strconv.FormatInt(s.latency.threshold.Load(), 10)},
 		{"timeout", strconv.Itoa(int(s.opts.IdleTimeout.Seconds()))},
 	}
 }
@@ -305,6 +306,7 @@ func connectionCommands() []Command {
 				configSetCommand(),
 			}},
 		slowlogCommand(),
+		latencyCommand(),
 		{Name: "COMMAND", Arity: -1, Group: "server", Since: "2.8.13", Complexity: "O(N) where N is the number of commands",
 			Summary: "Returns every command's name, arity, flags and key positions.", Handler: commandHandler,
 			Subcommands: []Command{

@@ -360,6 +360,7 @@ func (c *Conn) run(cmd *Command, args [][]byte) {
 	d := time.Since(t0)
 	c.account(cmd, d)
 	c.s.slow.record(c, args, d)
+	c.s.latency.record(cmd, d)
 }
 
 func (c *Conn) account(cmd *Command, d time.Duration) {

@@ -344,7 +344,7 @@ func configSetHandler(c *Conn, args [][]byte) {
 		c.writeError("ERR wrong number of arguments for 'config|set' command")
 		return
 	}
-	var thr, maxLen *int64
+	var thr, maxLen, latency *int64
 	for i := 2; i < len(args); i += 2 {
 		name := strings.ToLower(string(args[i]))
 		v, err := strconv.ParseInt(string(args[i+1]), 10, 64)
@@ -361,15 +361,25 @@ func configSetHandler(c *Conn, args [][]byte) {
 				return
 			}
 			maxLen = &v
+		case "latency-monitor-threshold":
+			n, err := parseLatencyThreshold(args[i+1])
+			if err != nil {
+				c.writeError(fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", name, err))
+				return
+			}
+			latency = &n
 		default:
 			c.writeError(fmt.Sprintf("ERR Unknown option or number of arguments for CONFIG SET - '%.64s' "+
-				"(tally sets slowlog-log-slower-than and slowlog-max-len at run time; the rest are options of tally serve)",
+				"(tally sets slowlog-log-slower-than, slowlog-max-len and latency-monitor-threshold at run time; the rest are options of tally serve)",
 				sanitize(args[i])))
 			return
 		}
 	}
 	if thr != nil {
 		c.s.slow.threshold.Store(*thr)
+	}
+	if latency != nil {
+		c.s.latency.threshold.Store(*latency)
 	}
 	if maxLen != nil {
 		c.s.slow.maxLen.Store(*maxLen)
@@ -414,7 +424,8 @@ func slowlogCommand() Command {
 
 func configSetCommand() Command {
 	return Command{Name: "SET", Arity: -4, Flags: FlagAdmin, Group: "server", Since: "2.0.0", Complexity: "O(N) where N is the number of parameters",
-		Summary: "Sets slowlog-log-slower-than (µs; negative: off) and slowlog-max-len at run time; other parameters are refused.",
+		Summary: "Sets slowlog-log-slower-than (µs; negative: off), slowlog-max-len and latency-monitor-threshold (ms; 0: off) " +
+			"at run time; other parameters are refused.",
 		Args: []Arg{{Name: "data", Type: "block", Multiple: true, Args: []Arg{
 			{Name: "parameter", Type: "string"}, {Name: "value", Type: "string"}}}},
 		Handler: configSetHandler}

@@ -443,3 +443,47 @@ func TestInfoForRedisExporter(t *testing.T) {
 		t.Errorf("cmdstat %v, errorstat %v, db0 %v in:\n%s", sawCmd, sawErr, sawDB, info)
 	}
 }
+
+// TestLatencyMonitor: off by default; with a threshold, commands over it
+// are events (command, fast-command) that LATEST, HISTORY and RESET read
+// as Redis's latency monitor replies.
+func TestLatencyMonitor(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+	slow := ts.s.cmds.byName["hgetall"]
+	fast := ts.s.cmds.byName["ping"]
+	ts.s.latency.record(slow, time.Second) // off: nothing kept
+	if v, err := rc.Do(ctx, "LATENCY", "LATEST").Slice(); err != nil || len(v) != 0 {
+		t.Fatalf("LATENCY LATEST while off = %v, %v", v, err)
+	}
+	if err := rc.ConfigSet(ctx, "latency-monitor-threshold", "5").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ts.s.latency.record(slow, 2*time.Millisecond) // under the threshold
+	ts.s.latency.record(slow, 12*time.Millisecond)
+	ts.s.latency.record(slow, 9*time.Millisecond) // same second: the max stays
+	ts.s.latency.record(fast, 7*time.Millisecond)
+	v, err := rc.Do(ctx, "LATENCY", "LATEST").Slice()
+	if err != nil || len(v) != 2 {
+		t.Fatalf("LATENCY LATEST = %v, %v", v, err)
+	}
+	if e := v[0].([]any); e[0] != "command" || e[2] != int64(12) || e[3] != int64(12) {
+		t.Errorf("command event %v", e)
+	}
+	if e := v[1].([]any); e[0] != "fast-command" || e[3] != int64(7) {
+		t.Errorf("fast-command event %v", e)
+	}
+	h, err := rc.Do(ctx, "LATENCY", "HISTORY", "command").Slice()
+	if err != nil || len(h) != 1 || h[0].([]any)[1] != int64(12) {
+		t.Errorf("LATENCY HISTORY command = %v, %v", h, err)
+	}
+	if n, err := rc.Do(ctx, "LATENCY", "RESET", "fast-command", "nosuch").Int(); err != nil || n != 1 {
+		t.Errorf("LATENCY RESET fast-command = %d, %v", n, err)
+	}
+	if v, _ := rc.ConfigGet(ctx, "latency-monitor-threshold").Result(); v["latency-monitor-threshold"] != "5" {
+		t.Errorf("CONFIG GET latency-monitor-threshold = %v", v)
+	}
+	if err := rc.ConfigSet(ctx, "latency-monitor-threshold", "-1").Err(); err == nil {
+		t.Error("a negative threshold was accepted")
+	}
+}

@@ -169,6 +169,7 @@ type Server struct {
 	opsRate    opsRate     // INFO instantaneous_ops_per_sec
 	slow       slowlog     // SLOWLOG
 	scans      scanCursors // SCAN's cursors
+	latency    latencyMonitor
 	conns      sync.WaitGroup
 	// ctx is what long commands wait under (Conn.Context); it ends when
 	// the connections are closed (Close, or Shutdown out of time), so
