@@ -29,17 +29,17 @@ func Table(results []Result) string {
 		}
 	}
 	var b strings.Builder
-	b.WriteString("| target | mode | durability | load | own mem B/ctr | heap B/ctr | rss B/ctr | disk B/ctr | reads ids/s | writes/s | read p50 | read p99 | read p999 | write p50 | write p99 | write p999 | recovery |\n")
-	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| target | mode | durability | load | own mem B/ctr | heap B/ctr | rss B/ctr | disk B/ctr | reads ids/s | writes/s | read p50 | read p99 | read p999 | write p50 | write p99 | write p999 | write p9999 | recovery |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for i := range results {
 		r := &results[i]
 		fmt.Fprintf(&b, "| %s | %s | %s | ", r.Spec.Name, r.Spec.Mode, r.Spec.Durability)
 		switch {
 		case r.Spec.Skip != "":
-			fmt.Fprintf(&b, "%s |%s\n", r.Spec.Skip, strings.Repeat(" |", 13))
+			fmt.Fprintf(&b, "%s |%s\n", r.Spec.Skip, strings.Repeat(" |", 14))
 			continue
 		case r.Err != nil:
-			fmt.Fprintf(&b, "error: %s |%s\n", strings.ReplaceAll(r.Err.Error(), "|", "/"), strings.Repeat(" |", 13))
+			fmt.Fprintf(&b, "error: %s |%s\n", strings.ReplaceAll(r.Err.Error(), "|", "/"), strings.Repeat(" |", 14))
 			continue
 		}
 		var t *Result
@@ -85,6 +85,7 @@ func Table(results []Result) string {
 			ratio(fmtRate(r.WritesPerSec()), tr.WritesPerSec(), r.WritesPerSec()),
 			lat(&r.ReadLat, &tr.ReadLat, 0.5), lat(&r.ReadLat, &tr.ReadLat, 0.99), lat(&r.ReadLat, &tr.ReadLat, 0.999),
 			lat(&r.WriteLat, &tr.WriteLat, 0.5), lat(&r.WriteLat, &tr.WriteLat, 0.99), lat(&r.WriteLat, &tr.WriteLat, 0.999),
+			lat(&r.WriteLat, &tr.WriteLat, 0.9999),
 		}
 		if r.Recovery >= 0 {
 			cells = append(cells, ratio(fmtDur(r.Recovery), float64(tr.Recovery), float64(r.Recovery)))
