@@ -111,6 +111,10 @@ func (t *Timeline) loadState() error {
 	if err != nil {
 		return err
 	}
+	pairs, err := t.loadPairs()
+	if err != nil {
+		return err
+	}
 	high := uint64(0)
 	if !removed.IsEmpty() {
 		high = removed.Maximum()
@@ -149,6 +153,9 @@ func (t *Timeline) loadState() error {
 	t.push.Lock()
 	t.push.bm = push
 	t.push.Unlock()
+	t.pairs.Lock()
+	t.pairs.s = pairs
+	t.pairs.Unlock()
 	return nil
 }
 

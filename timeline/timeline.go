@@ -318,6 +318,12 @@ type Timeline struct {
 		sync.RWMutex
 		m map[uint32]map[uint64]struct{}
 	}
+	// pairs mirrors tl_mute and tl_hide (mute.go); setPairs holds it
+	// exclusively across its commit, pages read it shared.
+	pairs struct {
+		sync.RWMutex
+		s pairSets
+	}
 	stats struct {
 		rebuilds, rebuildNanos, deliveries, pages, expired atomic.Int64
 		pulls, inboxEntries                                atomic.Int64
