@@ -225,6 +225,12 @@
 // shared, per-post jobs), backfill and rebuild deliver as before, so an
 // unmute or unhide shows the author's recent posts at the next page with
 // nothing to backfill. MutedPage and HiddenPage list the pairs by cursor.
+// FollowObservers see visible pairs only: a mute or hide of a followed
+// pair is an Unfollowed for them and its end a Followed (with the author's
+// post count then), in the batch that writes the pair, under the same
+// user and author locks as a follow; a follow or unfollow of an invisible
+// pair is not reported (VisibleFollowees is the set they mirror). So
+// unread's feed counts no muted author and no hidden post.
 //
 // # Sentinels
 //

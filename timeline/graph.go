@@ -342,6 +342,18 @@ func (t *Timeline) IsFollowing(user, followee uint64) (bool, error) {
 	return found, nil
 }
 
+// VisibleFollowees calls fn for each account user follows whose posts user
+// sees (neither muted by user nor hiding from user), in id order; fn
+// returning false stops. It is the set FollowObserver's calls describe.
+func (t *Timeline) VisibleFollowees(user uint64, fn func(followee uint64) bool) error {
+	return t.Followees(user, func(f uint64) bool {
+		if !t.IsVisible(user, f) {
+			return true
+		}
+		return fn(f)
+	})
+}
+
 // Followees calls fn for each account user follows, in id order, from a
 // consistent view; fn returning false stops.
 func (t *Timeline) Followees(user uint64, fn func(followee uint64) bool) error {

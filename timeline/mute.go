@@ -18,6 +18,11 @@ package timeline
 // once, with nothing to backfill; the cost is inbox slots held by
 // entries nobody reads (a page that runs below the inbox's floor pulls
 // the rest from outboxes, as it does after any trim).
+//
+// Follow observers (unread's feed) see visible pairs only: setPairs
+// reports a followed pair turning invisible as Unfollowed and turning
+// visible as Followed, in its own batch (observeVisibilityLocked), and
+// follows and unfollows of invisible pairs are not reported.
 
 import (
 	"encoding/binary"
@@ -159,6 +164,20 @@ func (t *Timeline) setPairs(mute, add bool, owner uint64, others []uint64) (int,
 	if f == nil {
 		return 0, fmt.Errorf("%w: a store from before tl_mute", store.ErrReadOnly)
 	}
+	// The pairs' followers and authors are locked as a follow locks them
+	// (users, then authors, then pairs), so no follow or unfollow of a
+	// pair interleaves with its visibility change and the observers see
+	// each change once.
+	followers, authors := []uint64{owner}, os
+	if !mute {
+		followers, authors = os, []uint64{owner}
+	}
+	t.graphMu.RLock()
+	defer t.graphMu.RUnlock()
+	unlock := t.lockUsers(followers)
+	defer unlock()
+	runlock := t.rlockAuthors(authors)
+	defer runlock()
 	t.pairs.Lock()
 	defer t.pairs.Unlock()
 	m := t.pairs.s.muted
@@ -187,6 +206,13 @@ func (t *Timeline) setPairs(mute, add bool, owner uint64, others []uint64) (int,
 		if err != nil {
 			return 0, err
 		}
+		u, a := owner, o
+		if !mute {
+			u, a = o, owner
+		}
+		if err := t.observeVisibilityLocked(b, u, a, mute, add); err != nil {
+			return 0, err
+		}
 	}
 	if err := b.Commit(); err != nil {
 		return 0, err
@@ -206,6 +232,53 @@ func (t *Timeline) setPairs(mute, add bool, owner uint64, others []uint64) (int,
 		}
 	}
 	return len(changed), nil
+}
+
+// observeVisibilityLocked tells the follow observers, in b, of a change
+// of the pair (u, a) that setPairs is about to make (a mute if mute, else
+// a hide; added if add): if u follows a and the pair's visibility flips,
+// it is an unfollow (now invisible) or a follow (visible again, with a's
+// post count now) for them, so unread's feed counts only visible pairs.
+// t.pairs is held, and so are u's user stripe and a's author stripe.
+func (t *Timeline) observeVisibilityLocked(b *store.Batch, u, a uint64, mute, add bool) error {
+	otherStands := hasPair(t.pairs.s.hidden, a, u) // the hide, for a mute
+	if !mute {
+		otherStands = hasPair(t.pairs.s.muted, u, a)
+	}
+	if otherStands {
+		return nil // invisible before and after
+	}
+	var buf [numCols]uint64
+	ur, err := t.row(u, buf[:0])
+	if err != nil {
+		return err
+	}
+	if ur[colOrd] == 0 {
+		return nil
+	}
+	list, _, err := t.followeesOf(uint32(ur[colOrd]), nil, nil)
+	if err != nil {
+		return err
+	}
+	if _, follows := slices.BinarySearch(list, a); !follows {
+		return nil
+	}
+	for _, o := range t.observersNow() {
+		if add {
+			err = o.Unfollowed(b, u, a)
+		} else {
+			var ab [numCols]uint64
+			ar, rerr := t.row(a, ab[:0])
+			if rerr != nil {
+				return rerr
+			}
+			err = o.Followed(b, u, a, ar[colPosts])
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // IsVisible reports whether author's posts may show in user's home as far

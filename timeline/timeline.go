@@ -346,7 +346,9 @@ type Timeline struct {
 
 // FollowObserver is told of every follow-graph change inside the batch that
 // makes it, so state that must agree with the graph (unread's feed
-// snapshots) commits atomically with it.
+// snapshots) commits atomically with it. It sees the visible pairs only
+// (VisibleFollowees): a mute or hide of a followed pair is an unfollow for
+// it, an unmute or unhide a follow.
 type FollowObserver interface {
 	// Followed: user now follows followee (a new edge, or a re-follow),
 	// whose post count is posts as of this batch's commit.

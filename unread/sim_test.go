@@ -187,7 +187,7 @@ func simulate(t *testing.T, real bool, seed uint64, rounds int) {
 		next := map[[2]uint64]uint64{}
 		for u := uint64(1); u <= users; u++ {
 			var edges []uint64
-			must(t, e.g.Followees(u, func(f uint64) bool { edges = append(edges, f); return true }))
+			must(t, e.g.VisibleFollowees(u, func(f uint64) bool { edges = append(edges, f); return true }))
 			fs, ok, err := e.x.Snapshot(u)
 			must(t, err)
 			if !ok && len(edges) > 0 {

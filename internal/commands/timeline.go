@@ -253,8 +253,9 @@ func pairCommand(mute, add bool) *Command {
 		cli, resp, done = "mute", "TL.MUTE", "muted"
 		summary = "stop showing accounts' posts in a user's home (the user keeps following them)"
 		help = `Makes user UID mute each AUTHOR and prints "muted N", the number of new
-mutes. AUTHOR's posts leave UID's home at once; UID keeps following AUTHOR
-and keeps counting in AUTHOR's followers. An author need not be followed. The command is all or
+mutes. AUTHOR's posts leave UID's home at once and feed unread stops counting
+them; UID keeps following AUTHOR and keeps counting in AUTHOR's followers.
+An author need not be followed. The command is all or
 nothing: a malformed id is a usage error; an id of 0 or above 2^63-1, or
 UID among the AUTHORs, is refused and nothing is changed. Over RESP the
 reply is the integer N.
