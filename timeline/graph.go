@@ -345,6 +345,12 @@ func (t *Timeline) IsFollowing(user, followee uint64) (bool, error) {
 // VisibleFollowees calls fn for each account user follows whose posts user
 // sees (neither muted by user nor hiding from user), in id order; fn
 // returning false stops. It is the set FollowObserver's calls describe.
+//
+// NB: the pairs are read from memory, not from the caller's view of the
+// store; setPairs holds them exclusively from before its commit to after
+// it updates them, so a caller inside db.View never reads pairs older
+// than its view (it may read newer ones, whose observer operations
+// committed before anything the caller then writes).
 func (t *Timeline) VisibleFollowees(user uint64, fn func(followee uint64) bool) error {
 	return t.Followees(user, func(f uint64) bool {
 		if !t.IsVisible(user, f) {
