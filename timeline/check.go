@@ -60,6 +60,7 @@ func (t *Timeline) check() error {
 		c.checkPulled,
 		c.checkRemoved,
 		c.checkFanouts,
+		c.checkPairs,
 	} {
 		if err := phase(); err != nil {
 			return err
@@ -511,4 +512,44 @@ func (c *checker) checkMarkers() (int, error) {
 		return true
 	})
 	return markers, err
+}
+
+// checkPairs verifies that the in-memory mutes and hides mirror tl_mute
+// and tl_hide, and that no pair is a user's with themselves.
+func (c *checker) checkPairs() error {
+	disk, err := c.t.loadPairs()
+	if err != nil {
+		return err
+	}
+	c.t.pairs.RLock()
+	mem := c.t.pairs.s
+	same := func(a, b map[uint64]map[uint64]struct{}) bool {
+		if len(a) != len(b) {
+			return false
+		}
+		for k, s := range a {
+			if len(s) != len(b[k]) {
+				return false
+			}
+			for o := range s {
+				if _, ok := b[k][o]; !ok {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	ok := same(disk.muted, mem.muted) && same(disk.hidden, mem.hidden) && same(disk.hiders, mem.hiders)
+	c.t.pairs.RUnlock()
+	if !ok {
+		return errors.New("mutes or hides in memory differ from tl_mute/tl_hide")
+	}
+	for _, m := range []map[uint64]map[uint64]struct{}{disk.muted, disk.hidden} {
+		for owner, s := range m {
+			if _, self := s[owner]; self {
+				return fmt.Errorf("user %d mutes or hides themselves", owner)
+			}
+		}
+	}
+	return nil
 }

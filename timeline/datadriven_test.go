@@ -121,6 +121,26 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 				}
 			}
 		})
+	case "mute", "unmute", "hide", "unhide":
+		each(func(u uint64, as []uint64) {
+			var n int
+			var err error
+			switch td.Cmd {
+			case "mute":
+				n, err = tl.Mute(u, as...)
+			case "unmute":
+				n, err = tl.Unmute(u, as...)
+			case "hide":
+				n, err = tl.Hide(u, as...)
+			default:
+				n, err = tl.Unhide(u, as...)
+			}
+			if err != nil {
+				fmt.Fprintf(&b, "%d %s %v: error: %v\n", u, td.Cmd, as, err)
+			} else {
+				fmt.Fprintf(&b, "%d %s %v: %d changed\n", u, td.Cmd, as, n)
+			}
+		})
 	case "publish":
 		each(func(a uint64, ps []uint64) {
 			for _, p := range ps {
@@ -231,7 +251,7 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 			fmt.Fprintf(&b, "%d followers=%d followees=%d posts=%d active=%v pulled=%v\n",
 				u, info.Followers, info.Followees, info.Posts, info.Active, info.Pulled)
 		}
-	case "followers", "followees":
+	case "followers", "followees", "muted", "hidden":
 		var u uint64
 		limit := 0
 		td.ScanArgs(t, "id", &u)
@@ -240,9 +260,14 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 		for {
 			var p IDPage
 			var err error
-			if td.Cmd == "followers" {
+			switch td.Cmd {
+			case "followers":
 				p, err = tl.FollowersPage(u, cursor, limit)
-			} else {
+			case "muted":
+				p, err = tl.MutedPage(u, cursor, limit)
+			case "hidden":
+				p, err = tl.HiddenPage(u, cursor, limit)
+			default:
 				p, err = tl.FolloweesPage(u, cursor, limit)
 			}
 			if err != nil {

@@ -52,6 +52,8 @@
 //	0x29    tl_pending    user ordinal u32 | author id u64   empty: a follow whose backfill has not run
 //	0x2a    tl_removed    post id u64                        author id u64: an unpublished post
 //	0x2b    tl_fanq       post id u64                        author id u64: a post waiting for the shared fan-out job
+//	0x2c    tl_mute       user id u64 | author id u64        empty: user mutes author (mute.go)
+//	0x2d    tl_hide       author id u64 | follower id u64    empty: author hides their posts from follower
 //
 // All integers are big-endian, so Pebble's key order is numeric order;
 // ^post is 2^64-1 − post. UsersCounter ("users", KeepHot, 48 range bits)
@@ -210,6 +212,25 @@
 // removal alone cannot be exact: a rebuild or backfill that read the
 // outbox before the unpublish may merge the post after its tombstone, and
 // a tombstone can be trimmed away before it meets its entry (see Floors).
+//
+// # Mute and hide: filter on read
+//
+// Mute (user → author: "do not show me author's posts") and hide (author →
+// follower: "do not show my posts to follower") are pairs in tl_mute and
+// tl_hide, mirrored in memory (loaded by New, like the pending marks).
+// Neither touches the follow graph or its counts. A page reads only the
+// followees visible to the reader (followed, not muted, not hiding from
+// them), so inbox entries and outbox pulls of an invisible followee are
+// skipped at once. Inboxes stay visibility-agnostic: fan-out (inline,
+// shared, per-post jobs), backfill and rebuild deliver as before, so an
+// unmute or unhide shows the author's recent posts at the next page with
+// nothing to backfill. MutedPage and HiddenPage list the pairs by cursor.
+// FollowObservers see visible pairs only: a mute or hide of a followed
+// pair is an Unfollowed for them and its end a Followed (with the author's
+// post count then), in the batch that writes the pair, under the same
+// user and author locks as a follow; a follow or unfollow of an invisible
+// pair is not reported (VisibleFollowees is the set they mirror). So
+// unread's feed counts no muted author and no hidden post.
 //
 // # Sentinels
 //

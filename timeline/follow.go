@@ -152,9 +152,11 @@ func (t *Timeline) followLocked(user uint64, fs []uint64) (added, followers []ui
 		if err := b.Incr(UsersCounter, f, ColFollowers, 1); err != nil {
 			return nil, nil, err
 		}
-		for _, o := range observers {
-			if err := o.Followed(b, user, f, ar[colPosts]); err != nil {
-				return nil, nil, err
+		if t.IsVisible(user, f) { // a muted or hidden pair is no follow to observers (mute.go)
+			for _, o := range observers {
+				if err := o.Followed(b, user, f, ar[colPosts]); err != nil {
+					return nil, nil, err
+				}
 			}
 		}
 		if live && !t.isPulled(f) {
@@ -278,9 +280,11 @@ func (t *Timeline) UnfollowMany(user uint64, followees ...uint64) (int, error) {
 		if err := b.Incr(UsersCounter, f, ColFollowers, -1); err != nil {
 			return 0, err
 		}
-		for _, o := range observers {
-			if err := o.Unfollowed(b, user, f); err != nil {
-				return 0, err
+		if t.IsVisible(user, f) {
+			for _, o := range observers {
+				if err := o.Unfollowed(b, user, f); err != nil {
+					return 0, err
+				}
 			}
 		}
 		if t.pendingHas(uOrd, f) {

@@ -111,6 +111,10 @@ func (t *Timeline) loadState() error {
 	if err != nil {
 		return err
 	}
+	pairs, err := t.loadPairs()
+	if err != nil {
+		return err
+	}
 	high := uint64(0)
 	if !removed.IsEmpty() {
 		high = removed.Maximum()
@@ -149,6 +153,9 @@ func (t *Timeline) loadState() error {
 	t.push.Lock()
 	t.push.bm = push
 	t.push.Unlock()
+	t.pairs.Lock()
+	t.pairs.s = pairs
+	t.pairs.Unlock()
 	return nil
 }
 
@@ -333,6 +340,24 @@ func (t *Timeline) IsFollowing(user, followee uint64) (bool, error) {
 	}
 	_, found := slices.BinarySearch(list, followee)
 	return found, nil
+}
+
+// VisibleFollowees calls fn for each account user follows whose posts user
+// sees (neither muted by user nor hiding from user), in id order; fn
+// returning false stops. It is the set FollowObserver's calls describe.
+//
+// NB: the pairs are read from memory, not from the caller's view of the
+// store; setPairs holds them exclusively from before its commit to after
+// it updates them, so a caller inside db.View never reads pairs older
+// than its view (it may read newer ones, whose observer operations
+// committed before anything the caller then writes).
+func (t *Timeline) VisibleFollowees(user uint64, fn func(followee uint64) bool) error {
+	return t.Followees(user, func(f uint64) bool {
+		if !t.IsVisible(user, f) {
+			return true
+		}
+		return fn(f)
+	})
 }
 
 // Followees calls fn for each account user follows, in id order, from a

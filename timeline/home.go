@@ -116,6 +116,9 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 	if err != nil {
 		return Page{}, false, err
 	}
+	// Mutes and hides filter on read (mute.go): an invisible followee's
+	// inbox entries and outbox are skipped like an unfollowed one's.
+	s.followees = t.visibleFollowees(user, s.followees)
 	s.pullSet = t.pullSetOf(ord, s.followees, s.pullSet[:0])
 
 	// Read the inbox between two reads of the user's read mark (a

@@ -23,6 +23,8 @@ const (
 	pfxPending   = 0x29
 	pfxRemoved   = 0x2a
 	pfxFanq      = 0x2b
+	pfxMute      = 0x2c
+	pfxHide      = 0x2d
 )
 
 // Job kinds.
@@ -35,7 +37,7 @@ const (
 )
 
 type families struct {
-	config, ords, followees, followers, active, pulled, posts, outbox, inbox, pending, removed, fanq *store.Family
+	config, ords, followees, followers, active, pulled, posts, outbox, inbox, pending, removed, fanq, mute, hide *store.Family
 }
 
 // Families returns the FamilySpecs the package uses, for
@@ -55,6 +57,8 @@ func Families() []store.FamilySpec {
 		{Name: "tl_pending", Prefix: pfxPending, MinKeyLen: 12, MaxKeyLen: 12, MaxValueLen: 1, CheckValue: checkEmptyValue},
 		{Name: "tl_removed", Prefix: pfxRemoved, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 8, CheckValue: checkOrdValue},
 		{Name: "tl_fanq", Prefix: pfxFanq, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 8, CheckValue: checkOrdValue},
+		{Name: "tl_mute", Prefix: pfxMute, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1, CheckValue: checkEmptyValue},
+		{Name: "tl_hide", Prefix: pfxHide, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1, CheckValue: checkEmptyValue},
 	}
 }
 
@@ -66,13 +70,14 @@ func (t *Timeline) registerFamilies() error {
 		"tl_followers": &t.fam.followers, "tl_active": &t.fam.active, "tl_pulled": &t.fam.pulled,
 		"tl_posts": &t.fam.posts, "tl_outbox": &t.fam.outbox, "tl_inbox": &t.fam.inbox,
 		"tl_pending": &t.fam.pending, "tl_removed": &t.fam.removed, "tl_fanq": &t.fam.fanq,
+		"tl_mute": &t.fam.mute, "tl_hide": &t.fam.hide,
 	}
 	for _, spec := range Families() {
 		f, err := t.db.Family(spec.Name)
 		if errors.Is(err, store.ErrFamilyNotFound) {
 			f, err = t.db.RegisterFamily(spec)
 		}
-		if spec.Prefix == pfxFanq && errors.Is(err, store.ErrReadOnly) {
+		if (spec.Prefix == pfxFanq || spec.Prefix == pfxMute || spec.Prefix == pfxHide) && errors.Is(err, store.ErrReadOnly) {
 			// NB: a store from before issue 18 opened read-only: it has no
 			// tl_fanq, so no post waits for the shared job (fam.fanq stays
 			// nil and reads as empty; nothing writes it read-only).

@@ -299,9 +299,11 @@ func (t *Timeline) loadBatch(es []Edge, st *LoadStats) error {
 			adds[k] = append(adds[k], uOrd)
 			followers[e.Followee]++
 			added++
-			for _, o := range observers {
-				if err := o.Followed(b, u, e.Followee, rowOf(e.Followee)[colPosts]); err != nil {
-					return err
+			if t.IsVisible(u, e.Followee) {
+				for _, o := range observers {
+					if err := o.Followed(b, u, e.Followee, rowOf(e.Followee)[colPosts]); err != nil {
+						return err
+					}
 				}
 			}
 		}

@@ -21,10 +21,30 @@ type model struct {
 	follows map[uint64]map[uint64]bool // user -> followees
 	author  map[uint64]uint64          // published post -> author
 	removed map[uint64]uint64          // unpublished post -> its author
+	muted   map[[2]uint64]bool         // (user, author) muted
+	hidden  map[[2]uint64]bool         // (author, follower) hidden
 }
 
 func newModel() *model {
-	return &model{follows: map[uint64]map[uint64]bool{}, author: map[uint64]uint64{}, removed: map[uint64]uint64{}}
+	return &model{follows: map[uint64]map[uint64]bool{}, author: map[uint64]uint64{}, removed: map[uint64]uint64{}, muted: map[[2]uint64]bool{}, hidden: map[[2]uint64]bool{}}
+}
+
+// visible reports whether a's posts show in u's home: u follows a, and
+// neither a mute (u → a) nor a hide (a → u) stands.
+func (m *model) visible(u, a uint64) bool {
+	return m.follows[u][a] && !m.muted[[2]uint64{u, a}] && !m.hidden[[2]uint64{a, u}]
+}
+
+// pairs returns the sorted others of owner's pairs in set.
+func (m *model) pairs(set map[[2]uint64]bool, owner uint64) []uint64 {
+	var out []uint64
+	for p := range set {
+		if p[0] == owner {
+			out = append(out, p[1])
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (m *model) follow(u, a uint64) bool {
@@ -50,7 +70,7 @@ func (m *model) unfollow(u, a uint64) bool {
 func (m *model) home(u, before uint64) []Entry {
 	var out []Entry
 	for p, a := range m.author {
-		if p < before && m.follows[u][a] {
+		if p < before && m.visible(u, a) {
 			out = append(out, Entry{Post: p, Author: a})
 		}
 	}
@@ -237,6 +257,58 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		op := rng.IntN(100)
 		logf("step %d op %d queue %v", step, op, e.db.QueuedJobs())
 		switch {
+		case op < 26 && rng.IntN(5) == 0: // mute, unmute, hide or unhide 1 to 3 accounts
+			u, kind := user(), rng.IntN(4)
+			as := make([]uint64, 1+rng.IntN(3))
+			for i := range as {
+				as[i] = user()
+			}
+			fns := []func(uint64, ...uint64) (int, error){e.tl.Mute, e.tl.Unmute, e.tl.Hide, e.tl.Unhide}
+			n, err := fns[kind](u, as...)
+			logf("pair op %d %d %v: %v %v", kind, u, as, n, err)
+			if slices.Contains(as, u) { // refused whole
+				if !errors.Is(err, ErrSelfMute) {
+					t.Fatalf("step %d: self mute/hide in %v: %v", step, as, err)
+				}
+				break
+			}
+			must(t, err)
+			set := m.muted
+			if kind >= 2 {
+				set = m.hidden
+			}
+			want := 0
+			for _, a := range as {
+				k := [2]uint64{u, a}
+				if add := kind%2 == 0; set[k] != add {
+					want++
+					if add {
+						set[k] = true
+					} else {
+						delete(set, k)
+					}
+				}
+			}
+			if n != want {
+				t.Fatalf("step %d: pair op %d %d %v changed %d, want %d", step, kind, u, as, n, want)
+			}
+			page := e.tl.MutedPage
+			if kind >= 2 {
+				page = e.tl.HiddenPage
+			}
+			var got []uint64
+			for cursor := ""; ; {
+				p, err := page(u, cursor, 2)
+				must(t, err)
+				got = append(got, p.IDs...)
+				if p.NoMore {
+					break
+				}
+				cursor = p.Cursor
+			}
+			if w := m.pairs(set, u); !slices.Equal(got, w) {
+				t.Fatalf("step %d: pairs of %d (kind %d) = %v, want %v", step, u, kind, got, w)
+			}
 		case op < 26 && rng.IntN(3) == 0: // one command of 1 to 3 followees, maybe repeated
 			u, follow := user(), op < 18
 			as := make([]uint64, 1+rng.IntN(3))

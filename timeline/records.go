@@ -352,6 +352,8 @@ const (
 	cursorFollowers = 'r'
 	cursorFollowees = 'e'
 	cursorPosts     = 'p'
+	cursorMuted     = 'm'
+	cursorHidden    = 'd'
 )
 
 const cursorVersion = 1

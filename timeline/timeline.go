@@ -318,6 +318,12 @@ type Timeline struct {
 		sync.RWMutex
 		m map[uint32]map[uint64]struct{}
 	}
+	// pairs mirrors tl_mute and tl_hide (mute.go); setPairs holds it
+	// exclusively across its commit, pages read it shared.
+	pairs struct {
+		sync.RWMutex
+		s pairSets
+	}
 	stats struct {
 		rebuilds, rebuildNanos, deliveries, pages, expired atomic.Int64
 		pulls, inboxEntries                                atomic.Int64
@@ -340,7 +346,9 @@ type Timeline struct {
 
 // FollowObserver is told of every follow-graph change inside the batch that
 // makes it, so state that must agree with the graph (unread's feed
-// snapshots) commits atomically with it.
+// snapshots) commits atomically with it. It sees the visible pairs only
+// (VisibleFollowees): a mute or hide of a followed pair is an unfollow for
+// it, an unmute or unhide a follow.
 type FollowObserver interface {
 	// Followed: user now follows followee (a new edge, or a re-follow),
 	// whose post count is posts as of this batch's commit.

@@ -177,7 +177,7 @@ func (x *Unread) checkAgainstGraph(user uint64, s *snapshot, fail func(string, .
 			live = append(live, e.id)
 		}
 	}
-	if err := x.graph.Followees(user, func(f uint64) bool {
+	if err := x.graph.VisibleFollowees(user, func(f uint64) bool {
 		graph = append(graph, f)
 		return true
 	}); err != nil {

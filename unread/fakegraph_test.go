@@ -150,7 +150,7 @@ func (g *fakeGraph) Unpublish(author uint64) (bool, uint64, error) {
 	return err == nil, n, err
 }
 
-func (g *fakeGraph) Followees(user uint64, fn func(uint64) bool) error {
+func (g *fakeGraph) VisibleFollowees(user uint64, fn func(uint64) bool) error {
 	p := binary.BigEndian.AppendUint64([]byte{fakeEdges.Prefix}, user)
 	it, err := g.edges.NewIter(&store.IterOptions{Prefix: p})
 	if err != nil {

@@ -237,7 +237,7 @@ func (x *Unread) reset(user uint64, initOnly bool) (resetStatus, error) {
 			}
 			ids, old = v.e.followees(nil, nil)
 		default:
-			if err := x.graph.Followees(user, func(f uint64) bool {
+			if err := x.graph.VisibleFollowees(user, func(f uint64) bool {
 				ids = append(ids, f)
 				return true
 			}); err != nil {

@@ -11,10 +11,12 @@ type FollowObserver = timeline.FollowObserver
 // FollowGraph is what the feed model needs from the follow graph: a
 // *timeline.Timeline satisfies it (tests drive it with a stand-in as well).
 type FollowGraph interface {
-	// Followees calls fn for each account user follows, in id order, from a
-	// consistent view; fn returning false stops. unread calls it inside
-	// db.View, so it must not wait for a commit.
-	Followees(user uint64, fn func(followee uint64) bool) error
+	// VisibleFollowees calls fn for each account user follows and sees
+	// (timeline's mutes and hides take a pair out, as an unfollow does for
+	// the observer), in id order, from a consistent view; fn returning
+	// false stops. unread calls it inside db.View, so it must not wait
+	// for a commit.
+	VisibleFollowees(user uint64, fn func(followee uint64) bool) error
 	// PostCounts returns the post counts of authors in dst[:0], read from
 	// the store's counters (so db.View covers them). It is on the feed's
 	// hot path: with a dst reused across calls it must not allocate (it

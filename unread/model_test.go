@@ -26,6 +26,14 @@ type model struct {
 	follows map[uint64]map[uint64]bool
 	base    map[[2]uint64]uint64
 	unknown map[[2]uint64]bool // lazy store: a predating follow with no base yet
+	muted   map[[2]uint64]bool // (user, author): timeline's mutes
+	hidden  map[[2]uint64]bool // (author, follower): timeline's hides
+}
+
+// visible reports whether u follows f and sees f's posts: the pairs feed
+// unread counts (a mute or hide is an unfollow for it, its end a follow).
+func (m *model) visible(u, f uint64) bool {
+	return m.follows[u][f] && !m.muted[[2]uint64{u, f}] && !m.hidden[[2]uint64{f, u}]
 }
 
 func newModel() *model {
@@ -34,6 +42,7 @@ func newModel() *model {
 		dotTag: map[[2]string]uint64{}, lastRead: map[[2]string]uint64{},
 		posts: map[uint64]uint64{}, follows: map[uint64]map[uint64]bool{},
 		base: map[[2]uint64]uint64{}, unknown: map[[2]uint64]bool{},
+		muted: map[[2]uint64]bool{}, hidden: map[[2]uint64]bool{},
 	}
 }
 
@@ -52,7 +61,7 @@ func (m *model) row(u uint64) []uint64 {
 // what a user's first read (or reset) does.
 func (m *model) snapshotUnknown(u uint64) {
 	for f := range m.follows[u] {
-		if m.unknown[[2]uint64{u, f}] {
+		if m.unknown[[2]uint64{u, f}] && m.visible(u, f) {
 			delete(m.unknown, [2]uint64{u, f})
 			m.base[[2]uint64{u, f}] = m.posts[f]
 		}
@@ -63,6 +72,9 @@ func (m *model) feed(u uint64) uint64 {
 	m.snapshotUnknown(u)
 	var n uint64
 	for f := range m.follows[u] {
+		if !m.visible(u, f) {
+			continue
+		}
 		if p, b := m.posts[f], m.base[[2]uint64{u, f}]; p > b {
 			n += p - b
 		}
@@ -270,6 +282,41 @@ func runModel(t *testing.T, real bool, seed uint64, steps int, lazy bool, cacheB
 			if want := m.above(ch, lr); got != want {
 				t.Fatalf("step %d %s: %d, model %d", step, what, got, want)
 			}
+		case r < 61 && rng.IntN(4) == 0: // mute, unmute, hide or unhide (the real timeline)
+			tg, ok := e.g.(*tlGraph)
+			if !ok || u == f {
+				continue
+			}
+			kind := rng.IntN(4)
+			what = fmt.Sprintf("pair op %d %d %d", kind, u, f)
+			// u mutes or unmutes f; f hides or unhides from u.
+			wasVisible := m.visible(u, f)
+			var n int
+			var err error
+			switch kind {
+			case 0:
+				n, err = tg.Mute(u, f)
+				m.muted[[2]uint64{u, f}] = true
+			case 1:
+				n, err = tg.Unmute(u, f)
+				delete(m.muted, [2]uint64{u, f})
+			case 2:
+				n, err = tg.Hide(f, u)
+				m.hidden[[2]uint64{f, u}] = true
+			default:
+				n, err = tg.Unhide(f, u)
+				delete(m.hidden, [2]uint64{f, u})
+			}
+			must(t, err)
+			_ = n
+			switch now := m.visible(u, f); {
+			case wasVisible && !now:
+				delete(m.base, [2]uint64{u, f})
+				delete(m.unknown, [2]uint64{u, f})
+			case !wasVisible && now:
+				m.base[[2]uint64{u, f}] = m.posts[f]
+				delete(m.unknown, [2]uint64{u, f})
+			}
 		case r < 56:
 			if u == f {
 				continue
@@ -285,8 +332,10 @@ func runModel(t *testing.T, real bool, seed uint64, steps int, lazy bool, cacheB
 					m.follows[u] = map[uint64]bool{}
 				}
 				m.follows[u][f] = true
-				m.base[[2]uint64{u, f}] = m.posts[f]
 				delete(m.unknown, [2]uint64{u, f})
+				if m.visible(u, f) {
+					m.base[[2]uint64{u, f}] = m.posts[f]
+				}
 			}
 		case r < 61:
 			if u == f {
@@ -328,7 +377,9 @@ func runModel(t *testing.T, real bool, seed uint64, steps int, lazy bool, cacheB
 			must(t, e.x.FeedReset(u))
 			m.snapshotUnknown(u)
 			for f := range m.follows[u] {
-				m.base[[2]uint64{u, f}] = m.posts[f]
+				if m.visible(u, f) {
+					m.base[[2]uint64{u, f}] = m.posts[f]
+				}
 			}
 		case r < 94:
 			what = "evict"

@@ -11,12 +11,12 @@ import (
 	"github.com/tallydb/tally/store"
 )
 
-// TestSimulation runs readers, resets, follows, unfollows, publishes and
-// unpublishes at once (with one-to-one counts, dots and notices beside
+// TestSimulation runs readers, resets, follows, unfollows (with mutes and
+// hides on the real timeline), publishes and unpublishes at once (with one-to-one counts, dots and notices beside
 // them), in rounds. Between rounds, with everything quiet, it runs Check
 // and compares every user's snapshot and feed with what the round allows:
 //
-//   - membership is exactly the follow graph's edges;
+//   - membership is exactly the follow graph's visible edges;
 //   - a base no operation of the round could touch is what it was;
 //   - a base the round touched (a reset of the user, or a follow of the
 //     pair that was not one already) is a count the followee had during the
@@ -116,6 +116,21 @@ func simulate(t *testing.T, real bool, seed uint64, rounds int) {
 				}
 				touchedP.Store([2]uint64{u, f}, true)
 				var err error
+				if tg, ok := e.g.(*tlGraph); ok && r.IntN(4) == 0 {
+					// Mutes and hides change the visible pairs unread
+					// mirrors, racing the follows (issue 21).
+					switch r.IntN(4) {
+					case 0:
+						_, err = tg.Mute(u, f)
+					case 1:
+						_, err = tg.Unmute(u, f)
+					case 2:
+						_, err = tg.Hide(f, u)
+					default:
+						_, err = tg.Unhide(f, u)
+					}
+					return err
+				}
 				if r.IntN(3) == 0 {
 					_, err = e.g.Unfollow(u, f)
 				} else {
@@ -187,7 +202,7 @@ func simulate(t *testing.T, real bool, seed uint64, rounds int) {
 		next := map[[2]uint64]uint64{}
 		for u := uint64(1); u <= users; u++ {
 			var edges []uint64
-			must(t, e.g.Followees(u, func(f uint64) bool { edges = append(edges, f); return true }))
+			must(t, e.g.VisibleFollowees(u, func(f uint64) bool { edges = append(edges, f); return true }))
 			fs, ok, err := e.x.Snapshot(u)
 			must(t, err)
 			if !ok && len(edges) > 0 {

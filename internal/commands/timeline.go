@@ -239,6 +239,110 @@ Example:
 	}
 }
 
+// pairCommand is mute, unmute, hide or unhide: one Timeline.Mute (Unmute,
+// Hide, Unhide), which checks every id and commits in one batch or not at
+// all.
+func pairCommand(mute, add bool) *Command {
+	other := "author"
+	if !mute {
+		other = "follower"
+	}
+	var cli, resp, done, summary, help string
+	switch {
+	case mute && add:
+		cli, resp, done = "mute", "TL.MUTE", "muted"
+		summary = "stop showing accounts' posts in a user's home (the user keeps following them)"
+		help = `Makes user UID mute each AUTHOR and prints "muted N", the number of new
+mutes. AUTHOR's posts leave UID's home at once and feed unread stops counting
+them; UID keeps following AUTHOR and keeps counting in AUTHOR's followers.
+An author need not be followed. The command is all or
+nothing: a malformed id is a usage error; an id of 0 or above 2^63-1, or
+UID among the AUTHORs, is refused and nothing is changed. Over RESP the
+reply is the integer N.
+
+Example:
+  $ tally -d /var/lib/tally mute 1 20
+  muted 1
+`
+	case mute:
+		cli, resp, done = "unmute", "TL.UNMUTE", "unmuted"
+		summary = "show muted accounts' posts in a user's home again"
+		help = `Makes user UID stop muting each AUTHOR and prints "unmuted N", the number
+of mutes removed. A followed AUTHOR's posts show in UID's home again at
+once. Ids are checked as for "mute". Over RESP the reply is the integer N.
+
+Example:
+  $ tally -d /var/lib/tally unmute 1 20
+  unmuted 1
+`
+	case add:
+		cli, resp, done = "hide", "TL.HIDE", "hidden"
+		summary = "stop showing a user's posts in the homes of some of their followers"
+		help = `Makes user UID hide their posts from each FOLLOWER and prints "hidden N",
+the number of new hides. UID's posts leave FOLLOWER's home at once; the
+follow is unchanged. Ids are checked as for "mute". Over RESP the reply is
+the integer N.
+
+Example:
+  $ tally -d /var/lib/tally hide 20 2
+  hidden 1
+`
+	default:
+		cli, resp, done = "unhide", "TL.UNHIDE", "unhidden"
+		summary = "show a user's posts to followers they were hidden from again"
+		help = `Makes user UID stop hiding their posts from each FOLLOWER and prints
+"unhidden N", the number of hides removed. UID's posts show in a following
+FOLLOWER's home again at once. Ids are checked as for "mute". Over RESP
+the reply is the integer N.
+
+Example:
+  $ tally -d /var/lib/tally unhide 20 2
+  unhidden 1
+`
+	}
+	return &Command{
+		CLI: cli, RESP: resp, Group: timelineGroup, Mode: Write, Open: OpenWrite,
+		Summary: summary, Complexity: "O(N) where N is the number of accounts", Help: help,
+		Params: []Param{pUID, {Name: other, Kind: Uint, Multiple: true}},
+		Check: func(in *Input) error {
+			uid := in.Uint("uid")
+			if err := timeline.CheckID("user", uid); err != nil {
+				return err
+			}
+			for _, o := range in.Uints(other) {
+				if err := timeline.CheckID(other, o); err != nil {
+					return err
+				}
+				if o == uid {
+					return fmt.Errorf("%w: user %d", timeline.ErrSelfMute, uid)
+				}
+			}
+			return nil
+		},
+		Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+			tl, err := timelineOf(db)
+			if err != nil {
+				return nil, err
+			}
+			uid, os := in.Uint("uid"), in.Uints(other)
+			switch {
+			case mute && add:
+				return tl.Mute(uid, os...)
+			case mute:
+				return tl.Unmute(uid, os...)
+			case add:
+				return tl.Hide(uid, os...)
+			}
+			return tl.Unhide(uid, os...)
+		},
+		Text: func(w io.Writer, _ *Input, out any) error {
+			_, err := fmt.Fprintf(w, "%s %d\n", done, out.(int))
+			return err
+		},
+		Reply: func(w Replier, _ *Input, out any) { w.WriteInt(int64(out.(int))) },
+	}
+}
+
 // published is one post's outcome of post.
 type published struct {
 	post      uint64
@@ -411,6 +515,10 @@ func timelineCommands() []*Command {
 	return []*Command{
 		followCommand(true),
 		followCommand(false),
+		pairCommand(true, true),
+		pairCommand(true, false),
+		pairCommand(false, true),
+		pairCommand(false, false),
 		{
 			CLI: "is-following", RESP: "TL.MISFOLLOWING", RESPOne: "TL.ISFOLLOWING", Group: timelineGroup, Mode: Read,
 			Fast: true, Open: OpenWrite,
@@ -710,6 +818,26 @@ Example:
   22
   end
 `, (*timeline.Timeline).FolloweesPage),
+		pageCommand("muted", "TL.MUTED", "uid", "a page of the accounts a user mutes, in id order", "O(limit)",
+			`Prints a page of the accounts UID mutes, one id per line in id order,
+then "next CURSOR" or "end". Over RESP: [next cursor (nil at the end),
+[id ...]].
+
+Example:
+  $ tally -d /var/lib/tally muted 1
+  20
+  end
+`, (*timeline.Timeline).MutedPage),
+		pageCommand("hidden", "TL.HIDDEN", "uid", "a page of the accounts a user hides their posts from, in id order", "O(limit)",
+			`Prints a page of the accounts UID hides their posts from, one id per line
+in id order, then "next CURSOR" or "end". Over RESP: [next cursor (nil at
+the end), [id ...]].
+
+Example:
+  $ tally -d /var/lib/tally hidden 20
+  2
+  end
+`, (*timeline.Timeline).HiddenPage),
 		pageCommand("posts", "TL.POSTS", "author", "a page of a user's own posts, newest first", "O(limit)",
 			`Prints a page of AUTHOR's own posts (their outbox), one post id per line,
 newest first, then "next CURSOR" or "end". Unpublished posts are not
