@@ -190,6 +190,71 @@ func BenchmarkHome(b *testing.B) {
 	b.ReportMetric(float64(all.Quantile(0.99).Nanoseconds()), "p99-ns")
 }
 
+// BenchmarkHomeMuted is BenchmarkHome with 1% of the active readers'
+// follow pairs muted (issue 21's benchmark: the cost of the mute filter
+// per page is the difference from BenchmarkHome in the same run). The
+// mutes are lifted afterwards: the world is shared.
+func BenchmarkHomeMuted(b *testing.B) {
+	wd := getWorld(b)
+	active := wd.w.Graph.Active
+	r := rand.New(rand.NewPCG(3, 9))
+	type pair struct{ user, author uint64 }
+	var muted []pair
+	for _, u := range active {
+		err := wd.tl.Followees(u, func(a uint64) bool {
+			if r.IntN(100) == 0 {
+				muted = append(muted, pair{u, a})
+			}
+			return true
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, p := range muted {
+		if _, err := wd.tl.Mute(p.user, p.author); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Cleanup(func() {
+		for _, p := range muted {
+			if _, err := wd.tl.Unmute(p.user, p.author); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+	var mu sync.Mutex
+	var all hist.Histogram
+	var seed uint64
+	b.SetParallelism(4)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		mu.Lock()
+		seed++
+		r := rand.New(rand.NewPCG(seed, 7))
+		mu.Unlock()
+		var h hist.Histogram
+		for pb.Next() {
+			u := active[r.IntN(len(active))]
+			t0 := time.Now()
+			_, err := wd.tl.Home(u, "", 20)
+			h.Record(time.Since(t0))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+		mu.Lock()
+		all.Merge(&h)
+		mu.Unlock()
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pages/s")
+	b.ReportMetric(float64(all.Quantile(0.5).Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(all.Quantile(0.99).Nanoseconds()), "p99-ns")
+	b.ReportMetric(float64(len(muted)), "muted-pairs")
+}
+
 // BenchmarkHomeFilterByGet is BenchmarkHome plus what the rejected way of
 // unpublishing would add to each page: checking every entry against the
 // post index (one Get each) instead of the in-memory removed set. The
