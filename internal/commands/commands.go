@@ -34,9 +34,11 @@
 // through (the CLI exits 1; RESP replies "ERR " and the same message).
 //
 // Replies: a command that returns one number replies an integer; a list,
-// an array; a page, an array of the next cursor (nil at the end) and the
-// page's array; a missing value, nil. The CLI prints one line per value,
-// "next CURSOR" or "end" after a page.
+// an array; a record (a like's counts, a user's unread counts by kind, a
+// post's status), name/value pairs (Replier.WriteMap: a RESP2 array of 2n
+// as HGETALL replies, an object under --json); a page, an array of the
+// next cursor (nil at the end) and the page's array; a missing value, nil.
+// The CLI prints one line per value, "next CURSOR" or "end" after a page.
 //
 // Redis's own commands (HINCRBY, HGET, DEL, INFO, ...) keep Redis's
 // shapes and live in server only; the table's TALLY.* commands are the RESP
