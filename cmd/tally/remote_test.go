@@ -130,6 +130,9 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		// Likes.
 		c("business", "add", "clips", "--hot-ranges", "2"),
 		c("business", "list"),
+		// --json travels with the command to the server.
+		c("--json", "business", "list"),
+		c("--json", "user", "1", "2"),
 		c("like", "clips", "1", "2"),
 		c("like", "video", "7", "101"),
 		c("like", "video", "7", "102", "--owner", "9"),
