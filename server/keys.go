@@ -40,7 +40,7 @@ func typeHandler(c *Conn, args [][]byte) {
 // memoryUsageHandler is MEMORY USAGE key [SAMPLES n]: the bytes a row
 // adds to its counter: a slot of the counter's fixed-width hot table at
 // its current range width and columns (the store's per-row figure,
-// CounterStats.TargetBytesPerRow). A row's bytes are not stored apart: a
+// Counter.RowBytes, O(1)). A row's bytes are not stored apart: a
 // hot row is such a slot, a cold row part of a compressed block (fewer
 // bytes). Per-range costs are not spread over rows: INFO's memory section
 // and DBSIZE give the totals.
@@ -63,14 +63,7 @@ func memoryUsageHandler(c *Conn, args [][]byte) {
 		c.WriteNull()
 		return
 	}
-	for _, cs := range c.s.db.Stats().Counters {
-		if cs.Name != e.name {
-			continue
-		}
-		c.WriteInt(max(1, int64(math.Ceil(cs.TargetBytesPerRow))))
-		return
-	}
-	c.WriteInt(int64(8 * len(c.vals))) // the row's values, when the counter has no figures yet
+	c.WriteInt(max(1, int64(math.Ceil(e.c.RowBytes()))))
 }
 
 // hlenHandler is HLEN key: the number of fields HGETALL returns (every

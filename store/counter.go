@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"github.com/tallydb/tally/hot"
 	"sync/atomic"
 )
 
@@ -35,6 +36,14 @@ func (c *Counter) Name() string { return c.cs.name }
 
 // Info returns the counter's current schema.
 func (c *Counter) Info() CounterInfo { return c.state().info() }
+
+// RowBytes is what a row costs in the counter's hot tables at its current
+// range width and columns (CounterStats.TargetBytesPerRow), read without
+// walking the ranges as Stats does.
+func (c *Counter) RowBytes() float64 {
+	cs := c.state()
+	return hot.ExpectedBytesPerRow(cs.rangeBits(), cs.cols.Load().widths)
+}
 
 // NumColumns returns the current number of columns.
 func (c *Counter) NumColumns() int { return len(c.state().cols.Load().cols) }
