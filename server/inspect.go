@@ -1,7 +1,9 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,16 +74,8 @@ func (s *Server) clients() []*Conn {
 		cs = append(cs, c)
 	}
 	s.mu.Unlock()
-	sortConns(cs)
+	slices.SortFunc(cs, func(a, b *Conn) int { return cmp.Compare(a.id, b.id) })
 	return cs
-}
-
-func sortConns(cs []*Conn) {
-	for i := 1; i < len(cs); i++ {
-		for j := i; j > 0 && cs[j].id < cs[j-1].id; j-- {
-			cs[j], cs[j-1] = cs[j-1], cs[j]
-		}
-	}
 }
 
 // clientListHandler is CLIENT LIST [TYPE normal|master|replica|pubsub]
@@ -171,7 +165,7 @@ func clientKillHandler(c *Conn, args [][]byte) {
 		case "ID":
 			n, ok := parseUint(v)
 			if !ok || n == 0 {
-				c.writeError(fmt.Sprintf("ERR client-id should be greater than 0"))
+				c.writeError("ERR client-id should be greater than 0")
 				return
 			}
 			id = n

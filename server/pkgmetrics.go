@@ -38,7 +38,7 @@ func (pc *packageCollector) Collect(ch chan<- prometheus.Metric) {
 			full := p.Name + "." + st.Key
 			help := "tally stats' " + full + "."
 			if v, err := strconv.ParseFloat(st.Value, 64); err == nil {
-				if commands.SinceOpen(full) && !strings.HasPrefix(st.Key, "max_") {
+				if _, counts := commands.SinceOpen(full); counts {
 					ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name+"_total", help, nil, nil), prometheus.CounterValue, v)
 				} else {
 					ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, nil, nil), prometheus.GaugeValue, v)

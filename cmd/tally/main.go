@@ -40,6 +40,9 @@ type command struct {
 	// keyValues marks a command whose output is "key value" lines (the
 	// loads): --json prints them as one JSON object.
 	keyValues bool
+	// table marks a rendering of an entry of the one command table
+	// (table.go): it renders its own --json.
+	table bool
 }
 
 // commands lists every subcommand in the order "tally help" shows them.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -28,6 +27,7 @@ func tableCommands() []*command {
 			synopsis: tc.Summary,
 			help:     tc.CLIHelp(),
 			run:      func(e *env, args []string) error { return e.runTable(tc, args) },
+			table:    true,
 		})
 	}
 	return out
@@ -167,7 +167,7 @@ func (b barProgress) Finish() { b.bar.finish() }
 // "key value" lines prints them as one JSON object (numbers as numbers);
 // any other command refuses --json before it runs.
 func (e *env) runCommand(c *command, args []string) error {
-	if !e.json || c.name == "version" || c.name == "help" || slices.ContainsFunc(cmdtab.All(), func(tc *cmdtab.Command) bool { return tc.CLI == c.name }) {
+	if !e.json || c.table || c == cmdVersion || c == cmdHelp {
 		return c.run(e, args)
 	}
 	if !c.keyValues {

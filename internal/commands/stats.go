@@ -110,7 +110,7 @@ Example:
 			writeStats(&b, db.Store().Stats())
 			for _, p := range db.PackageStats() {
 				for _, s := range p.Stats {
-					if in.OwnOpen() && SinceOpen(p.Name+"."+s.Key) {
+					if since, _ := SinceOpen(p.Name + "." + s.Key); since && in.OwnOpen() {
 						continue // zero in a process that opened the store for this command
 					}
 					fmt.Fprintf(&b, "%s.%s %s\n", p.Name, s.Key, s.Value)
@@ -236,17 +236,20 @@ func writeStats(w io.Writer, s store.Stats) {
 	}
 }
 
-// sinceOpen are the package figures that count events since the package
-// was opened (tally stats shows them against a running tally serve;
-// Prometheus reads them as counters).
+// sinceOpen are the package figures taken since the package was opened
+// (tally stats shows them against a running tally serve), true for those
+// that count events (Prometheus counters), false for a maximum or a mean.
 var sinceOpen = map[string]bool{
-	"timeline.deliveries": true, "timeline.rebuilds": true, "timeline.rebuild_mean": true,
+	"timeline.deliveries": true, "timeline.rebuilds": true, "timeline.rebuild_mean": false,
 	"timeline.expired": true, "timeline.pages": true, "timeline.pulls": true, "timeline.inbox_entries_read": true,
 	"unread.snapshot_cache_hits": true, "unread.snapshot_cache_misses": true,
-	"likes.transitions": true, "likes.groups": true, "likes.max_group": true, "likes.waited": true,
+	"likes.transitions": true, "likes.groups": true, "likes.max_group": false, "likes.waited": true,
 	"likes.conversions": true, "likes.board_moves": true,
 }
 
-// SinceOpen reports whether the package figure PACKAGE.KEY counts events
-// since the package was opened.
-func SinceOpen(figure string) bool { return sinceOpen[figure] }
+// SinceOpen reports whether the package figure PACKAGE.KEY is taken since
+// the package was opened, and whether it counts events.
+func SinceOpen(figure string) (since, counts bool) {
+	counts, since = sinceOpen[figure]
+	return since, counts
+}
