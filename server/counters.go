@@ -524,8 +524,11 @@ func hsetCommand(cmd Command, okReply bool) Command {
 		var err error
 		added := 0
 		for attempt := 0; attempt < 3; attempt++ {
-			vals, ok := c.readRow(a.e, a.id)
-			if !ok {
+			// A write's read: not a keyspace hit or miss (readRow's).
+			vals, gerr := a.e.c.Get(a.id, c.vals[:0])
+			c.vals = vals
+			if gerr != nil {
+				c.WriteErr(gerr)
 				return
 			}
 			added = 0
