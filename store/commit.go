@@ -96,6 +96,7 @@ type Batch struct {
 	progress *jobProgress     // JobRun.Commit (queue.go)
 	once     onceMark         // Once (once.go)
 	dup      bool             // the commit was a redelivery and changed nothing
+	sync     bool             // SetSync: fsync this commit whatever the durability (apply.go)
 	record   bool             // write a log record even without counter ops
 	gen      uint64           // DB.Generation when the batch was made or reset
 	buf      []byte
@@ -151,6 +152,7 @@ func (b *Batch) Reset() {
 	b.progress = nil
 	b.once = onceMark{}
 	b.dup = false
+	b.sync = false
 	b.record = false
 	b.err = nil
 	if b.db != nil {
@@ -176,7 +178,14 @@ func (b *Batch) pebble() *pebble.Batch {
 
 // Result returns the value of the incremented column after the commit of
 // the i-th operation, which must be an Incr.
-func (b *Batch) Result(i int) uint64 { return b.results[i] }
+// A batch skipped as a duplicate (Once, ApplyEntry) has no results: Result
+// returns 0.
+func (b *Batch) Result(i int) uint64 {
+	if i >= len(b.results) {
+		return 0
+	}
+	return b.results[i]
+}
 
 func (b *Batch) counter(name string) (*counterState, error) {
 	cs := b.db.cat.Load().byName[name]
@@ -286,7 +295,7 @@ func (db *DB) commitOne(add func(*Batch) error) (uint64, error) {
 	if err := b.Commit(); err != nil {
 		return 0, err
 	}
-	return b.results[0], nil
+	return b.Result(0), nil // 0 for a duplicate skipped by ApplyEntry
 }
 
 func (b *Batch) fail(err error) error {
@@ -467,14 +476,23 @@ type pendingCommit struct {
 // writeLocked does steps 1 and 2 of the ordering rules: after-images, log
 // record, Pebble, memory. The caller holds DB.commit.
 func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
-	c := pendingCommit{sync: db.opts.Durability == SyncAlways}
+	c := pendingCommit{sync: db.opts.Durability == SyncAlways || b.sync}
 	if err := db.writable(); err != nil {
 		return c, err
 	}
 	if b.gen != db.Generation() {
 		return c, fmt.Errorf("%w: %w", ErrFailed, errReopened)
 	}
-	if b.once.source != "" && db.isDuplicateLocked(&b.once) {
+	// The apply mark of a replicated entry (apply.go), beside the batch's
+	// own Once mark if it has one.
+	raft, marked, err := db.applyMarkLocked(b)
+	if err != nil {
+		return c, err
+	}
+	if marked {
+		c.sync = b.sync // the raft log, not the apply, is what is fsynced
+	}
+	if (b.once.source != "" && db.isDuplicateLocked(&b.once)) || (marked && db.isDuplicateLocked(&raft)) {
 		b.dup = true // a redelivery: commit nothing
 		return c, nil
 	}
@@ -503,9 +521,12 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 		pb.Close()
 		return c, err
 	}
-	if b.once.source != "" {
+	for _, m := range [...]*onceMark{&b.once, &raft} {
+		if m.source == "" {
+			continue
+		}
 		var err error
-		if b.buf, err = b.once.write(pb, b.buf); err != nil {
+		if b.buf, err = m.write(pb, b.buf); err != nil {
 			qc.abort()
 			pb.Close()
 			return c, err
@@ -526,6 +547,9 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 	qc.apply()
 	if b.once.source != "" {
 		db.applyOnceLocked(&b.once)
+	}
+	if marked {
+		db.applyOnceLocked(&raft)
 	}
 	return c, nil
 }

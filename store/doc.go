@@ -61,8 +61,10 @@
 // owners with a FamilySpec (see family.go) and listed here, so every prefix
 // of the module is in one place. Each owner documents its layouts in its
 // own package doc. Ranges: 0x20-0x2F timeline, 0x30-0x3F unread, 0x40-0x4F
-// likes; 0x10-0x1F and 0x50-0xDF are free for hosts; 0xE0-0xEF are used by
-// store's own tests.
+// likes; 0x50-0x5F replica (package replica: the Raft log and state of a
+// replicated store; its apply marks are the source "raft" of 0x07, see
+// apply.go); 0x10-0x1F and 0x60-0xDF are free for hosts; 0xE0-0xEF are used
+// by store's own tests.
 //
 //	prefix  family       owner     key layout (after prefix)                     value
 //	------  -----------  --------  --------------------------------------------  ----------------------------
@@ -98,6 +100,9 @@
 //	0x48    likes-hist      likes  biz u32 | day u32 | ^bucket u16 | sign u8     add-int64 (MergeAdd): bucket counts
 //	0x49    likes-ord       likes  user u64                                      version, ordinal u32
 //	0x4A    likes-ordrev    likes  ordinal u32                                   version, user u64
+//	0x50    raft-log        replica  index u64                                   entry (term, type, data; see replica/storage.go)
+//	0x51    raft-state      replica  "hard" / "conf" / "snap" / "members"        hard state; conf state; snapshot metadata
+//	                                                                              and truncated index/term; member table
 //
 // Values of a family with a merge operator start with the operator's id
 // byte (merge.go); a value whose first byte is 0 is a deferred merge list.

@@ -1,0 +1,165 @@
+package store
+
+// Exactly-once apply of replicated log entries.
+//
+// A replicated store (package replica) applies the committed entries of a
+// Raft log in order, each through a function that makes ordinary store
+// commits. A crash can come between two commits of one entry, or after an
+// entry's commits but before the replica recorded that it applied it; on
+// restart the replica applies the entry again. ApplyEntry makes that
+// re-apply a no-op for the commits that are already in the store: while it
+// runs, the n-th commit of entry index carries the idempotency mark
+// Once("raft", index<<16 | n) (once.go), written in the same Pebble batch
+// as the commit's effects, and a commit whose mark is not above the stored
+// one is skipped as a duplicate.
+//
+// What must stay true:
+//
+//  1. ApplyEntry calls are serial (one apply goroutine) and their indexes
+//     increase. The mark of a commit is decided under DB.commit from the
+//     apply state set by ApplyEntry, so a commit of another goroutine made
+//     while an entry applies would be marked as that entry's: in
+//     replicated mode every write except a job's progress commit
+//     (JobRun.Commit, Batch.progress) comes through the apply loop. Job
+//     progress commits are never marked: they are local background work,
+//     not part of the entry.
+//  2. An entry's commits must be the same sequence on a re-apply as on the
+//     first apply: fn decides them from the entry and from the state before
+//     the entry, not from what its own earlier commits wrote (a re-apply
+//     sees those; a commit that would be skipped anyway is harmless, but a
+//     commit that is left out shifts the numbering of the next ones).
+//  3. Apply commits do not wait for an fsync, whatever the durability: the
+//     Raft log, fsynced before an entry is acknowledged, is what makes the
+//     entry durable, and Pebble's WAL is written in order, so a crash that
+//     loses an apply commit loses the marks after it too and the entry is
+//     applied again on restart. Batch.SetSync forces an fsync on a batch
+//     (the replica's log appends).
+//  4. AppliedIndex never runs ahead of what is applied: it is the index of
+//     the highest mark in the store, and a mark is only written with the
+//     effects of its entry's first commit, or by SetAppliedIndex for an
+//     entry the caller has applied completely. An entry whose first commit
+//     is in the store may not be complete (a crash between its commits), so
+//     a replica restarts its apply at AppliedIndex, not after it.
+//  5. A schema change (CreateCounter, AddColumn, RegisterFamily) is not a
+//     Batch commit and takes no mark; re-applying it reports that the
+//     counter or column exists, and changes nothing.
+
+import "fmt"
+
+// ApplySource is the Once source of replicated entries' apply marks.
+const ApplySource = "raft"
+
+// applyCompleteN is the commit number SetAppliedIndex records: above every
+// commit of the entry, so a re-apply of it commits nothing.
+const applyCompleteN = 1<<16 - 1
+
+// MaxApplyIndex is the highest entry index ApplyEntry takes (the mark keeps
+// 16 bits for the commit number).
+const MaxApplyIndex = 1<<48 - 1
+
+// applyState is the entry being applied. Guarded by DB.commit.
+type applyState struct {
+	active bool
+	index  uint64
+	n      uint64 // commits of the entry so far
+}
+
+// ApplyEntry runs fn as the apply of replicated entry index: every batch
+// fn's path commits (every Batch.Commit on this DB that is not a job's
+// progress commit) while ApplyEntry runs is made idempotent with
+// Once(ApplySource, index<<16 | n) for its n-th commit (n from 1), so after
+// a crash a re-applied entry skips the batches it already committed. Calls
+// must be serial (one apply goroutine) and index must increase; an index
+// not above the last one given is refused with ErrValueRange, as is an
+// entry of more than 65534 commits (its later commits fail). fn's error is
+// returned as is; the commits fn made before it stay.
+func (db *DB) ApplyEntry(index uint64, fn func() error) error {
+	if index == 0 || index > MaxApplyIndex {
+		return fmt.Errorf("%w: apply index %d (want 1..%d)", ErrValueRange, index, uint64(MaxApplyIndex))
+	}
+	db.commit.Lock()
+	if db.applying.active {
+		db.commit.Unlock()
+		return fmt.Errorf("%w: ApplyEntry(%d) while entry %d applies", ErrValueRange, index, db.applying.index)
+	}
+	if index <= db.applying.index {
+		db.commit.Unlock()
+		return fmt.Errorf("%w: apply index %d not above %d", ErrValueRange, index, db.applying.index)
+	}
+	db.applying = applyState{active: true, index: index}
+	db.commit.Unlock()
+	defer func() {
+		db.commit.Lock()
+		db.applying.active = false
+		db.commit.Unlock()
+	}()
+	return fn()
+}
+
+// applyMarkLocked returns the apply mark b's commit carries, if an entry is
+// applying and b is not a job's progress commit. It counts the commit in
+// the entry. The caller holds DB.commit.
+func (db *DB) applyMarkLocked(b *Batch) (onceMark, bool, error) {
+	a := &db.applying
+	if !a.active || b.progress != nil {
+		return onceMark{}, false, nil
+	}
+	if a.n >= applyCompleteN-1 {
+		// An entry of that many commits cannot be marked; fail the commit
+		// rather than reuse a number (Once would skip it).
+		return onceMark{}, false, fmt.Errorf("%w: entry %d commits more than %d batches", ErrValueRange, a.index, applyCompleteN-1)
+	}
+	a.n++
+	return onceMark{source: ApplySource, seq: a.index<<16 | a.n}, true, nil
+}
+
+// AppliedIndex returns the highest entry index whose first commit (or an
+// explicit SetAppliedIndex) is in the store's state. The entry at that
+// index may be only partly applied (see apply.go); every entry before it
+// is applied completely.
+func (db *DB) AppliedIndex() uint64 {
+	db.commit.RLock()
+	defer db.commit.RUnlock()
+	return db.sources[ApplySource] >> 16
+}
+
+// SetAppliedIndex records that every entry up to index is applied, for
+// entries that commit nothing (no-ops, configuration changes). It writes
+// the mark without an fsync: a crash that loses it loses nothing else after
+// it (Pebble's WAL is ordered), and the entries are applied again. An index
+// not above AppliedIndex changes nothing. It must not run concurrently
+// with ApplyEntry.
+func (db *DB) SetAppliedIndex(index uint64) (err error) {
+	defer recoverPebble(&err)
+	if index == 0 || index > MaxApplyIndex {
+		return fmt.Errorf("%w: apply index %d (want 1..%d)", ErrValueRange, index, uint64(MaxApplyIndex))
+	}
+	if err := db.writable(); err != nil {
+		return err
+	}
+	db.commit.Lock()
+	defer db.commit.Unlock()
+	m := onceMark{source: ApplySource, seq: index<<16 | applyCompleteN}
+	if db.isDuplicateLocked(&m) {
+		return nil
+	}
+	pb := db.pdb().NewBatch()
+	defer pb.Close()
+	if _, err := m.write(pb, nil); err != nil {
+		return err
+	}
+	if err := db.applyLocked(pb, false); err != nil {
+		return fmt.Errorf("tally: set applied index: %w", pebbleErr(err))
+	}
+	db.applyOnceLocked(&m)
+	if index > db.applying.index {
+		db.applying.index = index
+	}
+	db.unsynced.Store(true)
+	return nil
+}
+
+// SetSync makes the batch's commit wait for an fsync whatever the store's
+// durability (a replica's Raft log append before it is acknowledged).
+// Reset clears it.
+func (b *Batch) SetSync(sync bool) { b.sync = sync }

@@ -1,0 +1,177 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+var errCut = errors.New("cut short")
+
+// applyThree is entry index's apply: three commits, each adding index to
+// one row (ids 1, 2, 3), stopping with errCut after cut commits (cut < 3).
+func applyThree(db *DB, c *Counter, index uint64, cut int) error {
+	return db.ApplyEntry(index, func() error {
+		for i := range 3 {
+			if i == cut {
+				return errCut
+			}
+			if _, err := c.Incr(uint64(i+1), "reposts", int64(index)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func wantRows(t *testing.T, c *Counter, want uint64, where string) {
+	t.Helper()
+	for id := uint64(1); id <= 3; id++ {
+		got, err := c.GetColumn(id, "reposts")
+		must(t, err)
+		if got != want {
+			t.Fatalf("%s: row %d = %d, want %d", where, id, got, want)
+		}
+	}
+}
+
+// TestApplyEntryCrashMidEntry crashes a store in the middle of a
+// three-commit entry, on a filesystem that keeps a random part of the
+// unsynced writes, then re-applies from AppliedIndex as a replica does: the
+// state must be every entry applied exactly once.
+func TestApplyEntryCrashMidEntry(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 1))
+	for round := range 24 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			fs := vfs.NewCrashableMem()
+			db, err := Open("a", testOptions(fs))
+			must(t, err)
+			c := newPosts(t, db, 16)
+			// Entries 1..3 applied whole; entry 4 cut after 0-2 commits.
+			for i := uint64(1); i <= 3; i++ {
+				must(t, applyThree(db, c, i, 3))
+			}
+			if rng.IntN(2) == 0 {
+				must(t, db.SyncWAL())
+			}
+			cut := rng.IntN(3)
+			if err := applyThree(db, c, 4, cut); !errors.Is(err, errCut) {
+				t.Fatalf("entry 4: %v", err)
+			}
+			if rng.IntN(2) == 0 {
+				must(t, db.SyncWAL())
+			}
+			crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(101), RNG: rng})
+			crashStop(t, db)
+
+			db2 := openTest(t, crashed, "a", testOptions(crashed))
+			c2, err := db2.Counter("posts")
+			must(t, err)
+			applied := db2.AppliedIndex()
+			if applied > 4 {
+				t.Fatalf("AppliedIndex %d after 4 entries", applied)
+			}
+			// Re-apply from AppliedIndex (it may be partly applied), or from
+			// 1 when nothing is marked.
+			for i := max(applied, 1); i <= 4; i++ {
+				must(t, applyThree(db2, c2, i, 3))
+			}
+			wantRows(t, c2, 1+2+3+4, "after re-apply")
+			if got := db2.AppliedIndex(); got != 4 {
+				t.Fatalf("AppliedIndex %d, want 4", got)
+			}
+		})
+	}
+}
+
+// TestApplyEntryReapplyIsNoop applies entries twice on an open store: the
+// second apply commits nothing, and counter results of skipped commits read
+// 0 instead of failing.
+func TestApplyEntryReapplyIsNoop(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openTest(t, fs, "a", nil)
+	c := newPosts(t, db, 16)
+	must(t, applyThree(db, c, 1, 3))
+	if err := applyThree(db, c, 2, 1); !errors.Is(err, errCut) { // cut after one commit
+		t.Fatalf("entry 2: %v", err)
+	}
+	if err := applyThree(db, c, 2, 3); err == nil { // same index again: refused
+		t.Fatal("ApplyEntry accepted an index that is not above the last")
+	} else if !errors.Is(err, ErrValueRange) {
+		t.Fatalf("repeat index: %v", err)
+	}
+	if got := db.AppliedIndex(); got != 2 {
+		t.Fatalf("AppliedIndex %d, want 2", got)
+	}
+	// A reopened store re-applies entry 2: the first commit is skipped.
+	must(t, db.Close())
+	db = openTest(t, fs, "a", nil)
+	c, err := db.Counter("posts")
+	must(t, err)
+	var results []uint64
+	must(t, db.ApplyEntry(2, func() error {
+		for id := uint64(1); id <= 3; id++ {
+			v, err := c.Incr(id, "reposts", 2)
+			if err != nil {
+				return err
+			}
+			results = append(results, v)
+		}
+		return nil
+	}))
+	if want := []uint64{0, 3, 3}; fmt.Sprint(results) != fmt.Sprint(want) {
+		t.Fatalf("results %v, want %v (0 for the skipped commit)", results, want)
+	}
+	wantRows(t, c, 3, "after re-apply")
+}
+
+// TestSetAppliedIndex records entries that commit nothing: AppliedIndex
+// follows, a lower index changes nothing, and a later ApplyEntry of a
+// recorded index commits nothing.
+func TestSetAppliedIndex(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openTest(t, fs, "a", nil)
+	c := newPosts(t, db, 16)
+	must(t, db.SetAppliedIndex(5))
+	must(t, db.SetAppliedIndex(3))
+	if got := db.AppliedIndex(); got != 5 {
+		t.Fatalf("AppliedIndex %d, want 5", got)
+	}
+	if err := db.SetAppliedIndex(0); !errors.Is(err, ErrValueRange) {
+		t.Fatalf("SetAppliedIndex(0): %v", err)
+	}
+	must(t, db.Close())
+	db = openTest(t, fs, "a", nil)
+	c, err := db.Counter("posts")
+	must(t, err)
+	if got := db.AppliedIndex(); got != 5 {
+		t.Fatalf("AppliedIndex after reopen %d, want 5", got)
+	}
+	must(t, applyThree(db, c, 5, 3)) // recorded complete: skipped
+	wantRows(t, c, 0, "entry 5 recorded as applied")
+	must(t, applyThree(db, c, 6, 3))
+	wantRows(t, c, 6, "entry 6")
+}
+
+// TestApplyEntryLeavesOtherCommitsAlone checks that commits outside
+// ApplyEntry carry no mark and are never skipped.
+func TestApplyEntryLeavesOtherCommitsAlone(t *testing.T) {
+	db := openTest(t, vfs.NewMem(), "a", nil)
+	c := newPosts(t, db, 16)
+	must(t, applyThree(db, c, 7, 3))
+	for range 3 {
+		_, err := c.Incr(1, "reposts", 1)
+		must(t, err)
+	}
+	got, err := c.GetColumn(1, "reposts")
+	must(t, err)
+	if got != 10 {
+		t.Fatalf("row 1 = %d, want 10", got)
+	}
+	if got := db.AppliedIndex(); got != 7 {
+		t.Fatalf("AppliedIndex %d, want 7", got)
+	}
+}
