@@ -1,0 +1,683 @@
+package replica
+
+// The replica's state machine around raft.RawNode: the Ready loop.
+//
+// core owns the RawNode, the log storage and the waiters of proposals and
+// reads. It is driven by one goroutine: Node's loop in production, the
+// deterministic simulation's loop in tests. Every event (a tick, a
+// received message, a proposal) is followed by process, which handles
+// every Ready in this order (the simple order of raft's README, no
+// asynchronous storage writes):
+//
+//  1. A snapshot to install: the Snapshotter replaces the state machine,
+//     then the log restarts after it (snapshot.go).
+//  2. New entries and the hard state in one store batch, fsynced when
+//     Config.Sync and raft says it must be (MustSync): an entry counts
+//     toward the quorum only once it is durable here, because the
+//     messages that acknowledge it are sent after this step.
+//  3. Messages to the other replicas.
+//  4. Committed entries, applied in log order through store.ApplyEntry
+//     (exactly once through crashes), with Clock set to each entry's
+//     timestamp first.
+//  5. Read states: the reads waiting for them get their index and
+//     complete once it is applied.
+//
+// A proposal's fate is known when the entry at its index applies: its own
+// entry (success, Apply's reply) or another one (ErrProposalDropped, the
+// command was not applied and never will be). An entry of a later term
+// than the proposal's also drops it: once an entry of term T is committed
+// at index i, every log that holds it holds only terms >= T after i, so an
+// entry of an older term beyond i can never commit. A proposal that
+// raft refused outright (no leader, a transfer in progress) fails at once.
+// Leadership loss alone does not fail a proposal: the next leader may still
+// commit it, and the first entry of the next leader's term settles it.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tallydb/tally/store"
+)
+
+// markEvery is how many applied entries may go by before the applied index
+// is recorded with SetAppliedIndex (entries that commit nothing leave no
+// mark of their own).
+const markEvery = 128
+
+type proposal struct {
+	id, term, index uint64
+	done            chan struct{}
+	reply           []byte
+	err             error
+}
+
+func (p *proposal) finish(reply []byte, err error) {
+	p.reply, p.err = reply, err
+	close(p.done)
+}
+
+type readReq struct {
+	done  chan struct{}
+	index uint64
+	err   error
+}
+
+type readBatch struct {
+	rctx  string
+	reqs  []*readReq
+	ticks int
+}
+
+type core struct {
+	cfg     Config
+	db      *store.DB
+	st      *logStorage
+	rn      *raft.RawNode
+	log     *slog.Logger
+	members map[uint64]Peer
+
+	nextID    uint64
+	pending   map[uint64]*proposal // by proposal id
+	byIndex   map[uint64]*proposal // proposals whose index is known
+	applied   uint64
+	appliedT  uint64 // term of the applied entry
+	lastMark  uint64 // applied index last recorded with SetAppliedIndex
+	lastTS    int64  // highest entry timestamp seen in the log (ms)
+	lead      uint64
+	state     raft.StateType
+	sinceLead int // ticks since the last message from the leader
+
+	readQueue   []*readReq
+	readFlight  *readBatch
+	readWaiting []*readReq
+	readSeq     uint64
+
+	transfers []chan struct{} // closed on a leadership change
+	snapCache *pb.Snapshot
+	err       error // a storage failure: the replica stops
+}
+
+func newCore(cfg Config) (*core, error) {
+	st, err := openStorage(cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	c := &core{
+		cfg: cfg, db: cfg.DB, st: st, log: cfg.Logger,
+		members: map[uint64]Peer{},
+		pending: map[uint64]*proposal{}, byIndex: map[uint64]*proposal{},
+	}
+	st.snapshots = c.snapshot
+	if b, err := st.members(); err != nil {
+		return nil, err
+	} else if b != nil {
+		if c.members, _, err = decodeMembers(b); err != nil {
+			return nil, err
+		}
+	}
+	// Restart the apply at the store's applied index: that entry may be
+	// only partly applied (store/apply.go), and re-applying it is a no-op
+	// for what it already committed.
+	applied := cfg.DB.AppliedIndex()
+	if applied > 0 {
+		applied--
+	}
+	applied = max(applied, st.snap.GetIndex())
+	applied = min(applied, st.hard.GetCommit())
+	c.applied = applied
+	c.appliedT, _ = st.Term(applied)
+	c.lastMark = applied
+	for _, e := range st.ents {
+		c.noteTS(e)
+	}
+	rc := &raft.Config{
+		ID:                        cfg.ID,
+		ElectionTick:              cfg.ElectionTicks,
+		HeartbeatTick:             cfg.HeartbeatTicks,
+		Storage:                   st,
+		Applied:                   applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxInflightMsgs:           256,
+		MaxUncommittedEntriesSize: 64 << 20,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		DisableProposalForwarding: true,
+		StepDownOnRemoval:         true,
+		Logger:                    raftLogger{cfg.Logger},
+	}
+	if c.rn, err = raft.NewRawNode(rc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	fresh := raft.IsEmptyHardState(st.hard) && st.lastIndex() == 0 && len(st.conf.GetVoters()) == 0
+	if fresh && !cfg.Join {
+		peers := make([]raft.Peer, len(cfg.Peers))
+		for i, p := range cfg.Peers {
+			peers[i] = raft.Peer{ID: p.ID, Context: appendPeer(appendHeader(nil, header{}), p)}
+		}
+		if err := c.rn.Bootstrap(peers); err != nil {
+			return nil, fmt.Errorf("%w: bootstrap: %w", ErrInvalidConfig, err)
+		}
+	}
+	return c, nil
+}
+
+// tick advances raft's logical clock one tick.
+func (c *core) tick() {
+	c.rn.Tick()
+	c.sinceLead++
+	if f := c.readFlight; f != nil {
+		// A read index request can be dropped silently (no leader, a lost
+		// message): ask again after an election timeout.
+		if f.ticks++; f.ticks > c.cfg.ElectionTicks {
+			c.readQueue = append(f.reqs, c.readQueue...)
+			c.readFlight = nil
+		}
+	}
+}
+
+// step hands a received message to raft. Messages of unknown peers and
+// local message types are refused by raft; those are not errors of this
+// replica, so they are dropped.
+func (c *core) step(m *pb.Message) {
+	if m.GetFrom() == c.lead && c.lead != 0 {
+		c.sinceLead = 0
+	}
+	if err := c.rn.Step(m); err != nil && c.log != nil {
+		c.log.Debug("replica: step", "from", m.GetFrom(), "type", m.GetType().String(), "err", err)
+	}
+}
+
+func (c *core) notLeader() error {
+	return &NotLeaderError{Leader: c.members[c.lead]}
+}
+
+// ownIndex returns the leader's last log index (its own Match).
+func (c *core) ownIndex() uint64 {
+	var idx uint64
+	c.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == c.cfg.ID {
+			idx = pr.Match
+		}
+	})
+	return idx
+}
+
+// stamp returns the timestamp of a new entry: the leader's clock, but never
+// below an entry already in the log, so timestamps grow along the log.
+func (c *core) stamp() int64 {
+	ms := c.cfg.Now().UnixMilli()
+	if ms < c.lastTS {
+		ms = c.lastTS
+	}
+	c.lastTS = ms
+	return ms
+}
+
+func (c *core) noteTS(e *pb.Entry) {
+	if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
+		return
+	}
+	if h, _, err := decodeHeader(e.GetData()); err == nil && h.millis > c.lastTS {
+		c.lastTS = h.millis
+	}
+}
+
+func (c *core) register(id uint64) *proposal {
+	p := &proposal{id: id, term: c.rn.BasicStatus().GetTerm(), index: c.ownIndex(), done: make(chan struct{})}
+	c.pending[id] = p
+	if old := c.byIndex[p.index]; old != nil {
+		// raft truncated our own uncommitted entry at this index (a new
+		// term): the old proposal's entry is gone.
+		c.dropLocked(old)
+	}
+	c.byIndex[p.index] = p
+	return p
+}
+
+// propose appends a command to the leader's log.
+func (c *core) propose(data []byte) (*proposal, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.state != raft.StateLeader {
+		return nil, c.notLeader()
+	}
+	c.nextID++
+	h := header{node: c.cfg.ID, proposal: c.nextID, millis: c.stamp()}
+	buf := make([]byte, 0, headerLen+len(data))
+	buf = append(appendHeader(buf, h), data...)
+	if err := c.rn.Propose(buf); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrProposalDropped, err)
+	}
+	return c.register(h.proposal), nil
+}
+
+// proposeConf proposes a one-change ConfChangeV2 carrying p in its
+// context.
+func (c *core) proposeConf(typ pb.ConfChangeType, p Peer) (*proposal, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.state != raft.StateLeader {
+		return nil, c.notLeader()
+	}
+	c.nextID++
+	h := header{node: c.cfg.ID, proposal: c.nextID, millis: c.stamp()}
+	cc := &pb.ConfChangeV2{
+		Changes: []*pb.ConfChangeSingle{{Type: new(typ), NodeId: new(p.ID)}},
+		Context: appendPeer(appendHeader(nil, h), p),
+	}
+	if err := c.rn.ProposeConfChange(cc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrProposalDropped, err)
+	}
+	return c.register(h.proposal), nil
+}
+
+func (c *core) dropLocked(p *proposal) {
+	delete(c.pending, p.id)
+	if c.byIndex[p.index] == p {
+		delete(c.byIndex, p.index)
+	}
+	p.finish(nil, fmt.Errorf("%w: entry %d of term %d was replaced", ErrProposalDropped, p.index, p.term))
+}
+
+// settle resolves the proposals an applied entry decides (see the file
+// comment): its own proposal, if it is one of this node's, succeeds; any
+// other proposal at its index, or of an older term, is dropped.
+func (c *core) settle(index, term uint64, h header, own bool, reply []byte) {
+	if p := c.byIndex[index]; p != nil && !(own && p.id == h.proposal) {
+		c.dropLocked(p)
+	}
+	if own {
+		if p := c.pending[h.proposal]; p != nil {
+			delete(c.pending, p.id)
+			if c.byIndex[p.index] == p {
+				delete(c.byIndex, p.index)
+			}
+			p.finish(reply, nil)
+		}
+	}
+	if term > c.appliedT {
+		for _, id := range sortedKeys(c.pending) {
+			if p := c.pending[id]; p.term < term {
+				c.dropLocked(p)
+			}
+		}
+	}
+}
+
+func sortedKeys[V any](m map[uint64]V) []uint64 {
+	ks := make([]uint64, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// readIndex queues a linearizable read barrier.
+func (c *core) readIndex(r *readReq) {
+	if c.err != nil {
+		r.err = c.err
+		close(r.done)
+		return
+	}
+	c.readQueue = append(c.readQueue, r)
+}
+
+// process handles every Ready raft has, then what they unblocked.
+func (c *core) process() {
+	if c.err != nil {
+		return
+	}
+	if len(c.readQueue) > 0 && c.readFlight == nil {
+		c.readSeq++
+		rctx := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, c.cfg.ID), c.readSeq)
+		c.readFlight = &readBatch{rctx: string(rctx), reqs: c.readQueue}
+		c.readQueue = nil
+		c.rn.ReadIndex(rctx)
+	}
+	for c.rn.HasReady() {
+		rd := c.rn.Ready()
+		if err := c.handle(&rd); err != nil {
+			c.fail(err)
+			return
+		}
+		c.rn.Advance(rd)
+		for _, m := range rd.Messages {
+			if m.GetType() == pb.MessageType_MsgSnap {
+				// Delivery is the transport's; a lost snapshot shows as
+				// the follower still behind, and raft probes again.
+				c.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+			}
+		}
+	}
+	c.finishReads()
+	if err := c.maybeCompact(); err != nil {
+		c.fail(err)
+	}
+}
+
+func (c *core) handle(rd *raft.Ready) error {
+	if ss := rd.SoftState; ss != nil {
+		if ss.Lead != c.lead || ss.RaftState != c.state {
+			for _, ch := range c.transfers {
+				close(ch)
+			}
+			c.transfers = nil
+		}
+		if ss.Lead != c.lead {
+			c.sinceLead = 0
+		}
+		c.lead, c.state = ss.Lead, ss.RaftState
+	}
+	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
+		if err := c.install(rd.Snapshot, rd.HardState); err != nil {
+			return err
+		}
+	}
+	if len(rd.Entries) > 0 || (rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState)) {
+		b := c.db.NewBatch()
+		b.SetSync(c.cfg.Sync && rd.MustSync)
+		commit, err := c.st.stage(b, rd.Entries, rd.HardState)
+		if err == nil {
+			err = b.Commit()
+		}
+		b.Close()
+		if err != nil {
+			return fmt.Errorf("replica: append to the raft log: %w", err)
+		}
+		commit()
+		for _, e := range rd.Entries {
+			c.noteTS(e)
+		}
+	}
+	if len(rd.Messages) > 0 {
+		c.cfg.Transport.Send(rd.Messages)
+	}
+	for _, e := range rd.CommittedEntries {
+		if err := c.apply(e); err != nil {
+			return err
+		}
+	}
+	for _, rs := range rd.ReadStates {
+		if f := c.readFlight; f != nil && string(rs.RequestCtx) == f.rctx {
+			for _, r := range f.reqs {
+				r.index = rs.Index
+			}
+			c.readWaiting = append(c.readWaiting, f.reqs...)
+			c.readFlight = nil
+		}
+	}
+	return nil
+}
+
+func (c *core) finishReads() {
+	kept := c.readWaiting[:0]
+	for _, r := range c.readWaiting {
+		if r.index <= c.applied {
+			close(r.done)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	clear(c.readWaiting[len(kept):])
+	c.readWaiting = kept
+}
+
+// apply applies one committed entry.
+func (c *core) apply(e *pb.Entry) error {
+	index, term := e.GetIndex(), e.GetTerm()
+	if index <= c.applied {
+		return nil
+	}
+	var h header
+	var own bool
+	var reply []byte
+	switch e.GetType() {
+	case pb.EntryNormal:
+		if len(e.GetData()) == 0 {
+			break // a new leader's empty entry
+		}
+		hh, cmd, err := decodeHeader(e.GetData())
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", index, err)
+		}
+		h, own = hh, hh.node == c.cfg.ID
+		c.cfg.Clock.advance(h.millis)
+		err = c.db.ApplyEntry(index, func() error {
+			reply = c.cfg.Apply(index, cmd)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("replica: apply entry %d: %w", index, err)
+		}
+	case pb.EntryConfChange, pb.EntryConfChangeV2:
+		hh, err := c.applyConf(e)
+		if err != nil {
+			return fmt.Errorf("replica: apply conf change %d: %w", index, err)
+		}
+		h, own = hh, hh.node == c.cfg.ID && hh.proposal != 0
+	}
+	c.settle(index, term, h, own, reply)
+	c.applied, c.appliedT = index, term
+	if c.applied-c.lastMark >= markEvery {
+		return c.mark()
+	}
+	return nil
+}
+
+// mark records the applied index in the store.
+func (c *core) mark() error {
+	if c.applied <= c.lastMark {
+		return nil
+	}
+	if err := c.db.SetAppliedIndex(c.applied); err != nil {
+		return fmt.Errorf("replica: record applied index: %w", err)
+	}
+	c.lastMark = c.applied
+	return nil
+}
+
+// applyConf applies a conf change entry to raft and to the member table,
+// persisting both with the entry's apply mark.
+func (c *core) applyConf(e *pb.Entry) (header, error) {
+	var cc pb.ConfChangeI
+	var ctx []byte
+	if e.GetType() == pb.EntryConfChange {
+		var v1 pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &v1); err != nil {
+			return header{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		cc, ctx = &v1, v1.GetContext()
+	} else {
+		var v2 pb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &v2); err != nil {
+			return header{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		cc, ctx = &v2, v2.GetContext()
+	}
+	var h header
+	if len(ctx) > 0 {
+		hh, rest, err := decodeHeader(ctx)
+		if err != nil {
+			return header{}, err
+		}
+		h = hh
+		p, _, err := decodePeer(rest)
+		if err != nil {
+			return header{}, err
+		}
+		for _, ch := range cc.AsV2().GetChanges() {
+			switch ch.GetType() {
+			case pb.ConfChangeType_ConfChangeRemoveNode:
+				delete(c.members, ch.GetNodeId())
+			default:
+				if ch.GetNodeId() == p.ID {
+					c.members[p.ID] = p
+				}
+			}
+		}
+	}
+	cs := c.rn.ApplyConfChange(cc)
+	if u, ok := c.cfg.Transport.(PeerUpdater); ok {
+		u.UpdatePeers(c.memberList())
+	}
+	return h, c.db.ApplyEntry(e.GetIndex(), func() error {
+		b := c.db.NewBatch()
+		defer b.Close()
+		commit, err := c.st.stageConf(b, cs, appendMembers(nil, c.members))
+		if err != nil {
+			return err
+		}
+		if err := b.Commit(); err != nil {
+			return err
+		}
+		commit()
+		return nil
+	})
+}
+
+func (c *core) memberList() []Peer {
+	out := make([]Peer, 0, len(c.members))
+	for _, id := range sortedKeys(c.members) {
+		out = append(out, c.members[id])
+	}
+	return out
+}
+
+// maybeCompact truncates the log behind the slowest replica the leader
+// knows of, but never keeps more than MaxLogEntries behind the applied
+// index (a replica further behind gets a snapshot).
+func (c *core) maybeCompact() error {
+	target := c.applied
+	if c.state == raft.StateLeader {
+		c.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id != c.cfg.ID && pr.Match < target {
+				target = pr.Match
+			}
+		})
+	} else {
+		target = 0
+	}
+	if c.applied > c.cfg.MaxLogEntries {
+		target = max(target, c.applied-c.cfg.MaxLogEntries)
+	}
+	step := max(c.cfg.MaxLogEntries/8, 1)
+	if target < c.st.snap.GetIndex()+step {
+		return nil
+	}
+	if err := c.mark(); err != nil { // the mark goes first in Pebble's WAL
+		return err
+	}
+	if err := c.st.compact(target); err != nil {
+		return fmt.Errorf("replica: truncate the raft log: %w", err)
+	}
+	return nil
+}
+
+// fail stops the replica after a storage failure: raft cannot go on once a
+// Ready could not be persisted. Every waiter fails with the error.
+func (c *core) fail(err error) {
+	if c.err != nil {
+		return
+	}
+	c.err = fmt.Errorf("%w: %w", ErrStopped, err)
+	if c.log != nil {
+		c.log.Error("replica: stopped", "err", err)
+	}
+	c.failAll(c.err)
+}
+
+func (c *core) failAll(err error) {
+	for _, id := range sortedKeys(c.pending) {
+		c.pending[id].finish(nil, err)
+	}
+	clear(c.pending)
+	clear(c.byIndex)
+	var reads []*readReq
+	reads = append(reads, c.readQueue...)
+	reads = append(reads, c.readWaiting...)
+	if c.readFlight != nil {
+		reads = append(reads, c.readFlight.reqs...)
+	}
+	for _, r := range reads {
+		r.err = err
+		close(r.done)
+	}
+	c.readQueue, c.readWaiting, c.readFlight = nil, nil, nil
+	for _, ch := range c.transfers {
+		close(ch)
+	}
+	c.transfers = nil
+}
+
+// transferTarget returns the voter other than this node with the highest
+// Match, or 0.
+func (c *core) transferTarget() uint64 {
+	voters := c.rn.Status().Config.Voters.IDs()
+	var best, bestMatch uint64
+	c.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if _, ok := voters[id]; !ok || id == c.cfg.ID || pr.IsLearner {
+			return
+		}
+		if best == 0 || pr.Match > bestMatch || (pr.Match == bestMatch && id < best) {
+			best, bestMatch = id, pr.Match
+		}
+	})
+	return best
+}
+
+// status reports the replica's state.
+func (c *core) status() Status {
+	rs := c.rn.Status()
+	s := Status{
+		ID:                c.cfg.ID,
+		Role:              roleName(rs.RaftState),
+		Term:              rs.GetTerm(),
+		Leader:            c.members[rs.Lead],
+		Commit:            rs.GetCommit(),
+		Applied:           c.applied,
+		LogFirst:          c.st.firstIndex(),
+		LogLast:           c.st.lastIndex(),
+		LastLeaderContact: time.Duration(c.sinceLead) * c.cfg.TickInterval,
+	}
+	if rs.Lead == 0 {
+		s.Leader = Peer{}
+	}
+	learners := rs.Config.Learners
+	if _, ok := learners[c.cfg.ID]; ok && rs.RaftState == raft.StateFollower {
+		s.Role = "learner"
+	}
+	for _, id := range sortedKeys(c.members) {
+		_, learner := learners[id]
+		m := Member{Peer: c.members[id], Voter: !learner}
+		if pr, ok := rs.Progress[id]; ok {
+			m.Match = pr.Match
+		}
+		s.Members = append(s.Members, m)
+	}
+	return s
+}
+
+func roleName(s raft.StateType) string {
+	switch s {
+	case raft.StateLeader:
+		return "leader"
+	case raft.StateCandidate:
+		return "candidate"
+	case raft.StatePreCandidate:
+		return "precandidate"
+	default:
+		return "follower"
+	}
+}

@@ -1,0 +1,489 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/tallydb/tally/store"
+)
+
+// Errors of a replica, for errors.Is.
+var (
+	// ErrNotLeader: a write or membership change was sent to a replica that
+	// is not the leader. The error is a *NotLeaderError naming the leader
+	// when it is known.
+	ErrNotLeader = errors.New("replica: not the leader")
+	// ErrProposalDropped: the command was not applied and never will be
+	// (raft refused it, or its entry was replaced by another leader's).
+	// Retrying it is safe.
+	ErrProposalDropped = errors.New("replica: proposal dropped")
+	// ErrResultUnknown: the replica cannot tell whether the command
+	// applied (its entry was covered by a snapshot this replica installed).
+	ErrResultUnknown = errors.New("replica: proposal result unknown")
+	// ErrStopped: the node is stopped, or stopped itself after a storage
+	// failure. An in-flight command may or may not have applied.
+	ErrStopped = errors.New("replica: stopped")
+	// ErrInvalidConfig: Start was given a Config it cannot run with.
+	ErrInvalidConfig = errors.New("replica: invalid config")
+	// ErrNotCaughtUp: Promote was asked for a learner whose log is behind
+	// the commit index.
+	ErrNotCaughtUp = errors.New("replica: learner not caught up")
+	// ErrUnknownMember: the id is not a member (or not a learner, for
+	// Promote).
+	ErrUnknownMember = errors.New("replica: unknown member")
+	// ErrNoTransferee: leadership cannot be handed over: no other voter.
+	ErrNoTransferee = errors.New("replica: no voter to transfer leadership to")
+)
+
+// NotLeaderError is the error of a write sent to a follower: Leader is the
+// leader this replica knows of (zero if none).
+type NotLeaderError struct{ Leader Peer }
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader.ID == 0 {
+		return "replica: not the leader (leader unknown)"
+	}
+	return fmt.Sprintf("replica: not the leader (leader %d at %s)", e.Leader.ID, e.Leader.ClientAddr)
+}
+
+// Unwrap makes errors.Is(err, ErrNotLeader) hold.
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+
+// Transport carries Raft messages between replicas. Send must not block
+// for long (queue and return; a message it cannot deliver is dropped, and
+// raft retries). The receiving side delivers messages with Node.Step.
+type Transport interface {
+	Send(msgs []*pb.Message)
+	Close() error
+}
+
+// PeerUpdater is implemented by a transport that learns the members'
+// addresses from the group: the node calls it with the member table
+// whenever it changes.
+type PeerUpdater interface {
+	UpdatePeers(peers []Peer)
+}
+
+// Config configures a replica.
+type Config struct {
+	// ID is this replica's Raft id (not 0).
+	ID uint64
+	// DB is the store holding the Raft families and the state machine's
+	// data.
+	DB *store.DB
+	// Peers are the bootstrap voters of a new group (ignored when the store
+	// already holds Raft state).
+	Peers []Peer
+	// Join starts with no configuration, to be added by the group (as a
+	// learner).
+	Join bool
+	// Transport sends messages to the other replicas. Stop closes it.
+	Transport Transport
+	// Apply runs a committed command, inside store.ApplyEntry; its result
+	// is the reply Propose returns on the proposing replica. It must be
+	// deterministic: the same command on the same state gives the same
+	// writes on every replica.
+	Apply func(index uint64, data []byte) []byte
+	// Snapshots creates and installs snapshots; nil: a replica behind the
+	// truncated log cannot catch up (see snapshot.go).
+	Snapshots Snapshotter
+	// Clock is set to each entry's timestamp before it applies. The
+	// default is a new Clock.
+	Clock *Clock
+	// Now is the leader's wall clock for entry timestamps. The default is
+	// time.Now.
+	Now func() time.Time
+	// Sync fsyncs the Raft log before a replica acknowledges an entry
+	// (durability sync). The default is false.
+	Sync bool
+	// TickInterval is the Raft tick. The default is 100ms.
+	TickInterval time.Duration
+	// ElectionTicks and HeartbeatTicks are the election timeout and the
+	// heartbeat interval in ticks. The defaults are 10 and 1.
+	ElectionTicks, HeartbeatTicks int
+	// MaxLogEntries is the most log entries kept behind the applied index.
+	// The default is 10000.
+	MaxLogEntries uint64
+	// Logger receives the replica's and raft's messages. The default
+	// discards them.
+	Logger *slog.Logger
+}
+
+func (cfg *Config) withDefaults() (Config, error) {
+	c := *cfg
+	if c.Clock == nil {
+		c.Clock = NewClock()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks <= 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks <= 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.MaxLogEntries == 0 {
+		c.MaxLogEntries = 10000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	if c.ID == 0 {
+		errs = append(errs, errors.New("ID 0"))
+	}
+	if c.DB == nil {
+		errs = append(errs, errors.New("no DB"))
+	}
+	if c.Transport == nil {
+		errs = append(errs, errors.New("no Transport"))
+	}
+	if c.Apply == nil {
+		errs = append(errs, errors.New("no Apply"))
+	}
+	if c.HeartbeatTicks >= c.ElectionTicks {
+		errs = append(errs, fmt.Errorf("HeartbeatTicks %d not below ElectionTicks %d", c.HeartbeatTicks, c.ElectionTicks))
+	}
+	for _, p := range c.Peers {
+		if err := validPeer(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return c, nil
+}
+
+// Member is a member of the group as a replica sees it.
+type Member struct {
+	Peer
+	Voter bool
+	// Match is the highest log index known to be on the member (the
+	// leader's view; 0 elsewhere).
+	Match uint64
+}
+
+// Status is a replica's state.
+type Status struct {
+	ID      uint64
+	Role    string // "leader", "follower", "candidate", "precandidate", "learner"
+	Term    uint64
+	Leader  Peer // zero if unknown
+	Commit  uint64
+	Applied uint64
+	Members []Member
+	// LastLeaderContact is the time since the last message from the
+	// leader (in ticks of TickInterval).
+	LastLeaderContact time.Duration
+	LogFirst, LogLast uint64
+}
+
+// Node is a running replica: a goroutine drives the Ready loop (core.go).
+// All methods are safe for concurrent use.
+type Node struct {
+	cfg   Config
+	c     *core // owned by the loop goroutine
+	recvc chan *pb.Message
+	ctlc  chan func(*core)
+	stopc chan struct{}
+	done  chan struct{}
+}
+
+// Start opens the replica on cfg.DB and starts its loop.
+func Start(cfg Config) (*Node, error) {
+	c0, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c, err := newCore(c0)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg: c0, c: c,
+		recvc: make(chan *pb.Message, 4096),
+		ctlc:  make(chan func(*core), 1024),
+		stopc: make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	if u, ok := c0.Transport.(PeerUpdater); ok && len(c.members) > 0 {
+		u.UpdatePeers(c.memberList())
+	}
+	go n.run()
+	return n, nil
+}
+
+// maxBatch bounds the events handled before one Ready, so a burst of
+// proposals shares one log append and fsync without starving ticks.
+const maxBatch = 256
+
+func (n *Node) run() {
+	defer close(n.done)
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	c := n.c
+	for {
+		select {
+		case <-n.stopc:
+			c.failAll(ErrStopped)
+			return
+		case <-t.C:
+			c.tick()
+		case m := <-n.recvc:
+			c.step(m)
+		case fn := <-n.ctlc:
+			fn(c)
+		}
+	drain:
+		for range maxBatch {
+			select {
+			case m := <-n.recvc:
+				c.step(m)
+			case fn := <-n.ctlc:
+				fn(c)
+			default:
+				break drain
+			}
+		}
+		c.process()
+	}
+}
+
+// do runs fn on the loop and waits for it.
+func (n *Node) do(ctx context.Context, fn func(*core)) error {
+	ran := make(chan struct{})
+	select {
+	case n.ctlc <- func(c *core) { fn(c); close(ran) }:
+	case <-n.done:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-ran:
+		return nil
+	case <-n.done:
+		return ErrStopped
+	}
+}
+
+// wait waits for p, ctx or the node's end.
+func (n *Node) wait(ctx context.Context, p *proposal) ([]byte, error) {
+	select {
+	case <-p.done:
+		return p.reply, p.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-n.done:
+		select {
+		case <-p.done:
+			return p.reply, p.err
+		default:
+			return nil, ErrStopped
+		}
+	}
+}
+
+// Propose replicates a command and waits until it is committed and applied
+// on this replica; it returns Apply's reply. On a replica that is not the
+// leader it fails with a *NotLeaderError (ErrNotLeader). ErrProposalDropped
+// means the command was not applied and never will be: retry it.
+// ErrResultUnknown, ErrStopped and ctx's error mean the command may still
+// apply (or have applied): only an idempotent command can be retried
+// blindly then.
+func (n *Node) Propose(ctx context.Context, data []byte) ([]byte, error) {
+	var p *proposal
+	var err error
+	if err := n.do(ctx, func(c *core) { p, err = c.propose(data) }); err != nil {
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return n.wait(ctx, p)
+}
+
+// ReadIndex is a linearizable read barrier: it returns once this replica
+// applied everything committed before the call (raft's ReadIndex with
+// ReadOnlySafe: the leader confirms its leadership with a quorum first).
+// It works on followers and learners too. Concurrent callers share one
+// ReadIndex request.
+func (n *Node) ReadIndex(ctx context.Context) error {
+	r := &readReq{done: make(chan struct{})}
+	if err := n.do(ctx, func(c *core) { c.readIndex(r) }); err != nil {
+		return err
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.done:
+		return ErrStopped
+	}
+}
+
+// Step delivers a message received from another replica.
+func (n *Node) Step(ctx context.Context, m *pb.Message) error {
+	select {
+	case n.recvc <- m:
+		return nil
+	case <-n.done:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TransferLeadership hands leadership to the most caught-up voter and
+// waits until this replica is no longer the leader. On a replica that is
+// not the leader it does nothing.
+func (n *Node) TransferLeadership(ctx context.Context) error {
+	for {
+		var changed chan struct{}
+		var err error
+		var leader bool
+		if e := n.do(ctx, func(c *core) {
+			if c.state != raft.StateLeader {
+				return
+			}
+			leader = true
+			to := c.transferTarget()
+			if to == 0 {
+				err = ErrNoTransferee
+				return
+			}
+			c.rn.TransferLeader(to)
+			changed = make(chan struct{})
+			c.transfers = append(c.transfers, changed)
+		}); e != nil {
+			return e
+		}
+		if err != nil || !leader {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.done:
+			return ErrStopped
+		}
+	}
+}
+
+// AddLearner adds p as a learner (it receives the log but does not vote).
+func (n *Node) AddLearner(ctx context.Context, p Peer) error {
+	if err := validPeer(p); err != nil {
+		return err
+	}
+	return n.confChange(ctx, pb.ConfChangeType_ConfChangeAddLearnerNode, func(c *core) (Peer, error) { return p, nil })
+}
+
+// Promote makes learner id a voter, once its log has caught up with the
+// commit index (ErrNotCaughtUp otherwise).
+func (n *Node) Promote(ctx context.Context, id uint64) error {
+	return n.confChange(ctx, pb.ConfChangeType_ConfChangeAddNode, func(c *core) (Peer, error) {
+		st := c.rn.Status()
+		pr, ok := st.Progress[id]
+		if !ok || !pr.IsLearner {
+			return Peer{}, fmt.Errorf("%w: %d is not a learner", ErrUnknownMember, id)
+		}
+		if pr.Match < st.GetCommit() {
+			return Peer{}, fmt.Errorf("%w: learner %d has %d of %d", ErrNotCaughtUp, id, pr.Match, st.GetCommit())
+		}
+		return c.members[id], nil
+	})
+}
+
+// Remove removes member id from the group.
+func (n *Node) Remove(ctx context.Context, id uint64) error {
+	return n.confChange(ctx, pb.ConfChangeType_ConfChangeRemoveNode, func(c *core) (Peer, error) {
+		p, ok := c.members[id]
+		if !ok {
+			return Peer{}, fmt.Errorf("%w: %d", ErrUnknownMember, id)
+		}
+		return p, nil
+	})
+}
+
+func (n *Node) confChange(ctx context.Context, typ pb.ConfChangeType, peer func(*core) (Peer, error)) error {
+	var p *proposal
+	var err error
+	if e := n.do(ctx, func(c *core) {
+		if c.state != raft.StateLeader {
+			err = c.notLeader()
+			return
+		}
+		var pe Peer
+		if pe, err = peer(c); err != nil {
+			return
+		}
+		p, err = c.proposeConf(typ, pe)
+	}); e != nil {
+		return e
+	}
+	if err != nil {
+		return err
+	}
+	_, err = n.wait(ctx, p)
+	return err
+}
+
+// Status returns the replica's state.
+func (n *Node) Status() Status {
+	var s Status
+	if n.do(context.Background(), func(c *core) { s = c.status() }) != nil {
+		return Status{ID: n.cfg.ID, Role: "stopped"}
+	}
+	return s
+}
+
+// Stop stops the loop, fails every waiter with ErrStopped and closes the
+// transport. The store stays open (the host closes it).
+func (n *Node) Stop() error {
+	select {
+	case <-n.stopc:
+	default:
+		close(n.stopc)
+	}
+	<-n.done
+	return n.cfg.Transport.Close()
+}
+
+// DB returns the store the replica uses now (a snapshot install may have
+// replaced the one in Config).
+func (n *Node) DB() *store.DB {
+	var db *store.DB
+	if n.do(context.Background(), func(c *core) { db = c.db }) != nil {
+		return n.c.db // the loop ended: nothing changes it any more
+	}
+	return db
+}
+
+// raftLogger routes raft's log to slog.
+type raftLogger struct{ l *slog.Logger }
+
+func (r raftLogger) Debug(v ...any)              { r.l.Debug(fmt.Sprint(v...)) }
+func (r raftLogger) Debugf(f string, v ...any)   { r.l.Debug(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Info(v ...any)               { r.l.Info(fmt.Sprint(v...)) }
+func (r raftLogger) Infof(f string, v ...any)    { r.l.Info(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Warning(v ...any)            { r.l.Warn(fmt.Sprint(v...)) }
+func (r raftLogger) Warningf(f string, v ...any) { r.l.Warn(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Error(v ...any)              { r.l.Error(fmt.Sprint(v...)) }
+func (r raftLogger) Errorf(f string, v ...any)   { r.l.Error(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Fatal(v ...any)              { r.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
+func (r raftLogger) Fatalf(f string, v ...any)   { s := fmt.Sprintf(f, v...); r.l.Error(s); panic(s) }
+func (r raftLogger) Panic(v ...any)              { panic(fmt.Sprint(v...)) }
+func (r raftLogger) Panicf(f string, v ...any)   { panic(fmt.Sprintf(f, v...)) }

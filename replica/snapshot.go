@@ -1,0 +1,161 @@
+package replica
+
+// Snapshots: catching up a replica the log cannot.
+//
+// When a replica is behind the leader's first log index (it is new, or it
+// was down while the log was truncated), raft sends it a snapshot. A raft
+// snapshot's Data here is an envelope (appendSnapshotData) around the
+// Snapshotter's descriptor: the member table and the clock travel with it,
+// so the receiver knows every member and applies the next entries at the
+// right time. The leader makes the snapshot on demand, from its applied
+// state, when raft asks for one (Storage.Snapshot); it is cached until the
+// applied index moves.
+//
+// The receiver hands the descriptor to Snapshotter.Install, which replaces
+// the state machine (for a real store: fetch the checkpoint the descriptor
+// names, then have the host close and reopen the store on it) and returns
+// the store to use from then on. The replica then rewrites its own Raft
+// state in that store: the log restarts after the snapshot's index, its
+// hard state (term and vote are its own, never the sender's), the
+// ConfState and member table of the snapshot, and the applied mark.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tallydb/tally/store"
+)
+
+// Snapshotter creates and installs snapshots of the state machine.
+type Snapshotter interface {
+	// Create describes the state machine as it is now, with every entry up
+	// to index applied (the node's loop does not apply more while Create
+	// runs). The descriptor travels in a raft snapshot message, so it
+	// should be small: a name for bulk data Install fetches.
+	Create(ctx context.Context, index uint64) ([]byte, error)
+	// Install replaces the state machine with the one data describes (at
+	// entry index) and returns the store the replica uses from then on:
+	// the same DB, or a new one the host reopened on the installed data.
+	// A failed Install stops the replica.
+	// A nil DB means the replica's store is unchanged.
+	Install(ctx context.Context, index uint64, data []byte) (*store.DB, error)
+}
+
+// appendSnapshotData wraps a Snapshotter's descriptor.
+//
+//	field    width  meaning
+//	-------  -----  ---------------------------------------
+//	millis   8      Clock of the snapshot's state, Unix ms
+//	members  n      member table (appendMembers)
+//	desc     rest   the Snapshotter's descriptor
+func appendSnapshotData(dst []byte, millis int64, members map[uint64]Peer, desc []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(millis))
+	dst = appendMembers(dst, members)
+	return append(dst, desc...)
+}
+
+func decodeSnapshotData(b []byte) (int64, map[uint64]Peer, []byte, error) {
+	if len(b) < 8 {
+		return 0, nil, nil, fmt.Errorf("%w: snapshot data of %d bytes", ErrCorrupt, len(b))
+	}
+	ms := int64(binary.BigEndian.Uint64(b))
+	m, rest, err := decodeMembers(b[8:])
+	return ms, m, rest, err
+}
+
+// snapshot is Storage.Snapshot: the state at the applied index.
+func (c *core) snapshot() (*pb.Snapshot, error) {
+	if c.cfg.Snapshots == nil {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	if s := c.snapCache; s != nil && s.GetMetadata().GetIndex() == c.applied {
+		return s, nil
+	}
+	term, err := c.st.Term(c.applied)
+	if err != nil {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	desc, err := c.cfg.Snapshots.Create(context.Background(), c.applied)
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("replica: create snapshot", "index", c.applied, "err", err)
+		}
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	c.snapCache = &pb.Snapshot{
+		Data: appendSnapshotData(nil, c.cfg.Clock.Now().UnixMilli(), c.members, desc),
+		Metadata: &pb.SnapshotMetadata{
+			Index:     new(c.applied),
+			Term:      new(term),
+			ConfState: proto.Clone(c.st.conf).(*pb.ConfState),
+		},
+	}
+	return c.snapCache, nil
+}
+
+// install installs a received snapshot (step 1 of the Ready order).
+func (c *core) install(s *pb.Snapshot, hs *pb.HardState) error {
+	meta := s.GetMetadata()
+	index := meta.GetIndex()
+	if c.cfg.Snapshots == nil {
+		return fmt.Errorf("replica: snapshot at %d received with no Snapshotter", index)
+	}
+	millis, members, desc, err := decodeSnapshotData(s.GetData())
+	if err != nil {
+		return err
+	}
+	db, err := c.cfg.Snapshots.Install(context.Background(), index, desc)
+	if err != nil {
+		return fmt.Errorf("replica: install snapshot at %d: %w", index, err)
+	}
+	if db != nil && db != c.db {
+		st, err := openStorage(db)
+		if err != nil {
+			return err
+		}
+		st.snapshots = c.snapshot
+		// The raft.RawNode keeps the storage it was given: replace its
+		// contents in place.
+		*c.st = *st
+		c.db, c.cfg.DB = db, db
+	}
+	hard := proto.Clone(c.st.hard).(*pb.HardState)
+	if hs != nil && !raft.IsEmptyHardState(hs) {
+		hard = proto.Clone(hs).(*pb.HardState)
+	}
+	if hard.GetCommit() < index {
+		hard.Commit = new(index)
+	}
+	if err := c.st.resetTo(meta, hard, appendMembers(nil, members)); err != nil {
+		return fmt.Errorf("replica: reset the raft log at %d: %w", index, err)
+	}
+	if err := c.db.SetAppliedIndex(index); err != nil {
+		return err
+	}
+	c.members = members
+	if u, ok := c.cfg.Transport.(PeerUpdater); ok {
+		u.UpdatePeers(c.memberList())
+	}
+	c.cfg.Clock.advance(millis)
+	if millis > c.lastTS {
+		c.lastTS = millis
+	}
+	// Proposals at or below the snapshot's index may be in it or not: the
+	// replica cannot tell. The others are settled by the term rule.
+	for _, id := range sortedKeys(c.pending) {
+		if p := c.pending[id]; p.index <= index {
+			delete(c.pending, id)
+			delete(c.byIndex, p.index)
+			p.finish(nil, fmt.Errorf("%w: entry %d was covered by a snapshot", ErrResultUnknown, p.index))
+		}
+	}
+	c.settle(index, meta.GetTerm(), header{}, false, nil)
+	c.applied, c.appliedT, c.lastMark = index, meta.GetTerm(), index
+	c.snapCache = nil
+	return nil
+}
