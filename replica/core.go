@@ -52,6 +52,8 @@ import (
 // mark of their own).
 const markEvery = 128
 
+const maxUint64 = ^uint64(0)
+
 type proposal struct {
 	id, term, index uint64
 	done            chan struct{}
@@ -101,6 +103,9 @@ type core struct {
 	readSeq     uint64
 
 	transfers []chan struct{} // closed on a leadership change
+	// confBarrier: no conf change may be proposed before this index is
+	// applied (maxUint64: one was proposed and is not in the log yet).
+	confBarrier uint64
 	snapCache *pb.Snapshot
 	err       error // a storage failure: the replica stops
 }
@@ -116,6 +121,11 @@ func newCore(cfg Config) (*core, error) {
 		pending: map[uint64]*proposal{}, byIndex: map[uint64]*proposal{},
 	}
 	st.snapshots = c.snapshot
+	boot, err := st.nextBoot()
+	if err != nil {
+		return nil, fmt.Errorf("replica: count the start: %w", err)
+	}
+	c.nextID = boot << 32
 	if b, err := st.members(); err != nil {
 		return nil, err
 	} else if b != nil {
@@ -158,7 +168,10 @@ func newCore(cfg Config) (*core, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	fresh := raft.IsEmptyHardState(st.hard) && st.lastIndex() == 0 && len(st.conf.GetVoters()) == 0
-	if fresh && !cfg.Join {
+	// A store without Raft state and without bootstrap peers (a joining
+	// replica, or a replica that lost its state) waits to hear from the
+	// group.
+	if fresh && !cfg.Join && len(cfg.Peers) > 0 {
 		peers := make([]raft.Peer, len(cfg.Peers))
 		for i, p := range cfg.Peers {
 			peers[i] = raft.Peer{ID: p.ID, Context: appendPeer(appendHeader(nil, header{}), p)}
@@ -200,17 +213,6 @@ func (c *core) notLeader() error {
 	return &NotLeaderError{Leader: c.members[c.lead]}
 }
 
-// ownIndex returns the leader's last log index (its own Match).
-func (c *core) ownIndex() uint64 {
-	var idx uint64
-	c.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-		if id == c.cfg.ID {
-			idx = pr.Match
-		}
-	})
-	return idx
-}
-
 // stamp returns the timestamp of a new entry: the leader's clock, but never
 // below an entry already in the log, so timestamps grow along the log.
 func (c *core) stamp() int64 {
@@ -231,16 +233,50 @@ func (c *core) noteTS(e *pb.Entry) {
 	}
 }
 
+// register tracks a proposal raft accepted. Its index is learnt when its
+// entry shows up in a Ready (located).
 func (c *core) register(id uint64) *proposal {
-	p := &proposal{id: id, term: c.rn.BasicStatus().GetTerm(), index: c.ownIndex(), done: make(chan struct{})}
+	p := &proposal{id: id, term: c.rn.BasicStatus().GetTerm(), done: make(chan struct{})}
 	c.pending[id] = p
-	if old := c.byIndex[p.index]; old != nil {
-		// raft truncated our own uncommitted entry at this index (a new
-		// term): the old proposal's entry is gone.
+	return p
+}
+
+// located records the index of this node's proposal h, appended at index.
+func (c *core) located(h header, index uint64) {
+	if h.node != c.cfg.ID {
+		return
+	}
+	p := c.pending[h.proposal]
+	if p == nil || p.index != 0 {
+		return
+	}
+	if old := c.byIndex[index]; old != nil && old != p {
+		// Our own earlier entry at this index was truncated (a new term):
+		// it is gone.
 		c.dropLocked(old)
 	}
-	c.byIndex[p.index] = p
-	return p
+	p.index = index
+	c.byIndex[index] = p
+}
+
+// entryHeader returns the header of a command or conf change entry.
+func entryHeader(e *pb.Entry) (header, bool) {
+	switch e.GetType() {
+	case pb.EntryNormal:
+		if len(e.GetData()) == 0 {
+			return header{}, false
+		}
+		h, _, err := decodeHeader(e.GetData())
+		return h, err == nil
+	case pb.EntryConfChangeV2:
+		var cc pb.ConfChangeV2
+		if proto.Unmarshal(e.GetData(), &cc) != nil || len(cc.GetContext()) == 0 {
+			return header{}, false
+		}
+		h, _, err := decodeHeader(cc.GetContext())
+		return h, err == nil
+	}
+	return header{}, false
 }
 
 // propose appends a command to the leader's log.
@@ -270,6 +306,12 @@ func (c *core) proposeConf(typ pb.ConfChangeType, p Peer) (*proposal, error) {
 	if c.state != raft.StateLeader {
 		return nil, c.notLeader()
 	}
+	// raft replaces a conf change proposed while another is not applied
+	// (or before a new leader applied its log) with an empty entry; refuse
+	// it here instead, so the caller knows to retry.
+	if c.applied < c.confBarrier {
+		return nil, fmt.Errorf("%w: a configuration change is in progress", ErrProposalDropped)
+	}
 	c.nextID++
 	h := header{node: c.cfg.ID, proposal: c.nextID, millis: c.stamp()}
 	cc := &pb.ConfChangeV2{
@@ -279,6 +321,7 @@ func (c *core) proposeConf(typ pb.ConfChangeType, p Peer) (*proposal, error) {
 	if err := c.rn.ProposeConfChange(cc); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrProposalDropped, err)
 	}
+	c.confBarrier = maxUint64 // until the entry shows up in a Ready
 	return c.register(h.proposal), nil
 }
 
@@ -294,6 +337,9 @@ func (c *core) dropLocked(p *proposal) {
 // comment): its own proposal, if it is one of this node's, succeeds; any
 // other proposal at its index, or of an older term, is dropped.
 func (c *core) settle(index, term uint64, h header, own bool, reply []byte) {
+	if index >= c.confBarrier && c.confBarrier != maxUint64 {
+		c.confBarrier = 0
+	}
 	if p := c.byIndex[index]; p != nil && !(own && p.id == h.proposal) {
 		c.dropLocked(p)
 	}
@@ -368,7 +414,9 @@ func (c *core) process() {
 }
 
 func (c *core) handle(rd *raft.Ready) error {
+	becameLeader := false
 	if ss := rd.SoftState; ss != nil {
+		becameLeader = ss.RaftState == raft.StateLeader && c.state != raft.StateLeader
 		if ss.Lead != c.lead || ss.RaftState != c.state {
 			for _, ch := range c.transfers {
 				close(ch)
@@ -377,6 +425,9 @@ func (c *core) handle(rd *raft.Ready) error {
 		}
 		if ss.Lead != c.lead {
 			c.sinceLead = 0
+		}
+		if ss.RaftState != raft.StateLeader {
+			c.confBarrier = 0
 		}
 		c.lead, c.state = ss.Lead, ss.RaftState
 	}
@@ -399,6 +450,17 @@ func (c *core) handle(rd *raft.Ready) error {
 		commit()
 		for _, e := range rd.Entries {
 			c.noteTS(e)
+			if h, ok := entryHeader(e); ok {
+				c.located(h, e.GetIndex())
+			}
+			if e.GetType() != pb.EntryNormal && c.state == raft.StateLeader {
+				c.confBarrier = e.GetIndex() // a conf change: no other until it applies
+			}
+		}
+		if becameLeader {
+			// raft refuses conf changes until a new leader applied its
+			// whole log (pendingConfIndex).
+			c.confBarrier = c.st.lastIndex()
 		}
 	}
 	if len(rd.Messages) > 0 {

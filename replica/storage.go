@@ -14,6 +14,7 @@ package replica
 //	                    "conf"              ConfState after the last applied conf
 //	                                        change (protobuf raftpb.ConfState)
 //	                    "members"           member table (appendMembers)
+//	                    "boot"              starts of the replica, u64 (nextBoot)
 //
 // logStorage implements raft.Storage over them. It keeps the whole log in
 // memory as well (as raft.MemoryStorage does): the log is bounded by
@@ -59,7 +60,31 @@ var (
 	keySnap    = []byte{PrefixState, 's', 'n', 'a', 'p'}
 	keyConf    = []byte{PrefixState, 'c', 'o', 'n', 'f'}
 	keyMembers = []byte{PrefixState, 'm', 'e', 'm', 'b', 'e', 'r', 's'}
+	keyBoot    = []byte{PrefixState, 'b', 'o', 'o', 't'}
 )
+
+// nextBoot counts this start of the replica (u64 big-endian under "boot",
+// written synced): proposal ids are boot<<32 | n, so an entry proposed
+// before a restart can never be taken for a proposal made after it.
+func (s *logStorage) nextBoot() (uint64, error) {
+	var boot uint64
+	if v, ok, err := s.state.Get(keyBoot, nil); err != nil {
+		return 0, err
+	} else if ok {
+		if len(v) != 8 {
+			return 0, fmt.Errorf("%w: boot counter of %d bytes", ErrCorrupt, len(v))
+		}
+		boot = binary.BigEndian.Uint64(v)
+	}
+	boot++
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.SetSync(true)
+	if err := s.state.Put(b, keyBoot, binary.BigEndian.AppendUint64(nil, boot)); err != nil {
+		return 0, err
+	}
+	return boot, b.Commit()
+}
 
 func logKey(index uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{PrefixLog}, index)

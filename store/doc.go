@@ -101,8 +101,8 @@
 //	0x49    likes-ord       likes  user u64                                      version, ordinal u32
 //	0x4A    likes-ordrev    likes  ordinal u32                                   version, user u64
 //	0x50    raft-log        replica  index u64                                   entry (term, type, data; see replica/storage.go)
-//	0x51    raft-state      replica  "hard" / "conf" / "snap" / "members"        hard state; conf state; snapshot metadata
-//	                                                                              and truncated index/term; member table
+//	0x51    raft-state      replica  "hard" / "conf" / "snap" / "members" /      hard state; conf state; snapshot metadata
+//	                                 "boot"                                      and truncated index/term; member table; starts
 //
 // Values of a family with a merge operator start with the operator's id
 // byte (merge.go); a value whose first byte is 0 is a deferred merge list.
