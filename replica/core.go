@@ -106,8 +106,8 @@ type core struct {
 	// confBarrier: no conf change may be proposed before this index is
 	// applied (maxUint64: one was proposed and is not in the log yet).
 	confBarrier uint64
-	snapCache *pb.Snapshot
-	err       error // a storage failure: the replica stops
+	snapCache   *pb.Snapshot
+	err         error // a storage failure: the replica stops
 }
 
 func newCore(cfg Config) (*core, error) {

@@ -33,6 +33,9 @@ import (
 
 const simKeys = 4
 
+// confKey marks a conf change proposal in the sim's pending list.
+const confKey = ^uint64(0)
+
 type simCmd struct {
 	key   uint64
 	delta uint64
@@ -71,6 +74,8 @@ type sim struct {
 	acked   []simAck
 	reads   []simRead
 	steps   int
+	// what happened, for the log and for the test's minimum
+	installs, crashes, confs int
 }
 
 type simProp struct {
@@ -91,7 +96,10 @@ type simRead struct {
 }
 
 // simSnapshots is the sim's Snapshotter: a snapshot is the counter's values.
-type simSnapshots struct{ n *simNode }
+type simSnapshots struct {
+	s *sim
+	n *simNode
+}
 
 func (s simSnapshots) Create(_ context.Context, index uint64) ([]byte, error) {
 	var out []byte
@@ -109,6 +117,7 @@ func (s simSnapshots) Install(_ context.Context, index uint64, data []byte) (*st
 	if len(data) != 8*simKeys {
 		return nil, fmt.Errorf("snapshot of %d bytes", len(data))
 	}
+	s.s.installs++
 	// The state and the apply mark of index commit together.
 	return nil, s.n.db.ApplyEntry(index, func() error {
 		b := s.n.db.NewBatch()
@@ -163,7 +172,7 @@ func (s *sim) start(n *simNode, peers []Peer, join bool) {
 			}
 			return binary.BigEndian.AppendUint64(nil, v)
 		},
-		Snapshots:    simSnapshots{n},
+		Snapshots:    simSnapshots{s, n},
 		Clock:        n.clock,
 		Now:          func() time.Time { return s.now },
 		Sync:         true,
@@ -272,11 +281,14 @@ func (s *sim) collect() {
 		select {
 		case <-p.p.done:
 			switch {
+			case p.p.err == nil && p.cmd.key == confKey:
+				s.confs++
 			case p.p.err == nil:
 				s.acked = append(s.acked, simAck{p.p.index, p.cmd})
 				if got := s.log[p.p.index]; got != p.cmd {
 					s.t.Fatalf("proposal %v acknowledged at %d, log holds %v", p.cmd, p.p.index, got)
 				}
+
 			}
 		default:
 			kept = append(kept, p)
@@ -333,6 +345,7 @@ func (s *sim) check() {
 }
 
 func (s *sim) crash(n *simNode) {
+	s.crashes++
 	crashed := n.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: s.rng.IntN(101), RNG: s.rng})
 	n.c.failAll(ErrStopped)
 	n.c = nil
@@ -363,18 +376,21 @@ func (s *sim) step() {
 	r := s.rng.IntN(100)
 	up := s.up()
 	switch {
-	case r < 30 && s.net.Len() > 0: // deliver a random message (reorders)
-		s.deliver(s.rng.IntN(s.net.Len()))
-	case r < 33 && s.net.Len() > 0:
+	case r < 40 && s.net.Len() > 0: // deliver random messages (reorders)
+		for k := s.rng.IntN(8); k >= 0 && s.net.Len() > 0; k-- {
+			s.deliver(s.rng.IntN(s.net.Len()))
+			s.processAll()
+		}
+	case r < 42 && s.net.Len() > 0:
 		s.net.Drop(s.rng.IntN(s.net.Len()))
-	case r < 35 && s.net.Len() > 0:
+	case r < 44 && s.net.Len() > 0:
 		s.net.Duplicate(s.rng.IntN(s.net.Len()))
-	case r < 50:
+	case r < 54:
 		for _, n := range up {
 			n.c.tick()
 		}
 		s.now = s.now.Add(time.Duration(s.rng.IntN(50)) * time.Millisecond)
-	case r < 70:
+	case r < 76:
 		if l := s.leader(); l != nil {
 			cmd := simCmd{key: uint64(s.rng.IntN(simKeys)), delta: uint64(1 + s.rng.IntN(9))}
 			p, err := l.c.propose(encodeCmd(cmd))
@@ -384,39 +400,39 @@ func (s *sim) step() {
 				s.t.Fatalf("propose: %v", err)
 			}
 		}
-	case r < 73 && len(up) > 0:
+	case r < 79 && len(up) > 0:
 		n := up[s.rng.IntN(len(up))]
 		rr := &readReq{done: make(chan struct{})}
 		n.c.readIndex(rr)
 		s.reads = append(s.reads, simRead{n.id, rr, s.maxAcked()})
-	case r < 75 && len(up) > 0: // an election
+	case r < 81 && len(up) > 0: // an election
 		for _, n := range up {
 			_ = n.c.rn.ForgetLeader()
 		}
 		_ = up[s.rng.IntN(len(up))].c.rn.Campaign()
-	case r < 77:
+	case r < 83:
 		if l := s.leader(); l != nil {
 			if to := l.c.transferTarget(); to != 0 {
 				l.c.rn.TransferLeader(to)
 			}
 		}
-	case r < 79 && len(up) > 0 && len(up) > len(s.ids)/2: // crash one
+	case r < 84 && len(up) > 0 && len(up) > len(s.ids)/2: // crash one
 		s.crash(up[s.rng.IntN(len(up))])
-	case r < 83: // restart a crashed replica
+	case r < 88: // restart a crashed replica
 		for _, id := range s.ids {
 			if n := s.nodes[id]; n.c == nil && n.db != nil {
 				s.start(n, nil, false)
 				break
 			}
 		}
-	case r < 85:
+	case r < 89:
 		a, b := s.ids[s.rng.IntN(len(s.ids))], s.ids[s.rng.IntN(len(s.ids))]
 		if a != b {
 			s.net.Partition(a, b)
 		}
-	case r < 88:
-		s.net.Heal()
 	case r < 92:
+		s.net.Heal()
+	case r < 95:
 		s.membership()
 	}
 	s.processAll()
@@ -439,19 +455,24 @@ func (s *sim) membership() {
 		switch {
 		case !member && n.db == nil:
 			p := Peer{ID: id, RaftAddr: fmt.Sprintf("r%d", id), ClientAddr: fmt.Sprintf("c%d", id)}
-			if _, err := l.c.proposeConf(pb.ConfChangeType_ConfChangeAddLearnerNode, p); err == nil {
+			if pr, err := l.c.proposeConf(pb.ConfChangeType_ConfChangeAddLearnerNode, p); err == nil {
+				s.pending = append(s.pending, simProp{l.id, simCmd{key: confKey}, pr})
 				s.start(n, nil, true)
 			}
 			return
 		case member && st.Progress[id].IsLearner && st.Progress[id].Match >= st.GetCommit():
-			_, _ = l.c.proposeConf(pb.ConfChangeType_ConfChangeAddNode, l.c.members[id])
+			if pr, err := l.c.proposeConf(pb.ConfChangeType_ConfChangeAddNode, l.c.members[id]); err == nil {
+				s.pending = append(s.pending, simProp{l.id, simCmd{key: confKey}, pr})
+			}
 			return
 		}
 	}
 	if len(st.Config.Voters.IDs()) > 3 {
 		for _, id := range s.ids {
 			if _, ok := st.Config.Voters.IDs()[id]; ok && id != l.id {
-				_, _ = l.c.proposeConf(pb.ConfChangeType_ConfChangeRemoveNode, l.c.members[id])
+				if pr, err := l.c.proposeConf(pb.ConfChangeType_ConfChangeRemoveNode, l.c.members[id]); err == nil {
+					s.pending = append(s.pending, simProp{l.id, simCmd{key: confKey}, pr})
+				}
 				return
 			}
 		}
@@ -539,7 +560,7 @@ func TestSimulation(t *testing.T) {
 		for seed := range uint64(seeds) {
 			t.Run(fmt.Sprintf("voters=%d/seed=%d", voters, seed), func(t *testing.T) {
 				s := newSim(t, seed, voters, 1)
-				for range 600 {
+				for range 1500 {
 					s.step()
 				}
 				s.finish()
@@ -547,7 +568,8 @@ func TestSimulation(t *testing.T) {
 					t.Fatal("no write was acknowledged")
 				}
 				sent, dropped := s.net.Stats()
-				t.Logf("acked %d writes, log %d entries, %d messages (%d dropped), %d terms", len(s.acked), len(s.log), sent, dropped, len(s.leaders))
+				t.Logf("acked %d writes, log %d entries, %d messages (%d dropped), %d terms, %d crashes, %d snapshots installed, %d conf changes",
+					len(s.acked), len(s.log), sent, dropped, len(s.leaders), s.crashes, s.installs, s.confs)
 			})
 		}
 	}
