@@ -126,6 +126,7 @@ func newCore(cfg Config) (*core, error) {
 		return nil, fmt.Errorf("replica: count the start: %w", err)
 	}
 	c.nextID = boot << 32
+	c.readSeq = boot << 32 // a stale read response of an earlier start never matches
 	if b, err := st.members(); err != nil {
 		return nil, err
 	} else if b != nil {
@@ -591,6 +592,17 @@ func (c *core) applyConf(e *pb.Entry) (header, error) {
 		}
 	}
 	cs := c.rn.ApplyConfChange(cc)
+	if !slices.Contains(cs.GetVoters(), c.cfg.ID) && !slices.Contains(cs.GetLearners(), c.cfg.ID) && len(cs.GetVoters()) > 0 {
+		// This replica was removed: it will not see the entries that
+		// settle its proposals.
+		for _, id := range sortedKeys(c.pending) {
+			if p := c.pending[id]; p.id != h.proposal {
+				delete(c.pending, id)
+				delete(c.byIndex, p.index)
+				p.finish(nil, fmt.Errorf("%w: this replica was removed from the group", ErrResultUnknown))
+			}
+		}
+	}
 	if u, ok := c.cfg.Transport.(PeerUpdater); ok {
 		u.UpdatePeers(c.memberList())
 	}
