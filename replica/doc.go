@@ -1,0 +1,38 @@
+// Package replica makes a tally store one replica of a Raft group, on
+// go.etcd.io/raft/v3 (issue 22).
+//
+// # What an entry carries
+//
+// An entry carries a logical command (opaque bytes, the RESP argv of a
+// write as package server encodes it) behind a header with the proposer's
+// id, a proposal id and the leader's clock at proposal time (entry.go).
+// Every replica applies committed entries in log order through
+// Config.Apply, so the in-memory state of the packages (timeline, likes,
+// unread caches) is built on every replica by the same code that builds it
+// on one node; replicating the leader's evaluated Pebble batches would
+// leave those caches stale on followers. Determinism: the packages read
+// time from a Clock the apply loop sets to each entry's timestamp, and
+// timestamps never decrease along the log.
+//
+// # Invariants
+//
+//   - Exactly-once apply: each entry applies inside store.DB.ApplyEntry,
+//     which marks its commits so a re-apply after a crash skips what is
+//     already in the store; the replica restarts its apply at the store's
+//     AppliedIndex (store/apply.go).
+//   - Durability: the Raft log and hard state live in the store's own
+//     Pebble (storage.go) and, with Config.Sync, are fsynced before the
+//     messages that acknowledge them are sent.
+//   - A proposal is answered once: its reply, ErrProposalDropped when it
+//     can never apply, or an ambiguous error (ErrResultUnknown,
+//     ErrStopped, the context's) when the replica cannot know (core.go).
+//   - Reads: ReadIndex with ReadOnlySafe, on the leader and on followers.
+//   - PreVote and CheckQuorum are on; proposals are not forwarded (a
+//     follower answers ErrNotLeader naming the leader).
+//
+// # Caveats
+//
+// Snapshots are made and installed in process through a Snapshotter; the
+// streaming of a Pebble checkpoint between machines is not built yet, and
+// there is no TCP transport yet: memtransport is the only Transport.
+package replica
