@@ -328,7 +328,7 @@ func connectionCommands() []Command {
 			Summary: "Returns server, clients, memory, persistence, stats, keyspace and tally sections in Redis's format " +
 				"(tally counts never go below 0: a decrement past 0 leaves 0).",
 			Args: []Arg{{Name: "section", Type: "string", Optional: true, Multiple: true}}, Handler: infoHandler},
-		{Name: "SAVE", Arity: 1, Flags: FlagAdmin, Group: "server", Since: "1.0.0", Complexity: "O(N) where N is the number of hot rows",
+		{Name: "SAVE", Arity: 1, Flags: FlagAdmin | FlagLocal, Group: "server", Since: "1.0.0", Complexity: "O(N) where N is the number of hot rows",
 			Summary: "Writes a checkpoint now (tally's snapshot of its memory tables).", Handler: saveHandler},
 	}
 }
