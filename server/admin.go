@@ -299,7 +299,7 @@ func connectionCommands() []Command {
 			}, clientInspectCommands()...)},
 		{Name: "CONFIG", Arity: -2, Group: "server", Since: "2.0.0", Summary: "Configuration commands.",
 			Subcommands: []Command{
-				{Name: "GET", Arity: -3, Flags: FlagReadOnly, Group: "server", Since: "2.0.0", Complexity: "O(N) where N is the number of parameters",
+				{Name: "GET", Arity: -3, Flags: FlagReadOnly | FlagLocal, Group: "server", Since: "2.0.0", Complexity: "O(N) where N is the number of parameters",
 					Summary: "Returns matching parameters: appendfsync (from the durability), appendonly, databases, " +
 						"maxclients, proto-max-bulk-len (the request limit), save, timeout.",
 					Args: []Arg{{Name: "parameter", Type: "string", Multiple: true}}, Handler: configGetHandler},

@@ -377,8 +377,11 @@ func (s *Server) Apply(data []byte) []byte {
 	c.applyReqs = reqs[:0]
 	for i := 0; i < len(reqs); {
 		args := reqs[i].Args
-		cmd, ok := c.resolve(args)
-		if !ok {
+		cmd, msg, _ := c.find(args)
+		if msg != "" {
+			// As resolve, but no client is dropped: the entry's bytes
+			// were a client's on the proposing node, which answered.
+			c.reject(cmd, msg)
 			i++
 			continue
 		}
