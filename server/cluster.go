@@ -239,6 +239,12 @@ func (c *Conn) route(cmd *Command, cmds []request) int {
 // many commands it consumed.
 func (c *Conn) propose(first *Command, cmds []request) int {
 	cl := c.s.cluster
+	if st := c.status(); st.Role != RoleLeader {
+		// Not proposed at all: Raft would forward a follower's proposal
+		// to the leader, but a Redis Cluster client expects MOVED.
+		c.reject(first, c.redirect(&NotLeaderError{LeaderID: st.LeaderID, Addr: st.LeaderAddr}, first, cmds[0].Args, false))
+		return 1
+	}
 	t0 := time.Now()
 	argvs := [][][]byte{cmds[0].Args}
 	size := argsSize(cmds[0].Args)
@@ -389,15 +395,14 @@ func slotKeysHandler(c *Conn, args [][]byte, _ *cluster) {
 
 // clusterNode is one replica as the CLUSTER replies show it.
 type clusterNode struct {
-	id         string
-	host       string
-	port       int
-	master     bool
-	self       bool
-	offset     uint64
-	active     bool
-	masterID   string // a replica's master
-	hostString string // Addr as announced
+	id       string
+	host     string
+	port     int
+	master   bool
+	self     bool
+	offset   uint64
+	active   bool
+	masterID string // a replica's master
 }
 
 // nodes lists the replicas: the leader first (or, with no leader known,
@@ -412,11 +417,10 @@ func (cl *cluster) nodes(st *ReplicationStatus) []clusterNode {
 	var out []clusterNode
 	seenSelf := false
 	add := func(m Member) {
-		n := clusterNode{id: NodeID(m.ID), master: m.ID == masterID, self: m.ID == st.ID, offset: m.Match,
-			active: m.Active, hostString: m.Addr}
+		n := clusterNode{id: NodeID(m.ID), master: m.ID == masterID, self: m.ID == st.ID, offset: m.Match, active: m.Active}
 		if n.self {
 			seenSelf = true
-			n.hostString, n.host, n.port = cl.opts.Addr, cl.host, cl.port
+			n.host, n.port = cl.host, cl.port
 			n.offset, n.active = st.Applied, true
 		} else {
 			h, p, err := splitAddr(m.Addr)
