@@ -60,7 +60,7 @@ func newFakeCluster(t testing.TB, n int, co ClusterOptions) *fakeGroup {
 }
 
 // newFakeClusterWith is newFakeCluster with the servers' options.
-func newFakeClusterWith(t testing.TB, n int, co ClusterOptions, opts *Options) *fakeGroup {
+func newFakeClusterWith(t testing.TB, n int, co ClusterOptions, opts *Options, extra ...Command) *fakeGroup {
 	t.Helper()
 	g := &fakeGroup{leader: 0, term: 1}
 	for i := range n {
@@ -75,6 +75,9 @@ func newFakeClusterWith(t testing.TB, n int, co ClusterOptions, opts *Options) *
 			t.Fatal(err)
 		}
 		if err := s.RegisterDB(db); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Register(extra...); err != nil {
 			t.Fatal(err)
 		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -1030,5 +1033,65 @@ func BenchmarkApply(b *testing.B) {
 		if out := s.Apply(entries[(i/benchPipeline)%len(entries)]); out[0] != ':' {
 			b.Fatalf("reply %q", out)
 		}
+	}
+}
+
+// TestClusterClassify: a command with Classify (as TALLY.EXEC) is routed
+// per call: replicated, local, read, or refused with ErrNotReplicable;
+// its handler knows whether it runs from the log.
+func TestClusterClassify(t *testing.T) {
+	var mu sync.Mutex
+	ran := map[*Server][]string{}
+	x := Command{Name: "X.EXEC", Arity: 2, Flags: FlagWrite | FlagAdmin, Group: "tally", Summary: "test",
+		Classify: func(args [][]byte) (Class, error) {
+			switch string(args[1]) {
+			case "write":
+				return ClassWrite, nil
+			case "read":
+				return ClassRead, nil
+			case "local":
+				return ClassLocal, nil
+			}
+			return 0, fmt.Errorf("%w: %q reads a local file", ErrNotReplicable, args[1])
+		},
+		Handler: func(c *Conn, args [][]byte) {
+			mu.Lock()
+			ran[c.Server()] = append(ran[c.Server()], string(args[1]))
+			mu.Unlock()
+			c.WriteBulkString(fmt.Sprint(c.Replicated()))
+		}}
+	g := newFakeClusterWith(t, 3, ClusterOptions{}, nil, x)
+	lc, fc := g.client(t, 0), g.client(t, 1)
+	if v := mustDo(t, lc, "X.EXEC", "write"); v != "true" {
+		t.Fatalf("write: %v", v)
+	}
+	if v := mustDo(t, lc, "X.EXEC", "local"); v != "false" {
+		t.Fatalf("local: %v", v)
+	}
+	if v := mustDo(t, lc, "X.EXEC", "read"); v != "false" {
+		t.Fatalf("read: %v", v)
+	}
+	wantErr(t, lc, `ERR tally: not possible in cluster mode: "load" reads a local file`, "X.EXEC", "load")
+	wantErr(t, fc, "MOVED 0 "+g.nodes[0].addr, "X.EXEC", "write")
+	wantErr(t, fc, "MOVED 0 "+g.nodes[0].addr, "X.EXEC", "read")
+	if v := mustDo(t, fc, "X.EXEC", "local"); v != "false" {
+		t.Fatalf("local on a follower: %v", v)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, n := range g.nodes {
+		want := []string{"write"}
+		switch i {
+		case 0:
+			want = []string{"write", "local", "read"}
+		case 1:
+			want = []string{"write", "local"}
+		}
+		if got := ran[n.srv]; !slices.Equal(got, want) {
+			t.Errorf("node %d ran %q, want %q", i, got, want)
+		}
+	}
+	if g.entries != 1 {
+		t.Fatalf("%d entries, want 1", g.entries)
 	}
 }
