@@ -299,7 +299,7 @@ func connectionCommands() []Command {
 			}, clientInspectCommands()...)},
 		{Name: "CONFIG", Arity: -2, Group: "server", Since: "2.0.0", Summary: "Configuration commands.",
 			Subcommands: []Command{
-				{Name: "GET", Arity: -3, Flags: FlagReadOnly, Group: "server", Since: "2.0.0", Complexity: "O(N) where N is the number of parameters",
+				{Name: "GET", Arity: -3, Flags: FlagReadOnly | FlagLocal, Group: "server", Since: "2.0.0", Complexity: "O(N) where N is the number of parameters",
 					Summary: "Returns matching parameters: appendfsync (from the durability), appendonly, databases, " +
 						"maxclients, proto-max-bulk-len (the request limit), save, timeout.",
 					Args: []Arg{{Name: "parameter", Type: "string", Multiple: true}}, Handler: configGetHandler},
@@ -328,7 +328,7 @@ func connectionCommands() []Command {
 			Summary: "Returns server, clients, memory, persistence, stats, keyspace and tally sections in Redis's format " +
 				"(tally counts never go below 0: a decrement past 0 leaves 0).",
 			Args: []Arg{{Name: "section", Type: "string", Optional: true, Multiple: true}}, Handler: infoHandler},
-		{Name: "SAVE", Arity: 1, Flags: FlagAdmin, Group: "server", Since: "1.0.0", Complexity: "O(N) where N is the number of hot rows",
+		{Name: "SAVE", Arity: 1, Flags: FlagAdmin | FlagLocal, Group: "server", Since: "1.0.0", Complexity: "O(N) where N is the number of hot rows",
 			Summary: "Writes a checkpoint now (tally's snapshot of its memory tables).", Handler: saveHandler},
 	}
 }

@@ -62,45 +62,51 @@ func BenchmarkServer(b *testing.B) {
 					pipes[i] = append(pipes[i], resp(tc.cmd(r)...)...)
 				}
 			}
-			b.SetParallelism((benchConns + 1) / 2)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				nc, err := net.Dial("tcp", ts.addr)
-				if err != nil {
+			runPipelines(b, ts.addr, pipes)
+		})
+	}
+}
+
+// runPipelines sends the pipelines, cycled, over benchConns connections
+// to addr until b.N commands are answered.
+func runPipelines(b *testing.B, addr string, pipes [][]byte) {
+	b.SetParallelism((benchConns + 1) / 2)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReaderSize(nc, 64<<10)
+		k := 0
+		for {
+			n := 0
+			for n < benchPipeline && pb.Next() {
+				n++
+			}
+			if n == 0 {
+				return
+			}
+			// A partial last pipeline still sends 16 commands; read
+			// them all.
+			if _, err := nc.Write(pipes[k%len(pipes)]); err != nil {
+				b.Error(err)
+				return
+			}
+			k++
+			for i := 0; i < benchPipeline; i++ {
+				if err := skipReply(br); err != nil {
 					b.Error(err)
 					return
 				}
-				defer nc.Close()
-				br := bufio.NewReaderSize(nc, 64<<10)
-				k := 0
-				for {
-					n := 0
-					for n < benchPipeline && pb.Next() {
-						n++
-					}
-					if n == 0 {
-						return
-					}
-					// A partial last pipeline still sends 16 commands; read
-					// them all.
-					if _, err := nc.Write(pipes[k%len(pipes)]); err != nil {
-						b.Error(err)
-						return
-					}
-					k++
-					for i := 0; i < benchPipeline; i++ {
-						if err := skipReply(br); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-					if n < benchPipeline {
-						return
-					}
-				}
-			})
-		})
-	}
+			}
+			if n < benchPipeline {
+				return
+			}
+		}
+	})
 }
 
 // skipReply reads one RESP reply; an error reply is an error.

@@ -26,6 +26,12 @@ const (
 	FlagNoAuth
 	// FlagAdmin marks an administrative command (schema changes, SAVE).
 	FlagAdmin
+	// FlagLocal marks a command about this node rather than the data
+	// (CONFIG SET, SLOWLOG, CLIENT KILL, SAVE, TALLY.COMPACT, TALLY.STATS,
+	// ...): in cluster mode it runs on the node it is sent to, whatever
+	// its other flags, and is never replicated or redirected. COMMAND
+	// reports it as "local". See Command.ClassOf for the whole rule.
+	FlagLocal
 )
 
 // redisFlagNames are the names COMMAND reports, in Redis's words.
@@ -38,6 +44,7 @@ var redisFlagNames = []struct {
 	{FlagAdmin, "admin"},
 	{FlagNoAuth, "no_auth"},
 	{FlagFast, "fast"},
+	{FlagLocal, "local"},
 }
 
 // Arg documents one argument of a command for COMMAND DOCS (redis-cli
@@ -89,6 +96,14 @@ type Command struct {
 	Handler Handler
 	// Subcommands, if any, are dispatched on the second argument.
 	Subcommands []Command
+	// Classify, if set, decides how one call is routed in cluster mode,
+	// overriding the flags (see ClassOf): a command whose effect depends
+	// on its arguments (TALLY.EXEC runs a CLI command line, which may read
+	// or write, or read a local file) classifies each call. An error
+	// refuses the call: the client gets it as an error reply and nothing
+	// runs. It runs on the node the client is connected to, before
+	// anything is proposed, and never on Server.Apply's path.
+	Classify func(args [][]byte) (Class, error)
 
 	// stage and finish, when set, let the server fold a run of such
 	// commands within one pipeline into one store batch (see batch.go).

@@ -74,6 +74,16 @@ type Conn struct {
 	served   bool // a batch of commands was read: the next is not the first
 	errReply bool // the running command replied with an error
 
+	// Cluster mode (cluster.go).
+	readonly  bool      // READONLY: reads run on a follower
+	applying  bool      // the Conn of Server.Apply: no network
+	applyReqs []request // Apply's scratch
+	cst       struct {  // the group's status for the batch being run
+		st     ReplicationStatus
+		ok     bool // st was read in this batch
+		fenced bool // a ReadIndex barrier was passed in this batch
+	}
+
 	// Scratch reused by commands.
 	batch *store.Batch
 	one   *store.Batch // a single capped increment (counters.go incr)
@@ -191,6 +201,7 @@ func (c *Conn) execute(cmds []request) {
 		c.s.crossProtocol(c)
 		return
 	}
+	c.cst.ok, c.cst.fenced = false, false
 	for i := 0; i < len(cmds) && !c.quit && c.werr == nil; {
 		args := cmds[i].Args
 		cmd, ok := c.resolve(args)
@@ -200,6 +211,12 @@ func (c *Conn) execute(cmds []request) {
 		}
 		c.info.lastCmd.Store(cmd)
 		c.info.lastActive.Store(time.Now().UnixNano())
+		if c.s.cluster != nil {
+			if n := c.route(cmd, cmds[i:]); n > 0 {
+				i += n
+				continue
+			}
+		}
 		if cmd.stage != nil {
 			i += c.runBatch(cmd, cmds[i:])
 			continue
@@ -394,7 +411,7 @@ func (c *Conn) flush() {
 
 // more flushes when enough output is pending.
 func (c *Conn) more() {
-	if len(c.out) >= flushAt {
+	if len(c.out) >= flushAt && !c.applying {
 		c.flush()
 	}
 }

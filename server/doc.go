@@ -353,6 +353,93 @@
 // job and recovery figures, tally_pebble_memory_bytes; and the Go runtime
 // and process collectors.
 //
+// # Cluster mode (tally serve --cluster)
+//
+// A replicated shard is one Raft group of replicas (package replica).
+// SetReplication, before Serve, connects the server to its replica
+// through the Replication interface (Propose, ReadIndex, Status; this
+// package does not import replica) and turns on the Redis Cluster
+// protocol: to a cluster client the group is one shard whose master is
+// the Raft leader and whose replicas are the followers, and every slot
+// 0-16383 is the shard's.
+//
+// Writes are replicated as logical commands. A write from a client is not
+// run where it arrives: its arguments are encoded (EncodeCommand: a
+// versioned, length-prefixed, checksummed entry, bounded by
+// MaxEntryCommands, MaxEntryArgs and MaxEntryBytes; DecodeCommand refuses
+// anything else with ErrBadEntry) and proposed; every replica, the leader
+// included, runs committed entries through Server.Apply, serially and in
+// log order, with the same handlers a client's command runs (on a Conn
+// without a network, Conn.Replicated true); the client gets the reply of
+// the leader's Apply. A run of consecutive writes within one read of a
+// client's input is proposed as one entry (at most 128 commands, about
+// 1 MiB), as a standalone server folds it into one store batch: each
+// command of it succeeds or fails on its own and replies stay in order.
+// Apply counts its commands in INFO and the metrics on every replica.
+//
+// Which commands are replicated (Command.ClassOf):
+//
+//   - ClassWrite, proposed and applied everywhere: every FlagWrite command
+//     that is not FlagLocal: HINCRBY, HSET, HMSET, DEL, UNLINK, INCR...,
+//     TALLY.HINCRBYONCE, and every Write or Admin command of the one table
+//     (TALLY.INCR/SET/DELETE, TALLY.COUNTER ADD, TALLY.COLUMN ADD,
+//     LIKE.*, TL.* writes, TL.CONFIG, TL.EXPIRE, UNREAD.*, DOT.*,
+//     NOTICE.* writes).
+//   - ClassLocal, run on the node it is sent to, never replicated or
+//     redirected: FlagLocal commands (CONFIG GET and SET, SLOWLOG,
+//     LATENCY, CLIENT KILL, SAVE, and the table's Local commands:
+//     TALLY.CHECKPOINT, TALLY.COMPACT, TALLY.VERIFY, TALLY.STATS,
+//     TALLY.REPLAY, TALLY.JOBS LIST and WAIT, which are about this node's
+//     files, figures and background jobs), and commands with neither
+//     FlagWrite nor FlagReadOnly (PING, INFO, CLIENT, COMMAND, CLUSTER,
+//     READONLY, ...). COMMAND reports FlagLocal as the flag "local".
+//   - ClassRead, every other FlagReadOnly command: on the leader it runs
+//     after a ReadIndex barrier (one per batch of a connection's
+//     commands; none with ClusterOptions.LeaderReadsLocal), so it is
+//     linearizable; on a follower it is redirected to the leader with
+//     MOVED unless the connection sent READONLY, when it runs on the
+//     follower's state as it is, stale by the follower's lag as on a
+//     Redis replica (or after a ReadIndex with
+//     ClusterOptions.FollowerReadIndex).
+//   - A command with a Classify function classifies each call itself
+//     (TALLY.EXEC, whose CLI command line may read, write or read a local
+//     file); an error refuses the call (ErrNotReplicable).
+//
+// Replies of the routing: a write on a follower, or a read without
+// READONLY, gets "-MOVED <slot> <leader host:port>", the slot of the
+// command's first key (COMMAND's first key position; 0 for a command
+// without keys); "-CLUSTERDOWN ..." while no leader is known; "-TRYAGAIN
+// ..." when the group says the write surely did not apply (ErrTryAgain)
+// or a read's barrier failed; and "-ERR tally: the write may or may not
+// have been applied: ..." when the outcome is unknown (the proposal's
+// context ended: ClusterOptions.ProposeTimeout), which a client must not
+// retry blindly (TALLY.HINCRBYONCE and TALLY.INCR SOURCE/SEQ make a retry
+// safe). Redis Cluster clients (go-redis ClusterClient, redis-cli -c)
+// follow MOVED and retry TRYAGAIN and CLUSTERDOWN.
+//
+//	CLUSTER SLOTS                    one range 0-16383: the leader (or, with no
+//	                                 leader known, this node), then the others;
+//	                                 each [ip, port, node id, {}]
+//	CLUSTER SHARDS                   one shard: slots, nodes (id, port, ip,
+//	                                 endpoint, role, replication-offset, health)
+//	CLUSTER NODES                    nodes.conf lines; config-epoch is the term
+//	CLUSTER INFO                     cluster_state:ok while a leader is known,
+//	                                 cluster_size:1, epochs = the term, tally_*
+//	CLUSTER KEYSLOT key              CRC16/XMODEM of the key or its {hash tag}
+//	CLUSTER MYID, MYSHARDID          NodeID(replica id): 40 hex digits, stable
+//	CLUSTER COUNTKEYSINSLOT, GETKEYSINSLOT  an error: keys are counter rows
+//	READONLY, READWRITE, ASKING      OK (per connection; ASKING does nothing)
+//
+// INFO in cluster mode: redis_mode:cluster; cluster_enabled:1 (section
+// cluster; 0 standalone); replication has role:master with
+// connected_slaves and slaveN:ip=,port=,state=online|offline,offset=
+// (the replica's match index),lag= (entries behind, where Redis gives
+// seconds) on the leader, role:slave with master_host, master_port,
+// master_link_status and master_last_io_seconds_ago on a follower, and
+// master_repl_offset = the applied index, with tally_raft_* figures.
+// Outside cluster mode CLUSTER, READONLY, READWRITE and ASKING reply
+// "ERR This instance has cluster support disabled", as Redis does.
+//
 // # Tests and benchmarks
 //
 // The tests drive an in-process server over loopback with go-redis and raw

@@ -24,7 +24,7 @@ import (
 // infoSections are INFO's default sections (INFO, INFO default), in
 // Redis's order; INFO all and everything add commandstats, as Redis does.
 var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu",
-	"errorstats", "keyspace", "tally"}
+	"errorstats", "cluster", "keyspace", "tally"}
 
 func infoHandler(c *Conn, args [][]byte) {
 	want := map[string]bool{}
@@ -75,7 +75,7 @@ func (s *Server) info(want map[string]bool) string {
 		up := time.Since(s.started)
 		line("redis_version", redisCompatVersion)
 		line("tally_version", s.version)
-		line("redis_mode", "standalone")
+		line("redis_mode", map[bool]string{false: "standalone", true: "cluster"}[s.cluster != nil])
 		line("os", runtime.GOOS+" "+runtime.GOARCH)
 		line("arch_bits", strconv.Itoa(32<<(^uint(0)>>63)))
 		line("go_version", runtime.Version())
@@ -140,13 +140,16 @@ func (s *Server) info(want map[string]bool) string {
 		line("background_errors", len(st.Errors))
 	}
 	if section("Replication") {
-		// One copy on one machine: the replication issue adds replicas.
-		st := stats()
-		line("role", "master")
-		line("connected_slaves", 0)
-		line("master_failover_state", "no-failover")
-		line("master_replid", s.runID)
-		line("master_repl_offset", st.LastSeq)
+		if s.cluster != nil {
+			s.replicationInfo(line)
+		} else {
+			// One copy on one machine.
+			line("role", "master")
+			line("connected_slaves", 0)
+			line("master_failover_state", "no-failover")
+			line("master_replid", s.runID)
+			line("master_repl_offset", stats().LastSeq)
+		}
 	}
 	if section("CPU") {
 		for _, kv := range cpuTimes() {
@@ -162,6 +165,9 @@ func (s *Server) info(want map[string]bool) string {
 		for _, l := range s.errorStats.lines() {
 			b.WriteString(l + "\r\n")
 		}
+	}
+	if section("Cluster") {
+		line("cluster_enabled", b2i(s.cluster != nil))
 	}
 	if section("Keyspace") {
 		// The user's counters only: packages' counters are not keys.

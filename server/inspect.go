@@ -397,7 +397,7 @@ func clientInspectCommands() []Command {
 			Handler: clientListHandler},
 		{Name: "INFO", Arity: 2, Flags: FlagFast, Group: "connection", Since: "6.2.0", Complexity: "O(1)",
 			Summary: "Returns the line of this connection, as CLIENT LIST shows it.", Handler: clientInfoHandler},
-		{Name: "KILL", Arity: -3, Flags: FlagAdmin, Group: "connection", Since: "2.4.0", Complexity: "O(N) where N is the number of clients",
+		{Name: "KILL", Arity: -3, Flags: FlagAdmin | FlagLocal, Group: "connection", Since: "2.4.0", Complexity: "O(N) where N is the number of clients",
 			Summary: "Closes connections by address, or by ID, ADDR, LADDR, USER and SKIPME filters (each finishes the commands it sent).",
 			Args:    []Arg{{Name: "filter", Type: "string", Multiple: true}}, Handler: clientKillHandler},
 	}
@@ -406,18 +406,18 @@ func clientInspectCommands() []Command {
 func slowlogCommand() Command {
 	return Command{Name: "SLOWLOG", Arity: -2, Group: "server", Since: "2.2.12", Summary: "Slow log commands.",
 		Subcommands: []Command{
-			{Name: "GET", Arity: -2, Flags: FlagAdmin, Group: "server", Since: "2.2.12", Complexity: "O(N) where N is the number of entries returned",
+			{Name: "GET", Arity: -2, Flags: FlagAdmin | FlagLocal, Group: "server", Since: "2.2.12", Complexity: "O(N) where N is the number of entries returned",
 				Summary: "Returns the slowest recent commands (default 10; -1 all): id, time, microseconds, arguments, client address, name.",
 				Args:    []Arg{{Name: "count", Type: "integer", Optional: true}}, Handler: slowlogGetHandler},
-			{Name: "LEN", Arity: 2, Flags: FlagAdmin, Group: "server", Since: "2.2.12", Complexity: "O(1)",
+			{Name: "LEN", Arity: 2, Flags: FlagAdmin | FlagLocal, Group: "server", Since: "2.2.12", Complexity: "O(1)",
 				Summary: "Returns the number of entries in the slow log.", Handler: slowlogLenHandler},
-			{Name: "RESET", Arity: 2, Flags: FlagAdmin, Group: "server", Since: "2.2.12", Complexity: "O(N) where N is the number of entries",
+			{Name: "RESET", Arity: 2, Flags: FlagAdmin | FlagLocal, Group: "server", Since: "2.2.12", Complexity: "O(N) where N is the number of entries",
 				Summary: "Empties the slow log.", Handler: slowlogResetHandler},
 		}}
 }
 
 func configSetCommand() Command {
-	return Command{Name: "SET", Arity: -4, Flags: FlagAdmin, Group: "server", Since: "2.0.0", Complexity: "O(N) where N is the number of parameters",
+	return Command{Name: "SET", Arity: -4, Flags: FlagAdmin | FlagLocal, Group: "server", Since: "2.0.0", Complexity: "O(N) where N is the number of parameters",
 		Summary: "Sets slowlog-log-slower-than (µs; negative: off), slowlog-max-len and latency-monitor-threshold (ms; 0: off) " +
 			"at run time; other parameters are refused.",
 		Args: []Arg{{Name: "data", Type: "block", Multiple: true, Args: []Arg{

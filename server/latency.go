@@ -145,13 +145,13 @@ func parseLatencyThreshold(v []byte) (int64, error) {
 func latencyCommand() Command {
 	return Command{Name: "LATENCY", Arity: -2, Group: "server", Since: "2.8.13", Summary: "Latency monitor commands.",
 		Subcommands: []Command{
-			{Name: "LATEST", Arity: 2, Flags: FlagAdmin, Group: "server", Since: "2.8.13", Complexity: "O(1)",
+			{Name: "LATEST", Arity: 2, Flags: FlagAdmin | FlagLocal, Group: "server", Since: "2.8.13", Complexity: "O(1)",
 				Summary: "Returns, per event (command, fast-command), its latest sample's time and milliseconds and the largest since reset.",
 				Handler: latencyLatestHandler},
-			{Name: "HISTORY", Arity: 3, Flags: FlagAdmin, Group: "server", Since: "2.8.13", Complexity: "O(N) where N is the number of samples",
+			{Name: "HISTORY", Arity: 3, Flags: FlagAdmin | FlagLocal, Group: "server", Since: "2.8.13", Complexity: "O(N) where N is the number of samples",
 				Summary: "Returns an event's samples: [time, milliseconds], the largest of each second, the last 160.",
 				Args:    []Arg{{Name: "event", Type: "string"}}, Handler: latencyHistoryHandler},
-			{Name: "RESET", Arity: -2, Flags: FlagAdmin, Group: "server", Since: "2.8.13", Complexity: "O(N) where N is the number of events",
+			{Name: "RESET", Arity: -2, Flags: FlagAdmin | FlagLocal, Group: "server", Since: "2.8.13", Complexity: "O(N) where N is the number of events",
 				Summary: "Drops the samples of the given events, or of all; replies how many events were reset.",
 				Args:    []Arg{{Name: "event", Type: "string", Optional: true, Multiple: true}}, Handler: latencyResetHandler},
 		}}

@@ -171,6 +171,13 @@ type Server struct {
 	scans      scanCursors // SCAN's cursors
 	latency    latencyMonitor
 	conns      sync.WaitGroup
+	// cluster is set by SetReplication before Serve, then only read.
+	cluster *cluster
+	// apply serializes Apply, which runs entries on its own Conn.
+	apply struct {
+		sync.Mutex
+		conn *Conn
+	}
 	// ctx is what long commands wait under (Conn.Context); it ends when
 	// the connections are closed (Close, or Shutdown out of time), so
 	// Shutdown never waits for a command past its context.
@@ -219,7 +226,7 @@ func New(db *store.DB, opts *Options) (*Server, error) {
 	s.mu.conns = map[*Conn]struct{}{}
 	s.cmds.byName = map[string]*Command{}
 	s.metrics = newMetrics(s)
-	for _, group := range [][]Command{connectionCommands(), counterCommands(), keyCommands()} {
+	for _, group := range [][]Command{connectionCommands(), counterCommands(), keyCommands(), clusterCommands()} {
 		if err := s.Register(group...); err != nil {
 			return nil, err
 		}

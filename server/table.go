@@ -75,9 +75,18 @@ func renderCommand(db *tallydb.DB, tc *commands.Command, one bool) Command {
 	if tc.Fast {
 		cmd.Flags |= FlagFast
 	}
+	if tc.Local {
+		cmd.Flags |= FlagLocal
+	}
+	// Key positions count from the command's name, a subcommand's
+	// included (Redis's "memory|usage" has its key at 2).
 	for i, p := range tc.Positionals() {
-		if p.Key && words == 1 {
-			cmd.FirstKey, cmd.LastKey, cmd.KeyStep = 1+i, 1+i, 1
+		if p.Key {
+			cmd.FirstKey, cmd.LastKey, cmd.KeyStep = words+i, words+i, 1
+			if p.Multiple {
+				cmd.LastKey = -1
+			}
+			break
 		}
 	}
 	cmd.Handler = func(c *Conn, args [][]byte) {

@@ -56,7 +56,7 @@ func adminCommands() []*Command {
 
 func jobsCommand() *Command {
 	return &Command{
-		CLI: "jobs", RESP: "TALLY.JOBS LIST", Group: adminGroup, Mode: Read, Open: OpenReadOnly,
+		CLI: "jobs", RESP: "TALLY.JOBS LIST", Group: adminGroup, Mode: Read, Local: true, Open: OpenReadOnly,
 		Summary:    "list queued background jobs (fan-outs, backfills) with done/total",
 		Complexity: "O(N) where N is the number of queued jobs",
 		Help: `Lists the store's queued jobs, oldest first, one line each:
@@ -106,7 +106,7 @@ func jobsWaitCommand() *Command {
 	return &Command{
 		// Every package whose data exists is open, so its job handlers
 		// (fan-outs, backfills, prunes) are registered; nothing is created.
-		CLI: "jobs wait", RESP: "TALLY.JOBS WAIT", Group: adminGroup, Mode: Admin, Open: OpenExisting,
+		CLI: "jobs wait", RESP: "TALLY.JOBS WAIT", Group: adminGroup, Mode: Admin, Local: true, Open: OpenExisting,
 		Summary:    "run every queued job to completion, with a progress bar",
 		Complexity: "O(N) where N is the work of the queued jobs",
 		Help: `Runs every queued job to completion in this process (a progress bar on a
@@ -188,7 +188,7 @@ func SumTiers(s store.Stats) Tiers {
 
 func compactCommand() *Command {
 	return &Command{
-		CLI: "compact", RESP: "TALLY.COMPACT", Group: adminGroup, Mode: Admin, Open: OpenExisting,
+		CLI: "compact", RESP: "TALLY.COMPACT", Group: adminGroup, Mode: Admin, Local: true, Open: OpenExisting,
 		Summary:    "age due ranges into the cold tier and merge cold deltas now",
 		Complexity: "O(N) where N is the rows of the ranges aged or merged",
 		Params: []Param{{Name: "bytes-per-sec", Kind: Int, Option: true,
@@ -327,7 +327,7 @@ func verifyCommand() *Command {
 		// Read-only: every package whose data exists is open, so its
 		// families are declared (Verify decodes their values) and its
 		// invariants are checked after the store's.
-		CLI: "verify", RESP: "TALLY.VERIFY", Group: adminGroup, Mode: Read, Open: OpenReadOnly,
+		CLI: "verify", RESP: "TALLY.VERIFY", Group: adminGroup, Mode: Read, Local: true, Open: OpenReadOnly,
 		Summary:    "check every schema record, cold block, checkpoint chunk and log record",
 		Complexity: "O(N) where N is the size of the store",
 		Help: `Walks everything the store has on disk: schema records, every cold range
@@ -459,7 +459,7 @@ func (d *damageError) Unwrap() error { return d.err }
 
 func replayCommand() *Command {
 	return &Command{
-		CLI: "replay", RESP: "TALLY.REPLAY", Group: adminGroup, Mode: Read, Open: OpenReadOnly,
+		CLI: "replay", RESP: "TALLY.REPLAY", Group: adminGroup, Mode: Read, Local: true, Open: OpenReadOnly,
 		Summary:    "open the store (recovering it) and report what recovery did",
 		Complexity: "O(N) where N is the number of counters (the figures are the store's stats)",
 		Help: `Opens the store read-only, which loads the newest checkpoint and replays the
@@ -503,7 +503,7 @@ Example:
 
 func checkpointCommand() *Command {
 	return &Command{
-		CLI: "checkpoint", RESP: "TALLY.CHECKPOINT", Group: adminGroup, Mode: Admin, Open: OpenExisting,
+		CLI: "checkpoint", RESP: "TALLY.CHECKPOINT", Group: adminGroup, Mode: Admin, Local: true, Open: OpenExisting,
 		Summary:    "write a checkpoint now",
 		Complexity: "O(N) where N is the rows of the hot tables",
 		Help: `Writes every hot table to disk so the log before it can be dropped, then

@@ -178,6 +178,13 @@ type Command struct {
 	// Group is COMMAND DOCS's group ("likes", "timeline").
 	Group string
 	Mode  Mode
+	// Local marks a command about this node rather than the data: its
+	// figures, its maintenance, its background jobs (stats, verify,
+	// compact, checkpoint, jobs). A replicated server (tally serve
+	// --cluster) runs it on the node it is sent to and never replicates
+	// or redirects it, whatever its Mode; every other Write or Admin
+	// command is replicated, every other Read is routed as a read.
+	Local bool
 	// Fast marks a command whose cost does not grow with the data.
 	Fast bool
 	// Open is how the CLI opens the database.

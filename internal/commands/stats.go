@@ -15,7 +15,7 @@ func statsCommand() *Command {
 		// NB: stats opens read-only in the CLI (it works on a full disk and
 		// changes nothing), so it cannot flush: table_bytes counts the
 		// sstables, not writes still only in the WAL.
-		CLI: "stats", RESP: "TALLY.STATS", Group: adminGroup, Mode: Read, Open: OpenReadOnly,
+		CLI: "stats", RESP: "TALLY.STATS", Group: adminGroup, Mode: Read, Local: true, Open: OpenReadOnly,
 		Summary:    "print per-tier ranges, rows, bytes per row, cache and jobs",
 		Complexity: "O(N) where N is the number of counters and ranges",
 		Help: `Prints "key value" lines, store-wide first, then per counter with keys
