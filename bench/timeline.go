@@ -81,19 +81,58 @@ type TimelineConfig struct {
 	// "tally-job-per-post": every fan-out a durable job, InlineFanout -1),
 	// before the tally target, for a before/after in one run.
 	JobPerPost bool
-	Log        func(format string, args ...any)
+	// RepostFraction adds, after the posts phase, reposts of random posts
+	// by random users, this fraction of the posts phase's posts (issue
+	// 21: 0.1); each is fanned out like a post in both targets.
+	RepostFraction float64
+	// MutedFraction mutes this fraction of the follow edges (issue 21:
+	// 0.01). tally filters them on read; Redis as Mastodon skips them at
+	// delivery (FeedManager's filter at push time), so its pages carry no
+	// filter. tally's pages are measured before and after the mutes
+	// ("page, no mutes"): the difference is the mute filter's cost.
+	MutedFraction float64
+	// PagesProfile, if set, profiles tally's pages phase (with reposts
+	// and mutes) into PREFIX.cpu and the rest (see PostsProfile).
+	PagesProfile string
+	Log          func(format string, args ...any)
+}
+
+// repostPlan is the reposts both targets publish after the posts phase:
+// user reposts post as id, in this order.
+type plannedRepost struct{ user, post, id uint64 }
+
+func repostPlan(cfg TimelineConfig, g *socialgraph.Graph, first, n, nextID uint64) []plannedRepost {
+	k := int(cfg.RepostFraction * float64(n))
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x2e))
+	out := make([]plannedRepost, k)
+	for i := range out {
+		out[i] = plannedRepost{user: 1 + rng.Uint64N(uint64(g.Users)), post: first + rng.Uint64N(n), id: nextID + uint64(i)}
+	}
+	return out
+}
+
+// mutedPairs picks MutedFraction of the edges (user, followee).
+func mutedPairs(cfg TimelineConfig, g *socialgraph.Graph) [][2]uint64 {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x2c))
+	var out [][2]uint64
+	g.Edges(func(u, f uint64) {
+		if rng.Float64() < cfg.MutedFraction {
+			out = append(out, [2]uint64{u, f})
+		}
+	})
+	return out
 }
 
 // QuickTimeline is the smoke-test size: seconds per target.
 func QuickTimeline() TimelineConfig {
 	return TimelineConfig{Users: 20_000, MeanFollowees: 20, BigFollowers: 19_999, ActiveFraction: 0.2, PostsPerUser: 3,
-		Readers: 100, Clients: 8, Duration: 2 * time.Second, Seed: 1, Redis: true}
+		Readers: 100, Clients: 8, Duration: 2 * time.Second, Seed: 1, Redis: true, RepostFraction: 0.1, MutedFraction: 0.01}
 }
 
 // FullTimeline is the issue's size: 1M users, user 1 followed by 10^6.
 func FullTimeline() TimelineConfig {
 	return TimelineConfig{Users: 1_000_000, MeanFollowees: 20, BigFollowers: 999_999, ActiveFraction: 0.2, PostsPerUser: 3,
-		Readers: 200, Clients: 8, Duration: 20 * time.Second, Seed: 1, Redis: true}
+		Readers: 200, Clients: 8, Duration: 20 * time.Second, Seed: 1, Redis: true, RepostFraction: 0.1, MutedFraction: 0.01}
 }
 
 // TimelineResult is one target's figures.
@@ -110,10 +149,17 @@ type TimelineResult struct {
 	PagesTime    time.Duration
 	Page         hist.Histogram
 	Rebuild      hist.Histogram // tally only
-	DiskEntry    float64        // bytes per inbox entry on disk (tally) or used_memory growth (Redis)
-	HeapEntry    float64
-	RSSEntry     float64
-	EdgeBytes    float64
+	Reposts      int64          // reposts published after the posts phase
+	Muted        int64          // muted pairs
+	// PagesNoMute and PageNoMute: tally's pages before the mutes (with
+	// the reposts), for the mute filter's cost.
+	PagesNoMute     int64
+	PagesNoMuteTime time.Duration
+	PageNoMute      hist.Histogram
+	DiskEntry       float64 // bytes per inbox entry on disk (tally) or used_memory growth (Redis)
+	HeapEntry       float64
+	RSSEntry        float64
+	EdgeBytes       float64
 }
 
 // RunTimeline runs tally and, if asked and installed, Redis.
@@ -249,16 +295,69 @@ func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph, inline int) (r T
 	}
 	r.BigDelivered = int64(info.Delivered)
 
-	cfg.Log(r.Target + ": pages")
-	r.Pages, r.PagesTime, err = drivePages(cfg, g, func() (func(u uint64) error, func(), error) {
+	if cfg.RepostFraction > 0 {
+		cfg.Log(r.Target + ": reposts")
+		nPosts := uint64(cfg.Users * cfg.PostsPerUser)
+		for _, rp := range repostPlan(cfg, g, tlworld.FirstPost, nPosts, w.NextPost+1) {
+			author, ok, err := tl.Owner(rp.post)
+			if err != nil {
+				return fail(err)
+			}
+			if !ok {
+				continue
+			}
+			res, _, err := tl.Repost(rp.user, author, rp.post, rp.id)
+			if err != nil {
+				return fail(err)
+			}
+			if res.Job != 0 {
+				if err := db.WaitJob(ctx, res.Job); err != nil {
+					return fail(err)
+				}
+			}
+			r.Reposts++
+		}
+		if err := db.CompactDisk(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	homePage := func() (func(u uint64) error, func(), error) {
 		return func(u uint64) error {
 			p, err := tl.Home(u, "", 20)
-			if err == nil && len(p.Entries) == 0 {
+			if err == nil && len(p.Entries) == 0 && r.Muted == 0 {
 				err = fmt.Errorf("empty home of active user %d", u)
 			}
 			return err
 		}, func() {}, nil
-	}, &r.Page)
+	}
+	if cfg.MutedFraction > 0 {
+		cfg.Log(r.Target + ": pages before the mutes")
+		r.PagesNoMute, r.PagesNoMuteTime, err = drivePages(cfg, g, homePage, &r.PageNoMute)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.Log(r.Target + ": mutes")
+		for _, pr := range mutedPairs(cfg, g) {
+			if _, err := tl.Mute(pr[0], pr[1]); err != nil {
+				return fail(err)
+			}
+			r.Muted++
+		}
+	}
+
+	cfg.Log(r.Target + ": pages")
+	stopPages := func() error { return nil }
+	if cfg.PagesProfile != "" {
+		var perr error
+		if stopPages, perr = startProfile(cfg.PagesProfile); perr != nil {
+			cfg.Log("%s: profile: %v", r.Target, perr)
+			stopPages = func() error { return nil }
+		}
+	}
+	r.Pages, r.PagesTime, err = drivePages(cfg, g, homePage, &r.Page)
+	if perr := stopPages(); perr != nil {
+		cfg.Log("%s: profile: %v", r.Target, perr)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -515,6 +614,33 @@ func runRedisTimeline(cfg TimelineConfig, g *socialgraph.Graph) (r TimelineResul
 	}
 	r.Deliveries += n
 	r.PostsTime = time.Since(start)
+	bigPost := post
+	// Reposts (Mastodon's reblogs): each delivered to the reposter's
+	// active followers like a post, minus those muting the reposter
+	// (FeedManager filters mutes at push time), with Mastodon's reblog
+	// bookkeeping left out (a ZADD NX per delivery into
+	// feed:home:UID:reblogs; it would only add to Redis's cost).
+	if cfg.RepostFraction > 0 || cfg.MutedFraction > 0 {
+		muted := map[[2]uint64]bool{}
+		for _, pr := range mutedPairs(cfg, g) {
+			muted[pr] = true
+		}
+		r.Muted = int64(len(muted))
+		jobs = jobs[:0]
+		for _, rp := range repostPlan(cfg, g, tlworld.FirstPost, uint64(cfg.Users*cfg.PostsPerUser), post+1) {
+			var to []uint32
+			for _, f := range followers[rp.user] {
+				if !muted[[2]uint64{uint64(f), rp.user}] {
+					to = append(to, f)
+				}
+			}
+			jobs = append(jobs, job{rp.id, to})
+			r.Reposts++
+		}
+		if _, err := deliver(jobs); err != nil {
+			return fail(err)
+		}
+	}
 	mem2, err := infoInt(c, "memory", "used_memory")
 	if err != nil {
 		return fail(err)
@@ -541,7 +667,7 @@ func runRedisTimeline(cfg TimelineConfig, g *socialgraph.Graph) (r TimelineResul
 	per := (len(big) + len(conns) - 1) / len(conns)
 	var bigJobs []job
 	for i := range conns {
-		bigJobs = append(bigJobs, job{post, big[min(i*per, len(big)):min((i+1)*per, len(big))]})
+		bigJobs = append(bigJobs, job{bigPost, big[min(i*per, len(big)):min((i+1)*per, len(big))]})
 	}
 	t0 := time.Now()
 	r.BigDelivered, err = deliver(bigJobs)
@@ -621,6 +747,21 @@ func TimelineTable(cfg TimelineConfig, rs []TimelineResult) string {
 		fmt.Fprintf(&b, "| %s | %.0f%s | %s | %s | %.0f%s | %d in %s | %s | %s | %.2f |\n",
 			r.Target, pages, ratio, fmtDur(r.Page.Quantile(0.5)), fmtDur(r.Page.Quantile(0.99)), deliv, dratio,
 			r.BigDelivered, fmtDur(r.BigTime), rebuild, entry, r.EdgeBytes)
+	}
+	for _, r := range rs {
+		if r.Err != "" || r.Target != "tally" {
+			continue
+		}
+		fmt.Fprintf(&b, "\ntally: %d reposts (%.0f%% of the posts phase's posts), %d muted pairs (%.1f%% of the edges).", r.Reposts,
+			100*float64(r.Reposts)/float64(max(cfg.Users*cfg.PostsPerUser, 1)), r.Muted, 100*float64(r.Muted)/float64(max(r.Edges, 1)))
+		if r.PagesNoMute > 0 {
+			before := float64(r.PagesNoMute) / r.PagesNoMuteTime.Seconds()
+			after := float64(r.Pages) / r.PagesTime.Seconds()
+			fmt.Fprintf(&b, " Pages before the mutes: %.0f/s, p50 %s, p99 %s; with them %.0f/s, p50 %s, p99 %s: the mute filter costs %s per page at p50 (%.0f%% of throughput).",
+				before, fmtDur(r.PageNoMute.Quantile(0.5)), fmtDur(r.PageNoMute.Quantile(0.99)), after, fmtDur(r.Page.Quantile(0.5)), fmtDur(r.Page.Quantile(0.99)),
+				fmtDur(r.Page.Quantile(0.5)-r.PageNoMute.Quantile(0.5)), 100*(before-after)/before)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

@@ -75,11 +75,14 @@
 //	0x24    tl_active     timeline  chunk u16                                     MergeRoaring (push set)
 //	0x25    tl_pulled     timeline  author id u64                                 empty
 //	0x26    tl_posts      timeline  post id u64                                   post record (author, delivery)
-//	0x27    tl_outbox     timeline  author id u64 | ^post id u64 (inverted)      empty
-//	0x28    tl_inbox      timeline  user ordinal u32                              MergeTopList (post, author)
+//	0x27    tl_outbox     timeline  author id u64 | ^post id u64 (inverted)      empty, or a typed post's type and reference
+//	0x28    tl_inbox      timeline  user ordinal u32                              MergeTopList (post, author; type, reference)
 //	0x29    tl_pending    timeline  user ordinal u32 | author id u64              empty (backfill pending)
 //	0x2a    tl_removed    timeline  post id u64                                   author id u64 (unpublished post)
 //	0x2b    tl_fanq       timeline  post id u64                                   author id u64 (post waiting for the shared fan-out)
+//	0x2c    tl_mute       timeline  user id u64 | author id u64                   empty (user mutes author)
+//	0x2d    tl_hide       timeline  author id u64 | follower id u64               empty (author hides from follower)
+//	0x2e    tl_reposts    timeline  original post u64 | repost id u64            reposter id u64
 //	0x30    unread_meta   unread    name ("config")                               unread config (flags)
 //	0x31    unread_feed   unread    user id u64                                   feed snapshot: custom merge 0xB1
 //	                                                                              (snapshot or operation list)

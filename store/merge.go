@@ -527,11 +527,17 @@ func DecodeAdd(v []byte) (int64, error) {
 // --- toplist ---
 
 // TopEntry is one entry of a MergeTopList value: Key orders and identifies
-// it (newest first), Value rides along (≤ MaxTopValue). Removed marks a
-// tombstone in an operand; finished values hold no tombstones.
+// it (newest first), Value rides along (≤ MaxTopValue). Kind (opaque to
+// the store) and, when Kind is not 0, Ref and RefValue ride along too: a
+// typed entry and the reference it carries (a timeline's repost and the
+// original post and its author). An entry of Kind 0 carries no reference
+// (Ref and RefValue are 0). Removed marks a tombstone in an operand;
+// finished values hold no tombstones.
 type TopEntry struct {
-	Key, Value uint64
-	Removed    bool
+	Key, Value    uint64
+	Kind          uint8
+	Ref, RefValue uint64
+	Removed       bool
 }
 
 // TopList is a decoded MergeTopList value: the live entries with key ≥
@@ -551,8 +557,14 @@ const (
 	MaxTopValue   = 1<<63 - 1
 )
 
-// topListVersion is the version byte of a toplist payload.
-const topListVersion = 1
+// Version bytes of a toplist payload: version 1 has untyped entries only;
+// version 2 adds each entry's kind and, for a kind other than 0, its
+// reference. A list whose entries are all of kind 0 is written as version
+// 1, so stores that never hold a typed entry keep their bytes.
+const (
+	topListVersion   = 1
+	topListVersionV2 = 2
+)
 
 // appendTopList encodes a toplist payload. Entries are sorted by key
 // descending, keys unique, every key ≥ floor.
@@ -567,6 +579,10 @@ const topListVersion = 1
 //	  gap     uvarint   previous key − key; the first entry's previous key
 //	                    is 2^64−1 (so keys need no separate width)
 //	  value   uvarint   value << 1 | removed
+//	  (version 2 only:)
+//	  kind    1         the entry's kind
+//	  ref     uvarint   when kind ≠ 0: the reference
+//	  refval  uvarint   when kind ≠ 0: the reference's value
 //
 // No checksum of its own: the payload lives inside Pebble's checksummed
 // blocks and WAL, and the decoder rejects every malformed shape.
@@ -579,7 +595,14 @@ const topListVersion = 1
 // so merges stay associative in the sense that matters (TestMergeAssociative
 // checks it), and the reader knows where the window ends.
 func appendTopList(dst []byte, l *TopList) []byte {
-	dst = append(dst, topListVersion)
+	version := byte(topListVersion)
+	for _, e := range l.Entries {
+		if e.Kind != 0 {
+			version = topListVersionV2
+			break
+		}
+	}
+	dst = append(dst, version)
 	dst = binary.AppendUvarint(dst, uint64(l.Cap))
 	dst = binary.AppendUvarint(dst, l.Floor)
 	dst = binary.AppendUvarint(dst, uint64(len(l.Entries)))
@@ -591,6 +614,13 @@ func appendTopList(dst []byte, l *TopList) []byte {
 			flag = 1
 		}
 		dst = binary.AppendUvarint(dst, e.Value<<1|flag)
+		if version == topListVersionV2 {
+			dst = append(dst, e.Kind)
+			if e.Kind != 0 {
+				dst = binary.AppendUvarint(dst, e.Ref)
+				dst = binary.AppendUvarint(dst, e.RefValue)
+			}
+		}
 		prev = e.Key
 	}
 	return dst
@@ -598,8 +628,9 @@ func appendTopList(dst []byte, l *TopList) []byte {
 
 func decodeTopList(p []byte) (*TopList, error) {
 	d := decoder{b: p, what: "toplist"}
-	if v := d.byte(); d.err == nil && v != topListVersion {
-		return nil, fmt.Errorf("toplist version %d", v)
+	version := d.byte()
+	if d.err == nil && version != topListVersion && version != topListVersionV2 {
+		return nil, fmt.Errorf("toplist version %d", version)
 	}
 	capacity, floor, n := d.uvarint(), d.uvarint(), d.uvarint()
 	if d.err != nil {
@@ -619,7 +650,16 @@ func decodeTopList(p []byte) (*TopList, error) {
 			return nil, fmt.Errorf("toplist entry %d: keys not strictly descending above the floor", i)
 		}
 		key := prev - gap
-		l.Entries = append(l.Entries, TopEntry{Key: key, Value: vf >> 1, Removed: vf&1 == 1})
+		e := TopEntry{Key: key, Value: vf >> 1, Removed: vf&1 == 1}
+		if version == topListVersionV2 {
+			if e.Kind = d.byte(); e.Kind != 0 {
+				e.Ref, e.RefValue = d.uvarint(), d.uvarint()
+			}
+			if d.err != nil {
+				return nil, d.err
+			}
+		}
+		l.Entries = append(l.Entries, e)
 		prev = key
 	}
 	if err := d.finish(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -420,5 +421,41 @@ func TestMergeToNothingThenFlush(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if want := "flushed: 1 present false (<nil>), 2 = 2 present true (<nil>)"; err != nil || !strings.Contains(string(out), want) {
 		t.Fatalf("child: %v\n%s\nwant %q", err, out, want)
+	}
+}
+
+// TestTopListTyped: typed entries (Kind, Ref, RefValue) survive operands,
+// merges both ways and finishing; a list of kind-0 entries keeps version
+// 1's bytes (TestMergeGolden), one typed entry makes it version 2, and a
+// version 2 payload with a truncated reference is refused.
+func TestTopListTyped(t *testing.T) {
+	typed := TopEntry{Key: 8, Value: 4, Kind: 2, Ref: 3, RefValue: 1 << 62}
+	a, err := TopListOperand(nil, 3, []TopEntry{{Key: 9, Value: 1}, typed})
+	must(t, err)
+	if got := hex.EncodeToString(a); got != "0202030002f6ffffffffffffffff01020001080203808080808080808040" {
+		t.Errorf("typed operand = %s", got)
+	}
+	b, err := TopListOperand(nil, 3, []TopEntry{{Key: 7, Value: 5}, {Key: 9, Removed: true}})
+	must(t, err)
+	for _, m := range []func() ([]byte, error){
+		func() ([]byte, error) { return mergeTopList(a[1:], b[1:]) },
+		func() ([]byte, error) { return mergeTopListMany([][]byte{a[1:], b[1:]}) },
+	} {
+		v, err := m()
+		must(t, err)
+		v, err = finishTopList(v)
+		must(t, err)
+		l, err := DecodeTopList(append([]byte{MergeTopList.ID}, v...))
+		must(t, err)
+		want := []TopEntry{typed, {Key: 7, Value: 5}}
+		if !slices.Equal(l.Entries, want) {
+			t.Fatalf("merged %v, want %v", l.Entries, want)
+		}
+	}
+	if _, err := DecodeTopList(a[:len(a)-3]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("truncated typed entry: %v, want ErrCorrupt", err)
+	}
+	if _, err := DecodeTopList([]byte{MergeTopList.ID, 3, 3, 0, 0}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("version 3: %v, want ErrCorrupt", err)
 	}
 }

@@ -280,10 +280,18 @@ func (c *checker) checkPosts() error {
 	postsOf := map[uint64]uint64{}
 	c.outboxOf = map[uint64]uint64{}
 	c.unfanned = map[uint64]bool{}
-	if err := c.scan(c.t.fam.outbox, func(k, _ []byte) bool {
+	reposts := map[[2]uint64]uint64{} // (original, repost) -> reposter, from the outboxes
+	if err := c.scan(c.t.fam.outbox, func(k, v []byte) bool {
 		a, p := binary.BigEndian.Uint64(k[1:]), postOfOutboxKey(k)
 		if CheckID("", a) != nil || CheckID("", p) != nil {
 			return c.failf("outbox key %x out of range", k)
+		}
+		m, err := decodeEntryMeta(v)
+		if err != nil {
+			return c.failf("post %d of %d: %v", p, a, err)
+		}
+		if m.kind == TypeRepost {
+			reposts[[2]uint64{m.ref, p}] = a
 		}
 		if prev, dup := c.outboxOf[p]; dup {
 			return c.failf("post %d in the outboxes of %d and %d", p, prev, a)
@@ -315,6 +323,9 @@ func (c *checker) checkPosts() error {
 	if nposts != len(c.outboxOf) {
 		return fmt.Errorf("%d post records for %d outbox entries", nposts, len(c.outboxOf))
 	}
+	if err := c.checkReposts(reposts); err != nil {
+		return err
+	}
 	for a, n := range postsOf {
 		if r := c.row(a); r[colPosts] != n {
 			return fmt.Errorf("user %d: posts count %d, outbox holds %d", a, r[colPosts], n)
@@ -326,6 +337,35 @@ func (c *checker) checkPosts() error {
 		}
 	}
 	return c.err
+}
+
+// checkReposts checks that tl_reposts and its in-memory index hold
+// exactly the reposts in the outboxes.
+func (c *checker) checkReposts(want map[[2]uint64]uint64) error {
+	got := map[[2]uint64]uint64{}
+	if c.t.fam.reposts != nil {
+		if err := c.scan(c.t.fam.reposts, func(k, v []byte) bool {
+			got[[2]uint64{binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[9:])}] = binary.BigEndian.Uint64(v)
+			return true
+		}); err != nil {
+			return err
+		}
+	}
+	if !maps.Equal(got, want) {
+		return fmt.Errorf("tl_reposts holds %v, the outboxes' reposts are %v", got, want)
+	}
+	c.t.reposts.RLock()
+	defer c.t.reposts.RUnlock()
+	mem := map[[2]uint64]uint64{}
+	for o, rs := range c.t.reposts.m {
+		for _, r := range rs {
+			mem[[2]uint64{o, r.id}] = r.by
+		}
+	}
+	if !maps.Equal(mem, want) {
+		return fmt.Errorf("in-memory reposts %v, the outboxes' reposts are %v", mem, want)
+	}
+	return nil
 }
 
 // checkPushSet checks the push set's chunks (sentinel, only ordinals of
@@ -382,7 +422,7 @@ func (c *checker) checkInboxes() error {
 			return c.failf("inbox of ordinal %d: %v", o, err)
 		}
 		for _, e := range tl.Entries {
-			if e.Key == 0 && e.Value != 0 || e.Key != 0 && (e.Key > MaxID || e.Value == 0 || e.Value > MaxID) {
+			if e.Key == 0 && (e.Value != 0 || e.Kind != 0) || e.Key != 0 && (e.Key > MaxID || e.Value == 0 || e.Value > MaxID) || !checkEntry(e) {
 				return c.failf("inbox of ordinal %d: entry %+v", o, e)
 			}
 		}

@@ -104,7 +104,7 @@ func TestKillFanout(t *testing.T) {
 			for _, u := range users {
 				p, err := tl.Home(u, "", 5)
 				must(t, err)
-				if len(p.Entries) != 1 || p.Entries[0] != (Entry{killPost, killAuthor}) || !p.NoMore {
+				if len(p.Entries) != 1 || p.Entries[0] != (Entry{Post: killPost, Author: killAuthor}) || !p.NoMore {
 					t.Fatalf("home of %d: %+v", u, p)
 				}
 				if got := inboxPosts(t, tl, u); len(got) != 1 || got[0] != killPost {

@@ -169,6 +169,39 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 				}
 			}
 		})
+	case "repost", "comment":
+		// repost: lines "USER AUTHOR POST REPOST"; comment: lines
+		// "USER PARENT POST" (a comment on PARENT).
+		for _, line := range strings.Split(strings.TrimSpace(td.Input), "\n") {
+			var ids []uint64
+			for _, f := range strings.Fields(line) {
+				v, err := strconv.ParseUint(f, 10, 64)
+				must(t, err)
+				ids = append(ids, v)
+			}
+			var r PublishResult
+			var err error
+			var id uint64
+			if td.Cmd == "repost" {
+				r, id, err = tl.Repost(ids[0], ids[1], ids[2], ids[3])
+			} else {
+				id = ids[2]
+				var rs []PublishResult
+				if rs, err = tl.PublishWith(ids[0], PublishOptions{Type: TypeComment, Ref: ids[1]}, id); err == nil {
+					r = rs[0]
+				}
+			}
+			switch {
+			case err != nil:
+				fmt.Fprintf(&b, "%s: error: %v\n", line, err)
+			case r.Duplicate:
+				fmt.Fprintf(&b, "%d %s %d: duplicate\n", ids[0], td.Cmd, id)
+			case r.Job != 0:
+				fmt.Fprintf(&b, "%d %s %d: fan-out queued\n", ids[0], td.Cmd, id)
+			default:
+				fmt.Fprintf(&b, "%d %s %d: published\n", ids[0], td.Cmd, id)
+			}
+		}
 	case "unpublish":
 		each(func(a uint64, ps []uint64) {
 			for _, p := range ps {
@@ -202,12 +235,21 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 		limit := 0
 		td.ScanArgs(t, "user", &u)
 		td.MaybeScanArgs(t, "limit", &limit)
+		var opts HomeOptions
+		if td.HasArg("types") {
+			var s string
+			td.ScanArgs(t, "types", &s)
+			var err error
+			if opts.Types, err = ParseTypes(s); err != nil {
+				return "error: " + err.Error()
+			}
+		}
 		cursor := ""
 		if td.HasArg("continue") {
 			cursor = cursors[u]
 		}
 		for page := 0; ; page++ {
-			p, err := tl.Home(u, cursor, limit)
+			p, err := tl.HomeWith(u, cursor, limit, opts)
 			if err != nil {
 				return "error: " + err.Error()
 			}
@@ -215,7 +257,11 @@ func runCommand(t *testing.T, e *env, cursors map[uint64]string, td *datadriven.
 				b.WriteString("--\n")
 			}
 			for _, en := range p.Entries {
-				fmt.Fprintf(&b, "%d by %d\n", en.Post, en.Author)
+				if en.Type == TypePost {
+					fmt.Fprintf(&b, "%d by %d\n", en.Post, en.Author)
+				} else {
+					fmt.Fprintf(&b, "%d by %d: %s of %d by %d\n", en.Post, en.Author, en.Type, en.Ref, en.RefAuthor)
+				}
 			}
 			if p.NoMore {
 				b.WriteString("end\n")

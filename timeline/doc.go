@@ -47,13 +47,14 @@
 //	0x24    tl_active     chunk u16                          MergeRoaring: push-set ordinals of the chunk
 //	0x25    tl_pulled     author id u64                      empty: the author is pulled at read time
 //	0x26    tl_posts      post id u64                        post record (appendPost): author, delivery
-//	0x27    tl_outbox     author id u64 | ^post id u64       empty: the author's posts, newest first
-//	0x28    tl_inbox      user ordinal u32                   MergeTopList: (post id, author id) entries
+//	0x27    tl_outbox     author id u64 | ^post id u64       the author's posts, newest first: empty for a post, else its type and reference (appendEntryMeta)
+//	0x28    tl_inbox      user ordinal u32                   MergeTopList: (post id, author id) entries, with type and reference (Kind, Ref, RefValue)
 //	0x29    tl_pending    user ordinal u32 | author id u64   empty: a follow whose backfill has not run
 //	0x2a    tl_removed    post id u64                        author id u64: an unpublished post
 //	0x2b    tl_fanq       post id u64                        author id u64: a post waiting for the shared fan-out job
 //	0x2c    tl_mute       user id u64 | author id u64        empty: user mutes author (mute.go)
 //	0x2d    tl_hide       author id u64 | follower id u64    empty: author hides their posts from follower
+//	0x2e    tl_reposts    original post u64 | repost id u64  reposter id u64: the reposts of an original (repost.go)
 //
 // All integers are big-endian, so Pebble's key order is numeric order;
 // ^post is 2^64-1 − post. UsersCounter ("users", KeepHot, 48 range bits)
@@ -231,6 +232,27 @@
 // user and author locks as a follow; a follow or unfollow of an invisible
 // pair is not reported (VisibleFollowees is the set they mirror). So
 // unread's feed counts no muted author and no hidden post.
+//
+// # Typed entries and reposts
+//
+// An entry is a post, a repost, a comment or a reply (EntryType); a
+// repost carries its original post and author, a comment or reply its
+// parent and the parent's author. Type and reference are in the outbox
+// value (empty for a post, so stores from before keep their bytes) and in
+// every inbox entry (a toplist payload becomes version 2 once it holds a
+// typed entry; version 1 payloads read as posts), so inline, shared and
+// per-post fan-outs, backfills, rebuilds and read-time pulls carry them
+// alike. Repost (CLI repost, TL.REPOST) and PublishWith publish them;
+// HomeWith filters a page by type. A home shows each original once, at
+// its newest visible instance among the shown types (the original by a
+// visible followee, or a repost by one), so five followees reposting one
+// post show it once, at the newest repost, with that reposter; the rule
+// reads the reposts index (tl_reposts, in memory), not the page, so
+// pages by cursor neither repeat nor skip. Unpublishing an original
+// removes its reposts from every home on read (the removed-post set; no
+// job), and a repost is also hidden from a reader who mutes the
+// original's author or from whom that author hides. Details and the
+// choices against Mastodon's in repost.go.
 //
 // # Sentinels
 //

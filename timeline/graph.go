@@ -115,6 +115,10 @@ func (t *Timeline) loadState() error {
 	if err != nil {
 		return err
 	}
+	reposts, err := t.loadReposts()
+	if err != nil {
+		return err
+	}
 	high := uint64(0)
 	if !removed.IsEmpty() {
 		high = removed.Maximum()
@@ -156,6 +160,9 @@ func (t *Timeline) loadState() error {
 	t.pairs.Lock()
 	t.pairs.s = pairs
 	t.pairs.Unlock()
+	t.reposts.Lock()
+	t.reposts.m = reposts
+	t.reposts.Unlock()
 	return nil
 }
 

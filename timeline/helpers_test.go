@@ -137,10 +137,16 @@ func must(t testing.TB, err error) {
 // pages join without duplicates and end with NoMore.
 func homeAll(t testing.TB, tl *Timeline, user uint64, limit int) []Entry {
 	t.Helper()
+	return homeAllWith(t, tl, user, limit, HomeOptions{})
+}
+
+// homeAllWith reads user's whole home with opts, page by page.
+func homeAllWith(t testing.TB, tl *Timeline, user uint64, limit int, opts HomeOptions) []Entry {
+	t.Helper()
 	var all []Entry
 	cursor := ""
 	for i := 0; ; i++ {
-		p, err := tl.Home(user, cursor, limit)
+		p, err := tl.HomeWith(user, cursor, limit, opts)
 		if err != nil {
 			t.Fatalf("home %d page %d: %v", user, i, err)
 		}

@@ -16,9 +16,25 @@ import (
 	"github.com/tallydb/tally/store"
 )
 
-// Entry is one entry of a home page: a post and its author.
+// Entry is one entry of a home page: a post and its author, its type and,
+// for a repost, comment or reply, the post it refers to. For a repost,
+// Post and Author are the repost and the reposter (the "reposted by"
+// context) and Ref and RefAuthor the original post and its author; for a
+// comment or reply they are the parent post and its author; for a post
+// both are 0.
 type Entry struct {
-	Post, Author uint64
+	Post, Author   uint64
+	Type           EntryType
+	Ref, RefAuthor uint64
+}
+
+// HomeOptions are the options of HomeWith.
+type HomeOptions struct {
+	// Types are the entry types the page shows; the zero value shows
+	// every type. De-duplication of reposts considers the shown types
+	// only: with Types of TypePost alone an original shows at its own
+	// position whoever reposted it.
+	Types Types
 }
 
 // Page is a page of a home timeline, newest first.
@@ -42,6 +58,7 @@ type scratch struct {
 	fbuf      []byte
 	ibuf      []byte
 	col       collector
+	filter    pageFilter
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -61,6 +78,17 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // answering. An unknown user gets an empty page with NoMore, and nothing is
 // written. Errors: ErrBadID, ErrBadCursor, ErrBadLimit.
 func (t *Timeline) Home(user uint64, cursor string, limit int) (Page, error) {
+	return t.HomeWith(user, cursor, limit, HomeOptions{})
+}
+
+// HomeWith is Home with options: the entry types to show. A cursor of one
+// HomeWith call continues with any options (it is a position in post-id
+// order). Errors: those of Home, and ErrInvalidOption for a type set with
+// an unknown type.
+func (t *Timeline) HomeWith(user uint64, cursor string, limit int, opts HomeOptions) (Page, error) {
+	if opts.Types&^AllTypes != 0 {
+		return Page{}, fmt.Errorf("%w: entry types %#x", ErrInvalidOption, uint8(opts.Types))
+	}
 	limit, before, started, err := pageStart("user", user, cursorHome, cursor, limit)
 	if err != nil {
 		return Page{}, err
@@ -91,7 +119,7 @@ func (t *Timeline) Home(user uint64, cursor string, limit int) (Page, error) {
 				return Page{}, err
 			}
 		}
-		p, ok, err := t.page(user, ord, before, limit)
+		p, ok, err := t.page(user, ord, before, limit, opts.Types)
 		if err != nil || ok {
 			return p, err
 		}
@@ -108,7 +136,7 @@ func (t *Timeline) Home(user uint64, cursor string, limit int) (Page, error) {
 
 // page builds a page from the live inbox of user (ordinal ord). ok is
 // false if the inbox was not live, or changed state during the read.
-func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page, bool, error) {
+func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types Types) (Page, bool, error) {
 	s := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(s)
 	var err error
@@ -147,6 +175,18 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 	var floor uint64
 	col := &s.col
 	col.reset(limit+1, true)
+	// Types, reposts' originals and de-duplication filter every entry,
+	// from the inbox or pulled (repost.go), under the read locks of the
+	// removed set and the reposts index.
+	t.removed.RLock()
+	defer t.removed.RUnlock()
+	t.reposts.RLock()
+	defer t.reposts.RUnlock()
+	f := &s.filter
+	*f = pageFilter{t: t, user: user, types: types, followees: s.followees, reposts: &t.reposts}
+	if !t.removed.bm.IsEmpty() {
+		f.removed = t.removed.bm
+	}
 	if have {
 		tl, err := store.DecodeTopList(v)
 		if err != nil {
@@ -154,11 +194,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 		}
 		floor = tl.Floor
 		t.stats.inboxEntries.Add(int64(len(tl.Entries)))
-		t.removed.RLock()
-		removed := t.removed.bm
-		if removed.IsEmpty() {
-			removed = nil
-		}
+		removed := f.removed
 		for _, e := range tl.Entries {
 			if e.Key == 0 || e.Key >= before {
 				continue // the sentinel, or above the cursor
@@ -172,9 +208,11 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 			if removed != nil && removed.Contains(e.Key) {
 				continue // unpublished
 			}
-			col.push(e.Key, e.Value)
+			if (e.Kind != 0 || f.types != 0 || len(f.reposts.m) > 0) && !f.shows(e) {
+				continue // another type, or shown elsewhere (repost.go)
+			}
+			col.push(e)
 		}
-		t.removed.RUnlock()
 	}
 	var it *store.Iter
 	defer func() {
@@ -188,7 +226,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 				return err
 			}
 		}
-		return pullAuthor(it, author, upper, col)
+		return pullAuthor(it, author, upper, col, f)
 	}
 	for _, a := range s.pullSet {
 		if err := pull(a, before); err != nil {
@@ -222,7 +260,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int) (Page
 		if i == limit {
 			break
 		}
-		p.Entries = append(p.Entries, Entry{Post: e.Key, Author: e.Value})
+		p.Entries = append(p.Entries, Entry{Post: e.Key, Author: e.Value, Type: EntryType(e.Kind), Ref: e.Ref, RefAuthor: e.RefValue})
 	}
 	if len(entries) > limit {
 		p.Cursor = encodeCursor(cursorHome, user, p.Entries[limit-1].Post)
@@ -268,8 +306,9 @@ func contains(sorted []uint64, v uint64) bool {
 }
 
 // pullAuthor adds author's posts below upper (≥ 1) to col, newest first,
-// while they can enter it. it is a forward iterator over tl_outbox.
-func pullAuthor(it *store.Iter, author, upper uint64, col *collector) error {
+// while they can enter it, each with its type and reference, and only
+// those f shows if f is not nil. it is a forward iterator over tl_outbox.
+func pullAuthor(it *store.Iter, author, upper uint64, col *collector, f *pageFilter) error {
 	var k [17]byte
 	ok := it.SeekGE(outboxKey(k[:0], author, upper-1))
 	for ; ok; ok = it.Next() {
@@ -281,7 +320,15 @@ func pullAuthor(it *store.Iter, author, upper uint64, col *collector) error {
 		if col.full() && p <= col.min() {
 			break
 		}
-		col.push(p, author)
+		m, err := decodeEntryMeta(it.Value())
+		if err != nil {
+			return fmt.Errorf("%w: post %d of %d: %v", store.ErrCorrupt, p, author, err)
+		}
+		e := m.entry(p, author)
+		if f != nil && (e.Kind != 0 || f.types != 0 || len(f.reposts.m) > 0) && !f.shows(e) {
+			continue
+		}
+		col.push(e)
 	}
 	return it.Err()
 }
@@ -514,7 +561,7 @@ func (t *Timeline) pullNewest(ord uint32, n int) ([]store.TopEntry, error) {
 				return
 			}
 			for _, a := range part {
-				if err := pullAuthor(it, a, endOfIDs, &cols[i]); err != nil {
+				if err := pullAuthor(it, a, endOfIDs, &cols[i], nil); err != nil {
 					it.Close()
 					errs[i] = err
 					return
@@ -538,7 +585,7 @@ func (t *Timeline) pullNewest(ord uint32, n int) ([]store.TopEntry, error) {
 	}
 	for i := 1; i < parts; i++ {
 		for _, e := range cols[i].h {
-			cols[0].push(e.Key, e.Value)
+			cols[0].push(e)
 		}
 	}
 	return cols[0].sorted(), nil
@@ -574,7 +621,8 @@ func (c *collector) reset(k int, dedup bool) {
 func (c *collector) full() bool  { return len(c.h) >= c.k }
 func (c *collector) min() uint64 { return c.h[0].Key }
 
-func (c *collector) push(key, value uint64) {
+func (c *collector) push(e store.TopEntry) {
+	key := e.Key
 	if c.full() && key <= c.h[0].Key {
 		return
 	}
@@ -593,14 +641,14 @@ func (c *collector) push(key, value uint64) {
 		}
 	}
 	if !c.full() {
-		c.h = append(c.h, store.TopEntry{Key: key, Value: value})
+		c.h = append(c.h, e)
 		c.up(len(c.h) - 1)
 		return
 	}
 	if large {
 		delete(c.seen, c.h[0].Key)
 	}
-	c.h[0] = store.TopEntry{Key: key, Value: value}
+	c.h[0] = e
 	c.down(0)
 }
 

@@ -43,8 +43,8 @@ func (t *Timeline) runPair(ctx context.Context, run *store.JobRun) error {
 	}
 	var entries []store.TopEntry
 	if op == opAdd {
-		if err := t.Posts(followee, 0, func(p uint64) bool {
-			entries = append(entries, store.TopEntry{Key: p, Value: followee})
+		if err := t.postEntries(followee, func(e store.TopEntry) bool {
+			entries = append(entries, e)
 			return len(entries) <= cfg.InboxCap
 		}); err != nil {
 			return err

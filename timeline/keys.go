@@ -25,6 +25,7 @@ const (
 	pfxFanq      = 0x2b
 	pfxMute      = 0x2c
 	pfxHide      = 0x2d
+	pfxReposts   = 0x2e
 )
 
 // Job kinds.
@@ -37,7 +38,7 @@ const (
 )
 
 type families struct {
-	config, ords, followees, followers, active, pulled, posts, outbox, inbox, pending, removed, fanq, mute, hide *store.Family
+	config, ords, followees, followers, active, pulled, posts, outbox, inbox, pending, removed, fanq, mute, hide, reposts *store.Family
 }
 
 // Families returns the FamilySpecs the package uses, for
@@ -52,13 +53,14 @@ func Families() []store.FamilySpec {
 		{Name: "tl_active", Prefix: pfxActive, MinKeyLen: 2, MaxKeyLen: 2, MaxValueLen: 64 << 10, Merge: store.MergeRoaring},
 		{Name: "tl_pulled", Prefix: pfxPulled, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 1, CheckValue: checkEmptyValue},
 		{Name: "tl_posts", Prefix: pfxPosts, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 32, CheckValue: checkPostValue},
-		{Name: "tl_outbox", Prefix: pfxOutbox, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1, CheckValue: checkEmptyValue},
+		{Name: "tl_outbox", Prefix: pfxOutbox, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 32, CheckValue: checkOutboxValue},
 		{Name: "tl_inbox", Prefix: pfxInbox, MinKeyLen: 4, MaxKeyLen: 4, MaxValueLen: 4 << 20, Merge: store.MergeTopList},
 		{Name: "tl_pending", Prefix: pfxPending, MinKeyLen: 12, MaxKeyLen: 12, MaxValueLen: 1, CheckValue: checkEmptyValue},
 		{Name: "tl_removed", Prefix: pfxRemoved, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 8, CheckValue: checkOrdValue},
 		{Name: "tl_fanq", Prefix: pfxFanq, MinKeyLen: 8, MaxKeyLen: 8, MaxValueLen: 8, CheckValue: checkOrdValue},
 		{Name: "tl_mute", Prefix: pfxMute, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1, CheckValue: checkEmptyValue},
 		{Name: "tl_hide", Prefix: pfxHide, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1, CheckValue: checkEmptyValue},
+		{Name: "tl_reposts", Prefix: pfxReposts, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 8, CheckValue: checkOrdValue},
 	}
 }
 
@@ -70,14 +72,14 @@ func (t *Timeline) registerFamilies() error {
 		"tl_followers": &t.fam.followers, "tl_active": &t.fam.active, "tl_pulled": &t.fam.pulled,
 		"tl_posts": &t.fam.posts, "tl_outbox": &t.fam.outbox, "tl_inbox": &t.fam.inbox,
 		"tl_pending": &t.fam.pending, "tl_removed": &t.fam.removed, "tl_fanq": &t.fam.fanq,
-		"tl_mute": &t.fam.mute, "tl_hide": &t.fam.hide,
+		"tl_mute": &t.fam.mute, "tl_hide": &t.fam.hide, "tl_reposts": &t.fam.reposts,
 	}
 	for _, spec := range Families() {
 		f, err := t.db.Family(spec.Name)
 		if errors.Is(err, store.ErrFamilyNotFound) {
 			f, err = t.db.RegisterFamily(spec)
 		}
-		if (spec.Prefix == pfxFanq || spec.Prefix == pfxMute || spec.Prefix == pfxHide) && errors.Is(err, store.ErrReadOnly) {
+		if (spec.Prefix == pfxFanq || spec.Prefix == pfxMute || spec.Prefix == pfxHide || spec.Prefix == pfxReposts) && errors.Is(err, store.ErrReadOnly) {
 			// NB: a store from before issue 18 opened read-only: it has no
 			// tl_fanq, so no post waits for the shared job (fam.fanq stays
 			// nil and reads as empty; nothing writes it read-only).

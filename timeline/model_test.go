@@ -23,10 +23,11 @@ type model struct {
 	removed map[uint64]uint64          // unpublished post -> its author
 	muted   map[[2]uint64]bool         // (user, author) muted
 	hidden  map[[2]uint64]bool         // (author, follower) hidden
+	meta    map[uint64]entryMeta       // published post -> its type and reference
 }
 
 func newModel() *model {
-	return &model{follows: map[uint64]map[uint64]bool{}, author: map[uint64]uint64{}, removed: map[uint64]uint64{}, muted: map[[2]uint64]bool{}, hidden: map[[2]uint64]bool{}}
+	return &model{follows: map[uint64]map[uint64]bool{}, author: map[uint64]uint64{}, removed: map[uint64]uint64{}, muted: map[[2]uint64]bool{}, hidden: map[[2]uint64]bool{}, meta: map[uint64]entryMeta{}}
 }
 
 // visible reports whether a's posts show in u's home: u follows a, and
@@ -67,11 +68,35 @@ func (m *model) unfollow(u, a uint64) bool {
 }
 
 // home returns u's home below before, newest first.
-func (m *model) home(u, before uint64) []Entry {
-	var out []Entry
+func (m *model) home(u, before uint64) []Entry { return m.homeTypes(u, before, 0) }
+
+// homeTypes returns u's home of the types in types below before, newest
+// first: every post of a visible followee, one entry per content (a post
+// and its reposts are one content) at its newest instance; a repost only
+// while its original is published and its original's author is visible
+// to u as far as mutes and hides go.
+func (m *model) homeTypes(u, before uint64, types Types) []Entry {
+	best := map[uint64]Entry{} // content -> newest instance
 	for p, a := range m.author {
-		if p < before && m.visible(u, a) {
-			out = append(out, Entry{Post: p, Author: a})
+		md := m.meta[p]
+		if !m.visible(u, a) || !types.Has(md.kind) {
+			continue
+		}
+		content := p
+		if md.kind == TypeRepost {
+			if _, ok := m.author[md.ref]; !ok || m.muted[[2]uint64{u, md.refAuthor}] || m.hidden[[2]uint64{md.refAuthor, u}] {
+				continue
+			}
+			content = md.ref
+		}
+		if cur, ok := best[content]; !ok || p > cur.Post {
+			best[content] = Entry{Post: p, Author: a, Type: md.kind, Ref: md.ref, RefAuthor: md.refAuthor}
+		}
+	}
+	var out []Entry
+	for _, e := range best {
+		if e.Post < before {
+			out = append(out, e)
 		}
 	}
 	slices.SortFunc(out, func(x, y Entry) int {
@@ -184,11 +209,20 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	m := newModel()
 	const users = 10
 	var nextPost uint64 = 1000
-	cursors := map[uint64]struct {
+	type pageCursor struct {
 		cursor string
 		after  uint64
 		limit  int
-	}{}
+		types  Types
+	}
+	cursors := map[uint64]pageCursor{}
+	// someTypes picks the types of a page: mostly all, sometimes a subset.
+	someTypes := func() Types {
+		if rng.IntN(3) > 0 {
+			return 0
+		}
+		return Types(1 + rng.IntN(int(AllTypes)))
+	}
 	user := func() uint64 { return 1 + rng.Uint64N(users) }
 	queuedFanout := func() map[uint64]bool {
 		q := map[uint64]bool{}
@@ -205,9 +239,9 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		return q
 	}
 	// comparePage checks a page read below before against the model.
-	comparePage := func(step int, u, before uint64, got []Entry, noMore bool, limit int) {
+	comparePage := func(step int, u, before uint64, got []Entry, noMore bool, limit int, types Types) {
 		t.Helper()
-		want := m.home(u, before)
+		want := m.homeTypes(u, before, types)
 		q := queuedFanout()
 		gi := 0
 		for wi := 0; wi < len(want) && gi < len(got); wi++ {
@@ -240,11 +274,11 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	}
 	exactHome := func(step int, u uint64) {
 		t.Helper()
-		limit := 1 + rng.IntN(4)
-		got := homeAll(t, e.tl, u, limit)
-		want := m.home(u, endOfIDs)
+		limit, types := 1+rng.IntN(4), someTypes()
+		got := homeAllWith(t, e.tl, u, limit, HomeOptions{Types: types})
+		want := m.homeTypes(u, endOfIDs, types)
 		if !slices.Equal(got, want) {
-			t.Fatalf("step %d: home %d (limit %d) = %v, want %v\n%s", step, u, limit, got, want, dumpUser(e.tl, u))
+			t.Fatalf("step %d: home %d (limit %d, types %v) = %v, want %v\n%s", step, u, limit, types, got, want, dumpUser(e.tl, u))
 		}
 	}
 	trace := os.Getenv("TALLY_TL_MODEL_TRACE") != ""
@@ -391,8 +425,75 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				t.Fatalf("step %d: publish %d %v: %+v", step, a, ps, res)
 			}
 			for _, p := range ps {
+				if _, had := m.author[p]; !had {
+					m.meta[p] = entryMeta{}
+				}
 				m.author[p] = a
 				delete(m.removed, p)
+			}
+		case op < 44 && rng.IntN(3) == 0: // a repost, comment or reply, maybe refused
+			u := user()
+			kind := []EntryType{TypeRepost, TypeRepost, TypeComment, TypeReply}[rng.IntN(4)]
+			ref, refAuthor := 1+rng.Uint64N(nextPost+1), user()
+			if len(m.author) > 0 && rng.IntN(8) > 0 {
+				ref = m.anyPost(rng)
+				if kind == TypeRepost && rng.IntN(2) == 0 {
+					// Repost an original reposted already: de-duplication.
+					var os []uint64
+					for _, md := range m.meta {
+						if md.kind == TypeRepost {
+							os = append(os, md.ref)
+						}
+					}
+					if slices.Sort(os); len(os) > 0 {
+						ref = os[rng.IntN(len(os))]
+					}
+				}
+				if rng.IntN(10) > 0 {
+					refAuthor = m.author[ref]
+				}
+			}
+			var id uint64
+			if rng.IntN(10) == 0 && len(m.author) > 0 {
+				id = m.anyPost(rng) // a retry, or another's id
+			} else {
+				nextPost += 1 + rng.Uint64N(3)
+				id = nextPost
+			}
+			var res PublishResult
+			var err error
+			if kind == TypeRepost {
+				res, _, err = e.tl.Repost(u, refAuthor, ref, id)
+			} else {
+				var rs []PublishResult
+				if rs, err = e.tl.PublishWith(u, PublishOptions{Type: kind, Ref: ref, RefAuthor: refAuthor}, id); err == nil {
+					res = rs[0]
+				}
+			}
+			logf("typed %v by %d of %d (%d) as %d: %+v %v", kind, u, ref, refAuthor, id, res, err)
+			owner, published := m.author[ref]
+			idOwner, taken := m.author[id]
+			if o, ok := m.removed[id]; ok {
+				idOwner = o
+			}
+			switch {
+			case !published || owner != refAuthor || kind == TypeRepost && (m.meta[ref].kind == TypeRepost || id <= ref):
+				if !errors.Is(err, ErrBadRef) {
+					t.Fatalf("step %d: %v of %d (%d) as %d: %v, want ErrBadRef", step, kind, ref, refAuthor, id, err)
+				}
+			case idOwner != 0 && idOwner != u:
+				if !errors.Is(err, ErrPostTaken) {
+					t.Fatalf("step %d: %v as %d's id %d: %v", step, kind, idOwner, id, err)
+				}
+			case taken:
+				if err != nil || !res.Duplicate {
+					t.Fatalf("step %d: %v again as %d: %+v %v", step, kind, id, res, err)
+				}
+			default:
+				must(t, err)
+				m.author[id] = u
+				m.meta[id] = entryMeta{kind: kind, ref: ref, refAuthor: owner}
+				delete(m.removed, id)
 			}
 		case op < 44:
 			a := user()
@@ -424,6 +525,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			default:
 				must(t, err)
 				m.author[p] = a
+				m.meta[p] = entryMeta{}
 				delete(m.removed, p)
 			}
 		case op < 50:
@@ -455,6 +557,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				}
 				if ok {
 					delete(m.author, p)
+					delete(m.meta, p)
 					m.removed[p] = a
 				}
 			}
@@ -463,16 +566,12 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			must(t, err)
 		case op < 66:
 			u := user()
-			limit := 1 + rng.IntN(5)
-			p, err := e.tl.Home(u, "", limit)
+			limit, types := 1+rng.IntN(5), someTypes()
+			p, err := e.tl.HomeWith(u, "", limit, HomeOptions{Types: types})
 			must(t, err)
-			comparePage(step, u, endOfIDs, p.Entries, p.NoMore, limit)
+			comparePage(step, u, endOfIDs, p.Entries, p.NoMore, limit, types)
 			if !p.NoMore {
-				cursors[u] = struct {
-					cursor string
-					after  uint64
-					limit  int
-				}{p.Cursor, p.Entries[len(p.Entries)-1].Post, limit}
+				cursors[u] = pageCursor{p.Cursor, p.Entries[len(p.Entries)-1].Post, limit, types}
 			}
 		case op < 71:
 			// Continue a page read earlier, after whatever happened since:
@@ -485,9 +584,9 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			if len(us) > 0 {
 				u := us[rng.IntN(len(us))]
 				c := cursors[u]
-				p, err := e.tl.Home(u, c.cursor, c.limit)
+				p, err := e.tl.HomeWith(u, c.cursor, c.limit, HomeOptions{Types: c.types})
 				must(t, err)
-				comparePage(step, u, c.after, p.Entries, p.NoMore, c.limit)
+				comparePage(step, u, c.after, p.Entries, p.NoMore, c.limit, c.types)
 				delete(cursors, u)
 			}
 		case op < 75:
@@ -553,6 +652,27 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			}
 			if !slices.Equal(fe, m.followees(u)) && !(len(fe) == 0 && len(m.followees(u)) == 0) {
 				t.Fatalf("step %d: followees of %d %v, want %v", step, u, fe, m.followees(u))
+			}
+			// The user's own posts, every type, newest first, by cursor.
+			var own, wantOwn []uint64
+			for cur = ""; ; {
+				pg, err := e.tl.PostsPage(u, cur, 1+rng.IntN(3))
+				must(t, err)
+				own = append(own, pg.IDs...)
+				if pg.NoMore {
+					break
+				}
+				cur = pg.Cursor
+			}
+			for p, a := range m.author {
+				if a == u {
+					wantOwn = append(wantOwn, p)
+				}
+			}
+			slices.Sort(wantOwn)
+			slices.Reverse(wantOwn)
+			if !slices.Equal(own, wantOwn) {
+				t.Fatalf("step %d: posts of %d %v, want %v", step, u, own, wantOwn)
 			}
 		}
 		if err := e.tl.Check(); err != nil {

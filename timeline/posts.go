@@ -59,6 +59,16 @@ func (t *Timeline) Publish(author, post uint64) (PublishResult, error) {
 // authors take one id, and checking per post let a command refused on its
 // second post keep its first).
 func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult, error) {
+	return t.PublishWith(author, PublishOptions{}, posts...)
+}
+
+// PublishWith is PublishMany for posts of a type other than TypePost: a
+// repost (see Repost), a comment or a reply, each carrying its reference
+// (opts.Ref, which must be published, and its author) into every inbox
+// and page. A post published before is a Duplicate whatever type it was
+// published with. Errors: those of PublishMany; ErrBadRef (see
+// PublishOptions, Repost); ErrInvalidOption for an unknown type.
+func (t *Timeline) PublishWith(author uint64, opts PublishOptions, posts ...uint64) ([]PublishResult, error) {
 	if err := checkPostArgs(author, posts); err != nil {
 		return nil, err
 	}
@@ -72,6 +82,10 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	defer am.Unlock()
 	unlock := t.lockPosts(posts)
 	defer unlock()
+	meta, err := t.checkRef(opts, posts)
+	if err != nil {
+		return nil, err
+	}
 	res := make([]PublishResult, len(posts))
 	type pub struct {
 		post  uint64
@@ -124,7 +138,7 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	if fanout && t.inlineMax > 0 && len(fresh) <= t.Config().InboxCap && r[colFollowers] <= inlineFollowers*uint64(t.inlineMax) {
 		t.pushGate.RLock()
 		defer t.pushGate.RUnlock()
-		if inline, delivered, err = t.deliverInline(b, author, ps); err != nil {
+		if inline, delivered, err = t.deliverInline(b, author, meta, ps); err != nil {
 			return nil, err
 		}
 		fanout = !inline
@@ -142,8 +156,15 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 		shared, fanout = true, false
 	}
 	for _, f := range fresh {
-		if err := t.fam.outbox.Put(b, outboxKey(nil, author, f.post), nil); err != nil {
+		if err := t.fam.outbox.Put(b, outboxKey(nil, author, f.post), appendEntryMeta(nil, meta)); err != nil {
 			return nil, err
+		}
+		if meta.kind == TypeRepost {
+			var by [8]byte
+			binary.BigEndian.PutUint64(by[:], author)
+			if err := t.fam.reposts.Put(b, repostKey(nil, meta.ref, f.post), by[:]); err != nil {
+				return nil, err
+			}
 		}
 		rec := postRecord{author: author, fanned: !fanout && !shared}
 		if inline {
@@ -168,6 +189,13 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 	}
 	if err := b.Commit(); err != nil {
 		return nil, err
+	}
+	if meta.kind == TypeRepost {
+		t.reposts.Lock()
+		for _, f := range fresh {
+			t.reposts.add(meta.ref, repostRef{id: f.post, by: author})
+		}
+		t.reposts.Unlock()
 	}
 	for _, f := range fresh {
 		if s := stripe(f.post); f.post > t.postHigh[s] {
@@ -227,7 +255,7 @@ const inlineFollowers = 32
 // with a fan-out job. Crash: the delivery commits with the post or not at
 // all, so no post that returned is ever half delivered, and there is no
 // job to resume.
-func (t *Timeline) deliverInline(b *store.Batch, author uint64, posts []uint64) (bool, uint64, error) {
+func (t *Timeline) deliverInline(b *store.Batch, author uint64, meta entryMeta, posts []uint64) (bool, uint64, error) {
 	aOrd, err := t.ordOf(author)
 	if err != nil {
 		return false, 0, err
@@ -238,7 +266,7 @@ func (t *Timeline) deliverInline(b *store.Batch, author uint64, posts []uint64) 
 	}
 	entries := make([]store.TopEntry, len(posts))
 	for i, p := range posts {
-		entries[i] = store.TopEntry{Key: p, Value: author}
+		entries[i] = meta.entry(p, author)
 	}
 	operand := inboxOperand(t.Config().InboxCap, entries)
 	var key [5]byte
@@ -387,8 +415,19 @@ func (t *Timeline) UnpublishMany(author uint64, posts ...uint64) ([]UnpublishRes
 	defer b.Close()
 	var v [8]byte
 	binary.BigEndian.PutUint64(v[:], author)
+	reposted := map[uint64]uint64{} // repost -> original, of the reposts removed
 	for _, i := range gone {
 		p := posts[i]
+		m, _, err := t.outboxMeta(author, p)
+		if err != nil {
+			return nil, err
+		}
+		if m.kind == TypeRepost {
+			reposted[p] = m.ref
+			if err := t.fam.reposts.Delete(b, repostKey(nil, m.ref, p)); err != nil {
+				return nil, err
+			}
+		}
 		if err := t.fam.outbox.Delete(b, outboxKey(nil, author, p)); err != nil {
 			return nil, err
 		}
@@ -425,6 +464,13 @@ func (t *Timeline) UnpublishMany(author uint64, posts ...uint64) ([]UnpublishRes
 		}
 		t.removed.Unlock()
 		return nil, err
+	}
+	if len(reposted) > 0 {
+		t.reposts.Lock()
+		for p, o := range reposted {
+			t.reposts.remove(o, p)
+		}
+		t.reposts.Unlock()
 	}
 	ids := b.JobIDs()
 	for k, i := range gone {
@@ -482,6 +528,27 @@ func (t *Timeline) Posts(author, before uint64, fn func(post uint64) bool) error
 	}
 	for ; ok; ok = it.Next() {
 		if !fn(postOfOutboxKey(it.Key())) {
+			break
+		}
+	}
+	return closeIter(it)
+}
+
+// postEntries calls fn for author's posts as inbox entries (with their
+// types and references), newest first, until fn returns false.
+func (t *Timeline) postEntries(author uint64, fn func(store.TopEntry) bool) error {
+	it, err := t.fam.outbox.NewIter(&store.IterOptions{Prefix: outboxKey(nil, author, 0)[:9]})
+	if err != nil {
+		return err
+	}
+	for ok := it.Next(); ok; ok = it.Next() {
+		p := postOfOutboxKey(it.Key())
+		m, err := decodeEntryMeta(it.Value())
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("%w: post %d of %d: %v", store.ErrCorrupt, p, author, err)
+		}
+		if !fn(m.entry(p, author)) {
 			break
 		}
 	}
@@ -618,6 +685,15 @@ func (t *Timeline) runFanout(ctx context.Context, run *store.JobRun) error {
 	total := done + int64((remaining+chunkSize-1)/chunkSize)
 	total = max(total, done+1)
 	entry := store.TopEntry{Key: post, Value: author, Removed: op == opRemove}
+	if op == opAdd && len(targets) > 0 {
+		// The entry's type and reference travel with it: read them from
+		// the outbox (an unpublished post's entry is filtered on read).
+		m, _, err := t.outboxMeta(author, post)
+		if err != nil {
+			return err
+		}
+		entry = m.entry(post, author)
+	}
 	operand := inboxOperand(cfg.InboxCap, []store.TopEntry{entry})
 	var key [5]byte
 	n := uint64(0)

@@ -264,7 +264,14 @@ func (t *Timeline) deliverPost(b *store.Batch, author, post uint64, cfg Config) 
 	if err != nil {
 		return 0, err
 	}
-	operand := inboxOperand(cfg.InboxCap, []store.TopEntry{{Key: post, Value: author}})
+	if n == 0 {
+		return 0, nil
+	}
+	m, _, err := t.outboxMeta(author, post)
+	if err != nil {
+		return 0, err
+	}
+	operand := inboxOperand(cfg.InboxCap, []store.TopEntry{m.entry(post, author)})
 	var key [5]byte
 	for _, ct := range targets {
 		it := ct.bm.Iterator()

@@ -324,7 +324,11 @@ type Timeline struct {
 		sync.RWMutex
 		s pairSets
 	}
-	stats struct {
+	// reposts mirrors tl_reposts (repost.go), for de-duplication on read.
+	reposts repostIndex
+	// lastGenID is the last post id newPostID generated.
+	lastGenID atomic.Uint64
+	stats     struct {
 		rebuilds, rebuildNanos, deliveries, pages, expired atomic.Int64
 		pulls, inboxEntries                                atomic.Int64
 	}

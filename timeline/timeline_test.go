@@ -733,7 +733,7 @@ func TestCollector(t *testing.T) {
 		want := map[uint64]bool{}
 		for range 5000 {
 			key := 1 + rng.Uint64N(3000)
-			c.push(key, key*2)
+			c.push(store.TopEntry{Key: key, Value: key * 2})
 			want[key] = true
 		}
 		var all []uint64

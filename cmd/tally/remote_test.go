@@ -105,6 +105,8 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("post", "2", "1001", "1002"),
 		c("post", "3", "1003"),
 		c("unpost", "2", "1002"),
+		c("repost", "3", "2", "1001", "2001"),
+		c("home", "1", "--types", "repost"),
 		c("home", "1"),
 		c("home", "5", "--limit", "1"),
 		c("user", "1", "2", "3"),

@@ -156,7 +156,7 @@ func TestTimelineBadInput(t *testing.T) {
 		{[]string{"home", "1", "--limit", "1001"}, 1, "bad page limit"},
 		{[]string{"home", "1", "--cursor", "not-a-cursor"}, 1, "bad cursor"},
 		{[]string{"home", "x"}, 2, `bad uid "x"`},
-		{[]string{"home", "1", "2"}, 2, `extra "2" (want UID [--limit LIMIT] [--cursor CURSOR])`},
+		{[]string{"home", "1", "2"}, 2, `extra "2" (want UID [--limit LIMIT] [--cursor CURSOR] [--types TYPES])`},
 		{[]string{"posts", "0"}, 1, "timeline: bad id: author id 0"},
 		{[]string{"followers", "1", "--cursor", "AAAA"}, 1, "bad cursor"},
 		{[]string{"user"}, 2, "missing UID (want UID...)"},

@@ -364,12 +364,58 @@ func runPost(ctx context.Context, db *tallydb.DB, in *Input) (any, error) {
 		return nil, err
 	}
 	posts := in.Uints("post")
-	// One PublishMany: another author's post refuses the whole command,
+	var opts timeline.PublishOptions
+	if in.Has("type") {
+		opts = timeline.PublishOptions{Type: postType(in.String("type")), Ref: in.Uint("parent")}
+	}
+	// One PublishWith: another author's post refuses the whole command,
 	// checked atomically with the publish.
-	res, err := tl.PublishMany(in.Uint("author"), posts...)
+	res, err := tl.PublishWith(in.Uint("author"), opts, posts...)
 	if err != nil {
 		return nil, err
 	}
+	return waitPublished(ctx, db, tl, in, posts, res)
+}
+
+// postType is post's --type (checked by checkPostType).
+func postType(s string) timeline.EntryType {
+	if strings.EqualFold(s, "reply") {
+		return timeline.TypeReply
+	}
+	return timeline.TypeComment
+}
+
+// checkPostType checks post's --type and --parent: both or neither, the
+// type comment or reply (a repost is the repost command).
+func checkPostType(in *Input) error {
+	if in.Has("type") != in.Has("parent") {
+		return Usagef("--type and --parent go together")
+	}
+	if !in.Has("type") {
+		return nil
+	}
+	if s := in.String("type"); !strings.EqualFold(s, "comment") && !strings.EqualFold(s, "reply") {
+		return fmt.Errorf("%w: post type %q (want comment or reply; a repost is the repost command)", timeline.ErrInvalidOption, s)
+	}
+	return timeline.CheckID("parent", in.Uint("parent"))
+}
+
+// runRepost is repost's Run: one Repost, then the wait of post.
+func runRepost(ctx context.Context, db *tallydb.DB, in *Input) (any, error) {
+	tl, err := timelineOf(db)
+	if err != nil {
+		return nil, err
+	}
+	res, id, err := tl.Repost(in.Uint("user"), in.Uint("author"), in.Uint("post"), in.Uint("repost"))
+	if err != nil {
+		return nil, err
+	}
+	return waitPublished(ctx, db, tl, in, []uint64{id}, []timeline.PublishResult{res})
+}
+
+// waitPublished waits for the fan-outs of published posts unless the
+// command is asynchronous, and returns post's and repost's result.
+func waitPublished(ctx context.Context, db *tallydb.DB, tl *timeline.Timeline, in *Input, posts []uint64, res []timeline.PublishResult) (any, error) {
 	wait := postWaits(in)
 	out := make([]published, len(posts))
 	for i, p := range posts {
@@ -448,6 +494,16 @@ func replyPost(w Replier, _ *Input, out any) {
 			w.WriteUint(p.delivered)
 		}
 	}
+}
+
+// homeLine is one entry of a home page in the CLI's words: POST AUTHOR,
+// then for a typed entry its type and reference.
+func homeLine(b *strings.Builder, e timeline.Entry) {
+	if e.Type == timeline.TypePost {
+		fmt.Fprintf(b, "%d %d\n", e.Post, e.Author)
+		return
+	}
+	fmt.Fprintf(b, "%d %d %s %d %d\n", e.Post, e.Author, e.Type, e.Ref, e.RefAuthor)
 }
 
 // isFollowing is is-following's reply: one answer per followee.
@@ -614,10 +670,15 @@ Example:
 			Complexity: "O(N) posts; waiting adds the fan-outs",
 			Params: []Param{pAuthor, pPosts,
 				{Name: "wait", Kind: Flag, Option: true, Help: "wait for the fan-outs (the CLI's default)"},
-				{Name: "async", Kind: Flag, Option: true, Help: "return once the posts are published (the default over RESP)"}},
+				{Name: "async", Kind: Flag, Option: true, Help: "return once the posts are published (the default over RESP)"},
+				{Name: "type", Kind: String, Option: true, Help: "comment or reply: the posts are entries of that type (with --parent)"},
+				{Name: "parent", Kind: Uint, Option: true, Help: "the post commented on or replied to (with --type)"}},
 			Check: func(in *Input) error {
 				if in.Has("wait") && in.Has("async") {
 					return Usagef("wait and async exclude each other")
+				}
+				if err := checkPostType(in); err != nil {
+					return err
 				}
 				return checkAuthorPosts(in)
 			},
@@ -635,6 +696,11 @@ layout); timelines show them newest first. The command is all or nothing:
 every id is checked, atomically with the publish, and a post of another
 author refuses the whole command.
 
+With --type comment (or reply) --parent P the posts are comments on (or
+replies to) the published post P: home pages show them with their type
+and P (filter them with home --types). A host that does not want
+comments in homes does not post them here.
+
 Over RESP the default is the other one: TL.POST replies once the posts
 are durable, one record per post: [post ID status S] (name/value pairs),
 S being queued (fan-out queued), published (no job: a small fan-out
@@ -647,6 +713,54 @@ Example:
   1861392847362049 delivered 40211
 `,
 			Run: runPost, Text: textPost, Reply: replyPost,
+		},
+		{
+			CLI: "repost", RESP: "TL.REPOST", Group: timelineGroup, Mode: Write, Open: OpenWrite,
+			Summary:    "repost a post: USER (the reposter) reposts AUTHOR's POST",
+			Complexity: "O(1); waiting adds the fan-out",
+			Params: []Param{{Name: "user", Kind: Uint, Key: true}, pAuthor, {Name: "post", Kind: Uint},
+				{Name: "repost", Kind: Uint, Optional: true},
+				{Name: "wait", Kind: Flag, Option: true, Help: "wait for the fan-out (the CLI's default)"},
+				{Name: "async", Kind: Flag, Option: true, Help: "return once the repost is published (the default over RESP)"}},
+			Check: func(in *Input) error {
+				if in.Has("wait") && in.Has("async") {
+					return Usagef("wait and async exclude each other")
+				}
+				if err := timeline.CheckID("user", in.Uint("user")); err != nil {
+					return err
+				}
+				if err := timeline.CheckID("author", in.Uint("author")); err != nil {
+					return err
+				}
+				if err := timeline.CheckID("post", in.Uint("post")); err != nil {
+					return err
+				}
+				if in.Has("repost") {
+					return timeline.CheckID("repost", in.Uint("repost"))
+				}
+				return nil
+			},
+			Help: `USER, the reposter, reposts POST, the original, which AUTHOR published.
+The repost is a post of USER's with its own id, REPOST (a new time-ordered
+id when left out): it counts in USER's posts and is fanned out to USER's
+followers like a post (the CLI waits for the fan-out, as post does). Homes
+show each original once, at its newest visible instance (the original, or
+the newest repost by an account the reader follows and has not muted),
+with the reposter as "reposted by"; home lines read
+  REPOST USER repost POST AUTHOR
+Unpublishing the original removes its reposts from every home at once;
+"unpost USER REPOST" takes the repost back. Prints, like post:
+  REPOST delivered N | REPOST queued | REPOST duplicate
+Refused (nothing written): POST not published, not AUTHOR's, itself a
+repost, or REPOST not above POST (ids are time-ordered). Over RESP:
+TL.REPOST user author post [repost] [WAIT|ASYNC] replies
+[post REPOST status S] as TL.POST does.
+
+Example:
+  $ tally -d /var/lib/tally repost 7 20 1861392847362048 1861392990000000
+  1861392990000000 delivered 153
+`,
+			Run: runRepost, Text: textPost, Reply: replyPost,
 		},
 		{
 			CLI: "unpost", RESP: "TL.UNPOST", Group: timelineGroup, Mode: Write, Open: OpenWrite,
@@ -698,19 +812,34 @@ Example:
 			CLI: "home", RESP: "TL.HOME", Group: timelineGroup, Mode: Read, Open: OpenWrite,
 			Summary:    "a page of a user's home timeline, newest first",
 			Complexity: "O(limit) from the inbox; below its floor O(followees) seeks",
-			Params:     []Param{pUID, pTLLimit, pCur}, Check: checkPage("uid"),
+			Params: []Param{pUID, pTLLimit, pCur,
+				{Name: "types", Kind: String, Option: true, Help: "entry types to show, comma-separated: post,repost,comment,reply (default all)"}},
+			Check: func(in *Input) error {
+				if in.Has("types") {
+					if _, err := timeline.ParseTypes(in.String("types")); err != nil {
+						return err
+					}
+				}
+				return checkPage("uid")(in)
+			},
 			Help: `Prints a page of UID's home timeline, newest first, one line per entry:
-  POST AUTHOR
+  POST AUTHOR                         a post
+  POST AUTHOR TYPE REF REFAUTHOR      a repost (POST by AUTHOR reposts REF
+                                      by REFAUTHOR), comment or reply (on REF)
 then a last line "next CURSOR" (pass it as --cursor for the next page) or
 "end" when the timeline ends with this page. Posts published after a cursor
 was printed never shift the pages after it. An unknown user has an empty
 home ("end"). The first read of a user whose inbox is not live rebuilds it.
-Over RESP: [next cursor (nil at the end), [[post, author] ...]].
+A post reposted by several followees shows once, at the newest repost.
+--types post,repost shows only those types (TYPES over RESP); a cursor
+continues with any types.
+Over RESP: [next cursor (nil at the end), [[post, author] ...]], a typed
+entry [post, author, type, ref, refauthor].
 
 Example:
-  $ tally -d /var/lib/tally home 1 --limit 2
+  $ tally -d /var/lib/tally home 1 --limit 2 --types post,repost
+  1861392990000000 7 repost 1861392847362048 20
   1861392847362049 20
-  1861392847362048 20
   next AWgAAAAAAAAAAQAGnPbMhYAB9Kz3mg
 `,
 			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
@@ -718,13 +847,19 @@ Example:
 				if err != nil {
 					return nil, err
 				}
-				return tl.Home(in.Uint("uid"), in.String("cursor"), int(in.Int("limit")))
+				var opts timeline.HomeOptions
+				if in.Has("types") {
+					if opts.Types, err = timeline.ParseTypes(in.String("types")); err != nil {
+						return nil, err
+					}
+				}
+				return tl.HomeWith(in.Uint("uid"), in.String("cursor"), int(in.Int("limit")), opts)
 			},
 			Text: func(w io.Writer, _ *Input, out any) error {
 				p := out.(timeline.Page)
 				var b strings.Builder
 				for _, e := range p.Entries {
-					fmt.Fprintf(&b, "%d %d\n", e.Post, e.Author)
+					homeLine(&b, e)
 				}
 				writeTLNext(&b, p.Cursor, p.NoMore)
 				_, err := io.WriteString(w, b.String())
@@ -736,9 +871,18 @@ Example:
 				replyTLCursor(w, p.Cursor, p.NoMore)
 				w.WriteArray(len(p.Entries))
 				for _, e := range p.Entries {
-					w.WriteArray(2)
+					if e.Type == timeline.TypePost {
+						w.WriteArray(2)
+						w.WriteUint(e.Post)
+						w.WriteUint(e.Author)
+						continue
+					}
+					w.WriteArray(5)
 					w.WriteUint(e.Post)
 					w.WriteUint(e.Author)
+					w.WriteBulkString(e.Type.String())
+					w.WriteUint(e.Ref)
+					w.WriteUint(e.RefAuthor)
 				}
 			},
 		},

@@ -8,7 +8,14 @@
 //
 //	go run ./bench/cmd/timelinebench [--quick] [--users N] [--big-followers N]
 //	    [--followees N] [--posts N] [--clients C] [--duration D] [--no-redis] [--out FILE]
-//	    [--profile-posts PREFIX] [--job-per-post]
+//	    [--profile-posts PREFIX] [--profile-pages PREFIX] [--job-per-post]
+//	    [--reposts F] [--muted F]
+//
+// --reposts (default 0.1) adds reposts of random posts by random users
+// after the posts phase, that fraction of its posts, fanned out in both
+// targets; --muted (default 0.01) mutes that fraction of the follow
+// edges (tally filters on read and measures pages before and after the
+// mutes; Redis as Mastodon skips muted pairs at delivery).
 //
 // --quick: 20,000 users, seconds per target. The default (the issue's
 // run): 1,000,000 users with 20 mean followees (power law), user 1
@@ -45,6 +52,9 @@ func main() {
 	dir := flag.String("dir", "", "parent directory for the targets' data (default the system temp dir)")
 	jobPerPost := flag.Bool("job-per-post", false, "also run tally with every fan-out a durable job (as before issue 18), first")
 	profile := flag.String("profile-posts", "", "profile tally's posts phase into PREFIX.cpu, .allocs (-diff_base .allocs-base), .block, .mutex")
+	profilePages := flag.String("profile-pages", "", "profile tally's pages phase (with reposts and mutes) into PREFIX.cpu, ...")
+	reposts := flag.Float64("reposts", 0.1, "reposts after the posts phase, as a fraction of its posts")
+	muted := flag.Float64("muted", 0.01, "fraction of the follow edges muted before the pages")
 	flag.Parse()
 
 	cfg := bench.FullTimeline()
@@ -65,6 +75,8 @@ func main() {
 	cfg.Redis = !*noRedis
 	cfg.Dir = *dir
 	cfg.PostsProfile = *profile
+	cfg.PagesProfile = *profilePages
+	cfg.RepostFraction, cfg.MutedFraction = *reposts, *muted
 	cfg.JobPerPost = *jobPerPost
 	start := time.Now()
 	cfg.Log = func(format string, args ...any) {
