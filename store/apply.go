@@ -20,9 +20,11 @@ package store
 //     apply state set by ApplyEntry, so a commit of another goroutine made
 //     while an entry applies would be marked as that entry's: in
 //     replicated mode every write except a job's progress commit
-//     (JobRun.Commit, Batch.progress) comes through the apply loop. Job
-//     progress commits are never marked: they are local background work,
-//     not part of the entry.
+//     (JobRun.Commit, Batch.progress) and a node-local derived write
+//     (Batch.SetLocal: what a read path commits, such as an inbox rebuilt
+//     when a user returns) comes through the apply loop. Neither is ever
+//     marked: they are local work, not part of the entry, and a read that
+//     commits while an entry applies must not take the entry's numbers.
 //  2. An entry's commits must be the same sequence on a re-apply as on the
 //     first apply: fn decides them from the entry and from the state before
 //     the entry, not from what its own earlier commits wrote (a re-apply
@@ -96,12 +98,21 @@ func (db *DB) ApplyEntry(index uint64, fn func() error) error {
 	return fn()
 }
 
+// SetLocal declares the batch node-local derived state (a cache a read
+// fills, an ordinal a read allocates, an inbox rebuilt on a user's return):
+// its commit is never counted as, nor marked as, a commit of the replicated
+// entry that happens to be applying (ApplyEntry) while it commits. Such a
+// batch must be idempotent and must not change what any read returns, as
+// only then may it be made on one replica and not another, or twice on one
+// replica when an entry is applied again after a crash. Reset forgets it.
+func (b *Batch) SetLocal() { b.local = true }
+
 // applyMarkLocked returns the apply mark b's commit carries, if an entry is
 // applying and b is not a job's progress commit. It counts the commit in
 // the entry. The caller holds DB.commit.
 func (db *DB) applyMarkLocked(b *Batch) (onceMark, bool, error) {
 	a := &db.applying
-	if !a.active || b.progress != nil {
+	if !a.active || b.progress != nil || b.local {
 		return onceMark{}, false, nil
 	}
 	if a.n >= applyCompleteN-1 {

@@ -175,3 +175,57 @@ func TestApplyEntryLeavesOtherCommitsAlone(t *testing.T) {
 		t.Fatalf("AppliedIndex %d, want 7", got)
 	}
 }
+
+// TestApplyEntryLocalCommit: a node-local commit (Batch.SetLocal, what a
+// read path writes) made while an entry applies is neither marked nor
+// numbered: after the entry's own first commit only, a reopen and re-apply
+// still applies the entry's second commit, and the local write stays.
+func TestApplyEntryLocalCommit(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openTest(t, fs, "a", nil)
+	c := newPosts(t, db, 16)
+	local := func(v int64) {
+		b := db.NewBatch()
+		defer b.Close()
+		b.SetLocal()
+		must(t, b.Incr("posts", 9, "reposts", v))
+		must(t, b.Commit())
+		if b.Duplicate() {
+			t.Fatal("a local commit was skipped as a duplicate")
+		}
+	}
+	// Entry 1: a local commit, then the entry's first commit, then a cut.
+	err := db.ApplyEntry(1, func() error {
+		local(5)
+		if _, err := c.Incr(1, "reposts", 1); err != nil {
+			return err
+		}
+		local(5)
+		return errCut
+	})
+	if !errors.Is(err, errCut) {
+		t.Fatalf("entry 1: %v", err)
+	}
+	if seq, _ := db.SourceSeq(ApplySource); seq != 1<<16|1 {
+		t.Fatalf("apply mark %#x, want %#x: local commits were numbered", seq, uint64(1<<16|1))
+	}
+	must(t, db.Close())
+	db = openTest(t, fs, "a", nil)
+	c, err = db.Counter("posts")
+	must(t, err)
+	must(t, db.ApplyEntry(1, func() error {
+		for id := uint64(1); id <= 2; id++ {
+			if _, err := c.Incr(id, "reposts", 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	for id, want := range map[uint64]uint64{1: 1, 2: 1, 9: 10} {
+		got, err := c.GetColumn(id, "reposts")
+		must(t, err)
+		if got != want {
+			t.Fatalf("row %d = %d, want %d", id, got, want)
+		}
+	}
+}

@@ -97,6 +97,7 @@ type Batch struct {
 	once     onceMark         // Once (once.go)
 	dup      bool             // the commit was a redelivery and changed nothing
 	sync     bool             // SetSync: fsync this commit whatever the durability (apply.go)
+	local    bool             // SetLocal: node-local derived state, never an entry's commit (apply.go)
 	record   bool             // write a log record even without counter ops
 	gen      uint64           // DB.Generation when the batch was made or reset
 	buf      []byte
@@ -153,6 +154,7 @@ func (b *Batch) Reset() {
 	b.once = onceMark{}
 	b.dup = false
 	b.sync = false
+	b.local = false
 	b.record = false
 	b.err = nil
 	if b.db != nil {

@@ -242,6 +242,10 @@ func (t *Timeline) ensureOrds(ids ...uint64) error {
 	defer t.allocMu.Unlock()
 	b := t.db.NewBatch()
 	defer b.Close()
+	// Ordinals are this node's own numbering, allocated by reads too (a
+	// user's first page): on a replica they differ from the leader's, and
+	// the allocation is no part of a replicated entry (store apply.go).
+	b.SetLocal()
 	next := t.nextOrd
 	seen := make(map[uint64]bool, len(missing))
 	var k [5]byte
@@ -628,6 +632,9 @@ func (t *Timeline) markPulled(author uint64) error {
 	}
 	b := t.db.NewBatch()
 	defer b.Close()
+	// Pulled is derived from the follower count, idempotent and sticky:
+	// not part of a replicated entry's numbered commits (store apply.go).
+	b.SetLocal()
 	if err := t.fam.pulled.Put(b, pulledKey(nil, author), nil); err != nil {
 		return err
 	}

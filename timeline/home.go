@@ -442,6 +442,10 @@ func (t *Timeline) activate(users []uint64, renew bool) (int, error) {
 	now := t.nowSec()
 	b := t.db.NewBatch()
 	defer b.Close()
+	// Activity and inboxes are derived state that reads change (a user's
+	// return rebuilds their inbox): on a replica they are its own, and
+	// pages are the same either way (store apply.go, SetLocal).
+	b.SetLocal()
 	var cold []uint64
 	var coldOrds []uint32
 	byChunk := map[uint16][]uint32{}

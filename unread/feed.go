@@ -277,6 +277,12 @@ func (x *Unread) reset(user uint64, initOnly bool) (resetStatus, error) {
 	b := x.db.NewBatch()
 	defer b.Close()
 	b.SetGeneration(sgen)
+	if initOnly {
+		// A first read initializing a snapshot is not a replicated
+		// command: it commits on the replica that serves the read
+		// (store apply.go, SetLocal). FeedReset is.
+		b.SetLocal()
+	}
 	if err := x.writeOp(b, user, &op); err != nil {
 		return resetNothing, err
 	}
