@@ -517,9 +517,9 @@ func (c *core) apply(e *pb.Entry) error {
 		}
 		h, own = hh, hh.node == c.cfg.ID
 		c.cfg.Clock.advance(h.millis)
-		err = c.db.ApplyEntry(index, func() error {
-			reply = c.cfg.Apply(index, cmd)
-			return nil
+		err = c.db.ApplyEntry(index, func() (err error) {
+			reply, err = c.cfg.Apply(index, cmd)
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("replica: apply entry %d: %w", index, err)

@@ -89,7 +89,14 @@ type Config struct {
 	// is the reply Propose returns on the proposing replica. It must be
 	// deterministic: the same command on the same state gives the same
 	// writes on every replica.
-	Apply func(index uint64, data []byte) []byte
+	//
+	// An error means the entry could not be applied here (the store
+	// failed: a full disk, an I/O error), not that the command failed (a
+	// command's own error is part of its reply, the same on every
+	// replica): the replica stops with it (ErrStopped wrapping it) without
+	// recording the entry as applied, and applies it again when restarted,
+	// so no replica skips an entry another applied.
+	Apply func(index uint64, data []byte) ([]byte, error)
 	// Snapshots creates and installs snapshots; nil: a replica behind the
 	// truncated log cannot catch up (see snapshot.go).
 	Snapshots Snapshotter

@@ -39,9 +39,9 @@ func TestNodeGoroutines(t *testing.T) {
 		n, err := Start(Config{
 			ID: p.ID, DB: db, Peers: peers, Transport: net.Endpoint(p.ID), Sync: true,
 			TickInterval: 5 * time.Millisecond,
-			Apply: func(_ uint64, data []byte) []byte {
+			Apply: func(_ uint64, data []byte) ([]byte, error) {
 				v, _ := cnt.Incr(binary.BigEndian.Uint64(data), "v", 1)
-				return binary.BigEndian.AppendUint64(nil, v)
+				return binary.BigEndian.AppendUint64(nil, v), nil
 			},
 		})
 		if err != nil {

@@ -156,11 +156,11 @@ func (s *sim) start(n *simNode, peers []Peer, join bool) {
 	cfg := Config{
 		ID: n.id, DB: n.db, Peers: peers, Join: join,
 		Transport: s.net.Endpoint(n.id),
-		Apply: func(index uint64, data []byte) []byte {
+		Apply: func(index uint64, data []byte) ([]byte, error) {
 			cmd, ok := decodeCmd(data)
 			if !ok {
 				s.t.Errorf("node %d: bad command at %d", n.id, index)
-				return nil
+				return nil, nil
 			}
 			if prev, ok := s.log[index]; ok && prev != cmd {
 				s.t.Errorf("node %d applies %v at %d, another replica applied %v", n.id, cmd, index, prev)
@@ -170,7 +170,7 @@ func (s *sim) start(n *simNode, peers []Peer, join bool) {
 			if err != nil {
 				s.t.Errorf("node %d: apply %d: %v", n.id, index, err)
 			}
-			return binary.BigEndian.AppendUint64(nil, v)
+			return binary.BigEndian.AppendUint64(nil, v), nil
 		},
 		Snapshots:    simSnapshots{s, n},
 		Clock:        n.clock,

@@ -102,6 +102,12 @@ func (db *DB) writable() error {
 	return db.env().writeErr()
 }
 
+// Writable reports why the DB cannot take writes now, or nil: ErrClosed,
+// ErrReadOnly, ErrFailed (until a reopen heals it) or ErrDiskFull. A
+// replicated host checks it after applying an entry: a command that failed
+// because the store did must not count as applied (replica.Config.Apply).
+func (db *DB) Writable() error { return db.writable() }
+
 // setFailed fails the store: every later write returns ErrFailed wrapping
 // err (classified: a full disk or damage stays recognisable).
 func (db *DB) setFailed(err error) { db.env().fail(pebbleErr(err)) }
