@@ -344,4 +344,3 @@ func TestReplicatedWorkload(t *testing.T) {
 		}
 	}
 }
-
