@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	tallydb "github.com/tallydb/tally"
+	cmdtab "github.com/tallydb/tally/internal/commands"
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/store"
 )
@@ -41,8 +42,9 @@ type command struct {
 	// loads): --json prints them as one JSON object.
 	keyValues bool
 	// table marks a rendering of an entry of the one command table
-	// (table.go): it renders its own --json.
+	// (table.go): it renders its own --json; entry is that entry.
 	table bool
+	entry *cmdtab.Command
 }
 
 // commands lists every subcommand in the order "tally help" shows them.

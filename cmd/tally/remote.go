@@ -57,7 +57,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -69,6 +71,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tallydb "github.com/tallydb/tally"
+	cmdtab "github.com/tallydb/tally/internal/commands"
 	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/server"
 	"github.com/tallydb/tally/store"
@@ -334,9 +337,12 @@ func execCommand(db *tallydb.DB) server.Command {
 			{Name: "cwd", Type: "string"},
 			{Name: "arg", Type: "string", Multiple: true},
 		},
+		Classify: classifyExec,
 		Handler: func(c *server.Conn, args [][]byte) {
 			dir, cwd := string(args[1]), string(args[2])
-			if err := sameDir(dir, db.Store().Dir()); err != nil {
+			// A replicated TALLY.EXEC names the proposing node's
+			// directory: every replica runs it on its own.
+			if err := sameDir(dir, db.Store().Dir()); err != nil && !c.Replicated() {
 				c.WriteError(fmt.Sprintf("%s %s: %v", msgNotServed, quote.Input(dir), err))
 				return
 			}
@@ -359,6 +365,48 @@ func execCommand(db *tallydb.DB) server.Command {
 			c.WriteBulk(stderr.Bytes())
 		},
 	}
+}
+
+// classifyExec routes TALLY.EXEC in cluster mode by the CLI command it
+// carries: a table command as its Mode says (a Local one, such as jobs or
+// stats, runs on the node it is sent to), the local commands (help,
+// version) on the node, and the loads, which read files on the client's
+// machine, not at all (server.ErrNotReplicable): a replica could not read
+// them. A line that does not parse runs locally, where it prints its
+// usage error and writes nothing.
+func classifyExec(args [][]byte) (server.Class, error) {
+	if len(args) < 4 {
+		return server.ClassLocal, nil
+	}
+	cargs := make([]string, len(args)-3)
+	for i, a := range args[3:] {
+		cargs[i] = string(a)
+	}
+	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var ignored string
+	var json, version bool
+	fs.StringVar(&ignored, "d", "", "")
+	fs.StringVar(&ignored, "durability", "", "")
+	fs.StringVar(&ignored, "password", "", "")
+	fs.BoolVar(&json, "json", false, "")
+	fs.BoolVar(&version, "version", false, "")
+	if fs.Parse(cargs) != nil || len(fs.Args()) == 0 {
+		return server.ClassLocal, nil
+	}
+	cmd, _, err := lookup(fs.Args())
+	switch {
+	case err != nil || cmd.local:
+		return server.ClassLocal, nil
+	case cmd.entry == nil:
+		return 0, fmt.Errorf("%w: %s reads files where the client runs; load on one node with "+
+			"cluster mode off, or send the rows as commands", server.ErrNotReplicable, cmd.name)
+	case cmd.entry.Local:
+		return server.ClassLocal, nil
+	case cmd.entry.Mode == cmdtab.Read:
+		return server.ClassRead, nil
+	}
+	return server.ClassWrite, nil
 }
 
 // sameDir reports why dir is not served, the served directory.

@@ -28,6 +28,7 @@ func tableCommands() []*command {
 			help:     tc.CLIHelp(),
 			run:      func(e *env, args []string) error { return e.runTable(tc, args) },
 			table:    true,
+			entry:    tc,
 		})
 	}
 	return out
