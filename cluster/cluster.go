@@ -72,9 +72,17 @@ type Config struct {
 	// One of them is required.
 	Transport    replica.Transport
 	NewTransport func(deliver func(*pb.Message)) (replica.Transport, error)
-	// Snapshots, if set, makes and installs snapshots for replicas behind
-	// the truncated log.
-	Snapshots replica.Snapshotter
+	// NewSnapshots, if set, makes the Snapshotter that creates and
+	// installs snapshots for replicas behind the truncated log (called
+	// once by Start, after the transport). reopen is what an install calls
+	// once the received copy is staged: it closes this node's server,
+	// packages and store, opens the database again on dir (store.Open
+	// swaps the staged copy in) with a new server, and returns the new
+	// store. Clients are disconnected meanwhile and reconnect.
+	NewSnapshots func(db *store.DB, reopen func(dir string) (*store.DB, error)) (replica.Snapshotter, error)
+	// Register, if set, registers the host's own commands with a server
+	// (Start's, and the one a snapshot install opens).
+	Register func(srv *server.Server, db *tallydb.DB) error
 	// TickInterval, ElectionTicks, HeartbeatTicks and MaxLogEntries are
 	// the replica's (replica.Config); zero means its defaults.
 	TickInterval                  time.Duration
@@ -96,22 +104,34 @@ type Config struct {
 // Node is one running replica: the database, the server and the Raft
 // replica.
 type Node struct {
-	cfg   Config
-	db    *tallydb.DB
-	srv   *server.Server
-	rep   *replica.Node
-	clock *replica.Clock
+	cfg      Config
+	openOpts tallydb.Options
+	co       server.ClusterOptions
+	ad       *adapter
+	dbp      atomic.Pointer[tallydb.DB]
+	srvp     atomic.Pointer[server.Server]
+	rep      *replica.Node
+	clock    *replica.Clock
 
-	stopped   chan struct{} // closed when the replica stopped on its own
+	// swap is held while a snapshot install replaces the database and
+	// the server (reopen); swapped counts the replacements, so Serve
+	// knows a server closed for one from a server closed for good.
+	swap struct {
+		sync.Mutex
+		n       int
+		done    chan struct{}
+		closing bool
+	}
+
 	closeOnce sync.Once
 	closeErr  error
 	failed    atomic.Pointer[error]
 }
 
 // Start opens the database in cfg.Dir (creating it if the directory is
-// new or empty: a host that must not create one checks first), starts the replica and registers
-// every command with the server. The server is not serving yet: call
-// Serve.
+// new or empty: a host that must not create one checks first), starts the
+// replica and registers every command with the server. The server is not
+// serving yet: call Serve.
 func Start(cfg Config) (*Node, error) {
 	if cfg.ID == 0 {
 		return nil, fmt.Errorf("%w: replica id 0", ErrInvalidConfig)
@@ -125,7 +145,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, clock: replica.NewClock(), stopped: make(chan struct{})}
+	n := &Node{cfg: cfg, clock: replica.NewClock()}
 	so := store.Options{}
 	if cfg.Store != nil {
 		so = *cfg.Store
@@ -142,22 +162,16 @@ func Start(cfg Config) (*Node, error) {
 		lo = *cfg.Likes
 	}
 	lo.Now = n.clock.Now
-	db, err := tallydb.Open(cfg.Dir, &tallydb.Options{Store: &so, Timeline: &to, Likes: &lo})
-	if err != nil {
+	n.openOpts = tallydb.Options{Store: &so, Timeline: &to, Likes: &lo}
+	n.co = cfg.Cluster
+	if n.co.Addr == "" {
+		n.co.Addr = cfg.ClientAddr
+	}
+	if err := n.open(cfg.Dir); err != nil {
 		return nil, err
 	}
-	n.db = db
-	srv, err := server.New(db.Store(), cfg.Server)
-	if err != nil {
-		return nil, n.fail(err)
-	}
-	n.srv = srv
-	if err := srv.RegisterDB(db); err != nil {
-		return nil, n.fail(err)
-	}
-	if err := srv.Register(n.commands()...); err != nil {
-		return nil, n.fail(err)
-	}
+	db := n.DB()
+	var err error
 	tr := cfg.Transport
 	var rep atomic.Pointer[replica.Node]
 	if cfg.NewTransport != nil {
@@ -170,6 +184,15 @@ func Start(cfg Config) (*Node, error) {
 			return nil, n.fail(err)
 		}
 	}
+	var snaps replica.Snapshotter
+	if cfg.NewSnapshots != nil {
+		if snaps, err = cfg.NewSnapshots(db.Store(), n.reopen); err != nil {
+			if tr != nil {
+				tr.Close()
+			}
+			return nil, n.fail(err)
+		}
+	}
 	r, err := replica.Start(replica.Config{
 		ID:             cfg.ID,
 		DB:             db.Store(),
@@ -177,7 +200,7 @@ func Start(cfg Config) (*Node, error) {
 		Join:           cfg.Join,
 		Transport:      tr,
 		Apply:          n.apply,
-		Snapshots:      cfg.Snapshots,
+		Snapshots:      snaps,
 		Clock:          n.clock,
 		Sync:           cfg.Durability == store.SyncAlways,
 		TickInterval:   cfg.TickInterval,
@@ -194,49 +217,99 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.rep = r
 	rep.Store(r)
-	co := cfg.Cluster
-	if co.Addr == "" {
-		co.Addr = cfg.ClientAddr
-	}
-	if err := srv.SetReplication(&adapter{r: r, tick: tickOf(cfg)}, co); err != nil {
+	n.ad = &adapter{r: r}
+	if err := n.Server().SetReplication(n.ad, n.co); err != nil {
 		_ = r.Stop()
 		return nil, n.fail(err)
 	}
 	return n, nil
 }
 
-func tickOf(cfg Config) time.Duration {
-	if cfg.TickInterval > 0 {
-		return cfg.TickInterval
+// open opens the database in dir and a server on it with every command
+// registered (cluster mode is set by the caller).
+func (n *Node) open(dir string) error {
+	db, err := tallydb.Open(dir, &n.openOpts)
+	if err != nil {
+		return err
 	}
-	return 100 * time.Millisecond
+	srv, err := server.New(db.Store(), n.cfg.Server)
+	if err == nil {
+		err = srv.RegisterDB(db)
+	}
+	if err == nil {
+		err = srv.Register(n.commands()...)
+	}
+	if err == nil && n.cfg.Register != nil {
+		err = n.cfg.Register(srv, db)
+	}
+	if err != nil {
+		if srv != nil {
+			srv.Close()
+		}
+		return errors.Join(err, db.Close())
+	}
+	n.dbp.Store(db)
+	n.srvp.Store(srv)
+	return nil
+}
+
+// reopen is a snapshot install's Reopen: the server, the packages and the
+// store close, the database opens again on dir (store.Open swaps the
+// staged copy in) with a new server in cluster mode, and Serve goes on
+// with it on the same address. The replica's loop waits in Install
+// meanwhile, so no entry applies.
+func (n *Node) reopen(dir string) (*store.DB, error) {
+	n.swap.Lock()
+	if n.swap.closing {
+		n.swap.Unlock()
+		return nil, fmt.Errorf("cluster: closing")
+	}
+	n.swap.n++
+	done := make(chan struct{})
+	n.swap.done = done
+	n.swap.Unlock()
+	defer close(done)
+	n.Server().Close()
+	db := n.DB()
+	for _, p := range db.Packages() {
+		p.Close()
+	}
+	if err := db.Close(); err != nil {
+		n.cfg.Logger.Warn("closing the store before a snapshot install", "err", err)
+	}
+	if err := n.open(dir); err != nil {
+		return nil, err
+	}
+	if err := n.Server().SetReplication(n.ad, n.co); err != nil {
+		return nil, err
+	}
+	n.cfg.Logger.Info("reopened the database on an installed snapshot")
+	return n.DB().Store(), nil
 }
 
 // fail closes what Start opened and returns err.
 func (n *Node) fail(err error) error {
-	if n.srv != nil {
-		n.srv.Close()
-	}
-	return errors.Join(err, n.db.Close())
+	n.Server().Close()
+	return errors.Join(err, n.DB().Close())
 }
 
 // apply is the replica's Apply: the server runs the entry's commands, and
 // a store that failed under them makes the entry fail (it is applied
 // again after a restart) rather than count as applied with error replies.
 func (n *Node) apply(_ uint64, data []byte) ([]byte, error) {
-	reply := n.srv.Apply(data)
-	if err := n.db.Store().Writable(); err != nil {
+	reply := n.Server().Apply(data)
+	if err := n.DB().Store().Writable(); err != nil {
 		n.failed.Store(&err)
 		return nil, err
 	}
 	return reply, nil
 }
 
-// DB returns the database.
-func (n *Node) DB() *tallydb.DB { return n.db }
+// DB returns the database (a new one after a snapshot install).
+func (n *Node) DB() *tallydb.DB { return n.dbp.Load() }
 
-// Server returns the RESP server.
-func (n *Node) Server() *server.Server { return n.srv }
+// Server returns the RESP server (a new one after a snapshot install).
+func (n *Node) Server() *server.Server { return n.srvp.Load() }
 
 // Replica returns the Raft replica.
 func (n *Node) Replica() *replica.Node { return n.rep }
@@ -253,8 +326,34 @@ func (n *Node) Err() error {
 	return nil
 }
 
-// Serve serves RESP clients on ln until Close.
-func (n *Node) Serve(ln net.Listener) error { return n.srv.Serve(ln) }
+// Serve serves RESP clients on ln until Close. A snapshot install closes
+// the server and opens another: Serve then listens again on ln's address
+// and serves on.
+func (n *Node) Serve(ln net.Listener) error {
+	addr := ln.Addr().String()
+	for {
+		n.swap.Lock()
+		before := n.swap.n
+		n.swap.Unlock()
+		err := n.Server().Serve(ln)
+		n.swap.Lock()
+		swapped, done, closing := n.swap.n != before, n.swap.done, n.swap.closing
+		n.swap.Unlock()
+		if !swapped || closing {
+			return err
+		}
+		<-done
+		for i := 0; ; i++ {
+			if ln, err = net.Listen("tcp", addr); err == nil {
+				break
+			}
+			if i == 50 {
+				return fmt.Errorf("cluster: listen again on %s after a snapshot install: %w", addr, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
 
 // Close shuts the replica down: a leader hands leadership to the most
 // caught-up voter first (waiting up to ctx's deadline, or 5 seconds), then
@@ -262,6 +361,9 @@ func (n *Node) Serve(ln net.Listener) error { return n.srv.Serve(ln) }
 // stops, the store checkpoints and closes.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
+		n.swap.Lock()
+		n.swap.closing = true
+		n.swap.Unlock()
 		var errs []error
 		if n.rep.Status().Role == "leader" && len(n.rep.Status().Members) > 1 {
 			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -270,19 +372,20 @@ func (n *Node) Close(ctx context.Context) error {
 			}
 			cancel()
 		}
-		if err := n.srv.Shutdown(ctx); err != nil && !errors.Is(err, server.ErrServerClosed) {
+		if err := n.Server().Shutdown(ctx); err != nil && !errors.Is(err, server.ErrServerClosed) {
 			errs = append(errs, err)
 		}
 		if err := n.rep.Stop(); err != nil && !errors.Is(err, replica.ErrStopped) {
 			errs = append(errs, err)
 		}
-		for _, p := range n.db.Packages() {
+		db := n.DB()
+		for _, p := range db.Packages() {
 			p.Close()
 		}
-		if n.db.Store().Writable() == nil {
-			errs = append(errs, n.db.Store().Checkpoint())
+		if db.Store().Writable() == nil {
+			errs = append(errs, db.Store().Checkpoint())
 		}
-		errs = append(errs, n.db.Close())
+		errs = append(errs, db.Close())
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
@@ -290,8 +393,7 @@ func (n *Node) Close(ctx context.Context) error {
 
 // adapter is the replica as server.Replication sees it.
 type adapter struct {
-	r    *replica.Node
-	tick time.Duration
+	r *replica.Node
 }
 
 func (a *adapter) Propose(ctx context.Context, data []byte) ([]byte, error) {
