@@ -420,12 +420,13 @@ func (p *peerSender) run() {
 		// The peer never writes on this connection: a read returns when
 		// it closed it (a restart), and closing our side makes the next
 		// write fail at once instead of into a dead socket.
+		dead := make(chan struct{})
 		go func() {
 			var b [1]byte
 			_, _ = conn.Read(b[:])
-			conn.Close()
+			close(dead)
 		}()
-		err = p.write(conn, first)
+		err = p.write(conn, dead, first)
 		p.mu.Lock()
 		p.conn = nil
 		p.mu.Unlock()
@@ -449,7 +450,7 @@ func (p *peerSender) drain() {
 }
 
 // write writes first and then the queue to conn until an error or stop.
-func (p *peerSender) write(conn net.Conn, first queued) error {
+func (p *peerSender) write(conn net.Conn, dead <-chan struct{}, first queued) error {
 	w := bufio.NewWriterSize(conn, 64<<10)
 	put := func(q queued) error {
 		var hdr [4]byte
@@ -485,6 +486,8 @@ func (p *peerSender) write(conn net.Conn, first queued) error {
 			if err := put(q); err != nil {
 				return err
 			}
+		case <-dead:
+			return errors.New("replica: peer closed the connection")
 		case <-p.stopc:
 			return nil
 		}
