@@ -57,8 +57,8 @@ package replica
 // its CRC matches. The descriptor being fetched is kept in
 // DIR/db.install.desc: a restarted receiver given the same descriptor
 // keeps the files already complete (their CRC checked again) and the
-// prefix of a .part (cut to a whole number of chunks; its CRC is carried
-// on from the bytes on disk, so a damaged prefix fails the file's check
+// prefix of a .part (its CRC is carried on from the bytes on disk, so a
+// damaged prefix, say a torn write of a power loss, fails the file's check
 // and that file is fetched again from the start); another descriptor
 // wipes the staging first. Install (from the node's loop, once raft took
 // the snapshot) runs Prepare if that was not done, marks the staged copy
@@ -528,7 +528,9 @@ func (f *fetcher) file(staged string, sf snapFile) error {
 		return err
 	}
 	chunk := int64(f.s.cfg.ChunkSize)
-	off := min(st.Size(), sf.size) / chunk * chunk
+	// The prefix on disk is kept as it is: the file's CRC, carried on from
+	// its bytes, catches any damage in it (then the file starts over).
+	off := min(st.Size(), sf.size)
 	if err := fh.Truncate(off); err != nil {
 		return err
 	}

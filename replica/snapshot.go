@@ -92,8 +92,11 @@ func (c *core) snapshot() (*pb.Snapshot, error) {
 	// The cached snapshot serves while the log still holds every entry
 	// after it: a receiver fetching a large checkpoint is sent the same
 	// snapshot again (raft probes it until it applied one), and a new
-	// checkpoint per probe would delete the one it is fetching.
-	if s := c.snapCache; s != nil && s.GetMetadata().GetIndex() >= c.st.snap.GetIndex() {
+	// checkpoint per probe would delete the one it is fetching. A
+	// configuration change since makes a new one (raft refuses a snapshot
+	// whose ConfState does not hold the receiver).
+	if s := c.snapCache; s != nil && s.GetMetadata().GetIndex() >= c.st.snap.GetIndex() &&
+		proto.Equal(s.GetMetadata().GetConfState(), c.st.conf) {
 		return s, nil
 	}
 	term, err := c.st.Term(c.applied)

@@ -201,7 +201,7 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	}
 	t := &TCPTransport{
 		cfg: cfg, log: cfg.Logger, ln: ln,
-		limiter:  newTokenBucket(cfg.SnapshotRate, maxChunk, time.Now),
+		limiter:  newTokenBucket(cfg.SnapshotRate, 0, time.Now),
 		peers:    map[uint64]*peerSender{},
 		accepted: map[net.Conn]struct{}{},
 		closing:  make(chan struct{}),
