@@ -104,7 +104,7 @@ func (c *tcpCluster) start(id uint64, o startOpts) *tcpNode {
 			}
 		},
 		SnapshotRate: o.rate, Logger: testLogger(id),
-		DialTimeout:  2 * time.Second,
+		DialTimeout: 2 * time.Second,
 	})
 	if err != nil {
 		c.t.Fatal(err)
