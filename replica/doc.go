@@ -30,9 +30,24 @@
 //   - PreVote and CheckQuorum are on; proposals are not forwarded (a
 //     follower answers ErrNotLeader naming the leader).
 //
+// # Transports and snapshots
+//
+// TCPTransport (tcp.go) carries messages between machines: connections
+// authenticated by an HMAC-SHA256 challenge/response over both sides'
+// nonces under the cluster's shared secret, length-prefixed protobuf
+// frames, one bounded queue per peer. memtransport is the in-memory
+// network of the tests. CheckpointSnapshotter (checkpoint.go) makes a
+// snapshot a Pebble checkpoint of the sender's store, which the receiver
+// fetches in chunks over the transport (resumable, rate-limited, CRC-32C
+// checked) before raft sees the snapshot message (SnapshotPreparer), and
+// swaps in crash-safely (store.InstallStaged).
+//
 // # Caveats
 //
-// Snapshots are made and installed in process through a Snapshotter; the
-// streaming of a Pebble checkpoint between machines is not built yet, and
-// there is no TCP transport yet: memtransport is the only Transport.
+//   - A crash after a received store copy is swapped in and before the
+//     replica rewrote its Raft state in it (Snapshotter.Install returned,
+//     resetTo) leaves the sender's Raft log and hard state in the store;
+//     the restarted replica starts from them (its term may go back, and it
+//     holds the sender's vote of that term).
+//   - The raft traffic is authenticated, not encrypted.
 package replica

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -205,6 +207,11 @@ type Node struct {
 	ctlc  chan func(*core)
 	stopc chan struct{}
 	done  chan struct{}
+	// preparing is set while a snapshot is being prepared (Step).
+	preparing atomic.Bool
+	prepMu    sync.Mutex // guards prepStop and prepWG.Add
+	prepStop  bool
+	prepWG    sync.WaitGroup
 }
 
 // Start opens the replica on cfg.DB and starts its loop.
@@ -341,8 +348,20 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 	}
 }
 
-// Step delivers a message received from another replica.
+// Step delivers a message received from another replica. A snapshot
+// message, when the Snapshotter is a SnapshotPreparer, is delivered once
+// its Prepare succeeded (on a goroutine of the node's; Step returns at
+// once).
 func (n *Node) Step(ctx context.Context, m *pb.Message) error {
+	if m.GetType() == pb.MessageType_MsgSnap {
+		if p, ok := n.cfg.Snapshots.(SnapshotPreparer); ok {
+			return n.prepareSnapshot(p, m)
+		}
+	}
+	return n.deliver(ctx, m)
+}
+
+func (n *Node) deliver(ctx context.Context, m *pb.Message) error {
 	select {
 	case n.recvc <- m:
 		return nil
@@ -350,6 +369,77 @@ func (n *Node) Step(ctx context.Context, m *pb.Message) error {
 		return ErrStopped
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// prepareSnapshot runs p.Prepare for snapshot message m, then delivers it
+// (SnapshotPreparer). One snapshot is prepared at a time.
+func (n *Node) prepareSnapshot(p SnapshotPreparer, m *pb.Message) error {
+	n.prepMu.Lock()
+	defer n.prepMu.Unlock()
+	if n.prepStop {
+		return ErrStopped
+	}
+	if !n.preparing.CompareAndSwap(false, true) {
+		return nil // one is being prepared: the leader sends it again
+	}
+	n.prepWG.Add(1)
+	go func() {
+		defer n.prepWG.Done()
+		defer n.preparing.Store(false)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-n.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		index := m.GetSnapshot().GetMetadata().GetIndex()
+		var commit uint64
+		if err := n.do(ctx, func(c *core) { commit = c.st.hard.GetCommit() }); err != nil {
+			return
+		}
+		if index <= commit {
+			return // raft would ignore it
+		}
+		_, _, desc, err := decodeSnapshotData(m.GetSnapshot().GetData())
+		if err == nil {
+			err = p.Prepare(ctx, m.GetFrom(), index, desc)
+		}
+		if err != nil {
+			n.cfg.Logger.Warn("replica: prepare snapshot", "from", m.GetFrom(), "index", index, "err", err)
+			return
+		}
+		_ = n.deliver(ctx, m)
+	}()
+	return nil
+}
+
+// ReportUnreachable tells raft that a message to replica id could not be
+// sent (the transport calls it): the leader stops streaming entries to it
+// optimistically and probes it instead. It never blocks; when the node is
+// busy the report is dropped.
+func (n *Node) ReportUnreachable(id uint64) {
+	n.report(func(c *core) { c.rn.ReportUnreachable(id) })
+}
+
+// ReportSnapshot tells raft whether the snapshot sent to replica id was
+// delivered (the transport calls it with false when it could not send the
+// snapshot message, so raft sends one again). It never blocks.
+func (n *Node) ReportSnapshot(id uint64, ok bool) {
+	st := raft.SnapshotFinish
+	if !ok {
+		st = raft.SnapshotFailure
+	}
+	n.report(func(c *core) { c.rn.ReportSnapshot(id, st) })
+}
+
+func (n *Node) report(fn func(*core)) {
+	select {
+	case n.ctlc <- fn:
+	default:
 	}
 }
 
@@ -466,6 +556,10 @@ func (n *Node) Stop() error {
 		close(n.stopc)
 	}
 	<-n.done
+	n.prepMu.Lock()
+	n.prepStop = true
+	n.prepMu.Unlock()
+	n.prepWG.Wait() // a snapshot being prepared stops with the node
 	return n.cfg.Transport.Close()
 }
 

@@ -46,6 +46,22 @@ type Snapshotter interface {
 	Install(ctx context.Context, index uint64, data []byte) (*store.DB, error)
 }
 
+// SnapshotPreparer is implemented by a Snapshotter whose Install has long
+// work that can fail and be retried (fetching a checkpoint from the
+// sender). When a snapshot message arrives, Node.Step runs Prepare on a
+// goroutine of its own, one at a time, and hands the message to raft only
+// once Prepare succeeded: raft then calls Install, which only swaps the
+// prepared state in. A failed Prepare drops the message; the leader sends
+// the snapshot again when the replica is still behind. Messages of a
+// snapshot arriving while one is being prepared are dropped, as are those
+// the replica's commit index already covers.
+type SnapshotPreparer interface {
+	// Prepare readies the snapshot at index that data (the Snapshotter's
+	// descriptor) describes, sent by replica from, so that Install is
+	// quick and cannot fail for want of data.
+	Prepare(ctx context.Context, from, index uint64, data []byte) error
+}
+
 // appendSnapshotData wraps a Snapshotter's descriptor.
 //
 //	field    width  meaning
@@ -73,7 +89,14 @@ func (c *core) snapshot() (*pb.Snapshot, error) {
 	if c.cfg.Snapshots == nil {
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
-	if s := c.snapCache; s != nil && s.GetMetadata().GetIndex() == c.applied {
+	// The cached snapshot serves while the log still holds every entry
+	// after it: a receiver fetching a large checkpoint is sent the same
+	// snapshot again (raft probes it until it applied one), and a new
+	// checkpoint per probe would delete the one it is fetching. A
+	// configuration change since makes a new one (raft refuses a snapshot
+	// whose ConfState does not hold the receiver).
+	if s := c.snapCache; s != nil && s.GetMetadata().GetIndex() >= c.st.snap.GetIndex() &&
+		proto.Equal(s.GetMetadata().GetConfState(), c.st.conf) {
 		return s, nil
 	}
 	term, err := c.st.Term(c.applied)
@@ -109,6 +132,9 @@ func (c *core) install(s *pb.Snapshot, hs *pb.HardState) error {
 	if err != nil {
 		return err
 	}
+	// This replica's own hard state (term and vote), from before the
+	// install: the new store holds the sender's.
+	prevHard := proto.Clone(c.st.hard).(*pb.HardState)
 	db, err := c.cfg.Snapshots.Install(context.Background(), index, desc)
 	if err != nil {
 		return fmt.Errorf("replica: install snapshot at %d: %w", index, err)
@@ -123,8 +149,13 @@ func (c *core) install(s *pb.Snapshot, hs *pb.HardState) error {
 		// contents in place.
 		*c.st = *st
 		c.db, c.cfg.DB = db, db
+		// The boot counter is this replica's, not the sender's: proposal
+		// ids must never repeat across this replica's starts.
+		if err := c.st.keepBoot(c.nextID >> 32); err != nil {
+			return err
+		}
 	}
-	hard := proto.Clone(c.st.hard).(*pb.HardState)
+	hard := prevHard
 	if hs != nil && !raft.IsEmptyHardState(hs) {
 		hard = proto.Clone(hs).(*pb.HardState)
 	}

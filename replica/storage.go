@@ -86,6 +86,23 @@ func (s *logStorage) nextBoot() (uint64, error) {
 	return boot, b.Commit()
 }
 
+// keepBoot makes the stored boot counter at least boot (after a snapshot
+// install brought another replica's counter).
+func (s *logStorage) keepBoot(boot uint64) error {
+	if v, ok, err := s.state.Get(keyBoot, nil); err != nil {
+		return err
+	} else if ok && len(v) == 8 && binary.BigEndian.Uint64(v) >= boot {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.SetSync(true)
+	if err := s.state.Put(b, keyBoot, binary.BigEndian.AppendUint64(nil, boot)); err != nil {
+		return err
+	}
+	return b.Commit()
+}
+
 func logKey(index uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{PrefixLog}, index)
 }

@@ -82,6 +82,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, lockError(dir, err)
 	}
+	// A staged copy of another replica's store (snapshot.go) goes in
+	// before anything reads the directory.
+	if err := stagedOnOpen(fs, dir, o.ReadOnly); err != nil {
+		lock.Close()
+		return nil, err
+	}
 	db, err := open(dir, o, lock)
 	if err != nil {
 		lock.Close()
