@@ -131,13 +131,13 @@ func (c *tcpCluster) start(id uint64, o startOpts) *tcpNode {
 	cfg := Config{
 		ID: id, DB: db, Transport: tr, Snapshots: snap, Join: o.join,
 		TickInterval: 10 * time.Millisecond, MaxLogEntries: c.maxLog, Logger: testLogger(id),
-		Apply: func(_ uint64, data []byte) []byte {
+		Apply: func(_ uint64, data []byte) ([]byte, error) {
 			cnt, err := n.db.Load().Counter("c")
 			if err != nil {
-				return nil
+				return nil, nil
 			}
 			v, _ := cnt.Incr(binary.BigEndian.Uint64(data), "v", 1)
-			return binary.BigEndian.AppendUint64(nil, v)
+			return binary.BigEndian.AppendUint64(nil, v), nil
 		},
 	}
 	if !o.join {
