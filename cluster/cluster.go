@@ -71,7 +71,7 @@ type Config struct {
 	// the function that delivers received messages (called once by Start).
 	// One of them is required.
 	Transport    replica.Transport
-	NewTransport func(deliver func(*pb.Message)) (replica.Transport, error)
+	NewTransport func(TransportHooks) (replica.Transport, error)
 	// NewSnapshots, if set, makes the Snapshotter that creates and
 	// installs snapshots for replicas behind the truncated log (called
 	// once by Start, after the transport). reopen is what an install calls
@@ -99,6 +99,18 @@ type Config struct {
 	Likes    *likes.Options
 	// Logger receives the replica's messages. The default discards them.
 	Logger *slog.Logger
+}
+
+// TransportHooks are what a transport made by Config.NewTransport calls:
+// Deliver with each received message (the replica's Step), Unreachable
+// with a peer a message could not be sent to, SnapshotStatus with a
+// snapshot that could not be sent (the replica's ReportUnreachable and
+// ReportSnapshot). They may be called before Start returns: messages that
+// arrive before the replica runs are dropped (Raft retries).
+type TransportHooks struct {
+	Deliver        func(*pb.Message)
+	Unreachable    func(id uint64)
+	SnapshotStatus func(id uint64, ok bool)
 }
 
 // Node is one running replica: the database, the server and the Raft
@@ -175,10 +187,22 @@ func Start(cfg Config) (*Node, error) {
 	tr := cfg.Transport
 	var rep atomic.Pointer[replica.Node]
 	if cfg.NewTransport != nil {
-		tr, err = cfg.NewTransport(func(m *pb.Message) {
-			if r := rep.Load(); r != nil {
-				_ = r.Step(context.Background(), m)
-			}
+		tr, err = cfg.NewTransport(TransportHooks{
+			Deliver: func(m *pb.Message) {
+				if r := rep.Load(); r != nil {
+					_ = r.Step(context.Background(), m)
+				}
+			},
+			Unreachable: func(id uint64) {
+				if r := rep.Load(); r != nil {
+					r.ReportUnreachable(id)
+				}
+			},
+			SnapshotStatus: func(id uint64, ok bool) {
+				if r := rep.Load(); r != nil {
+					r.ReportSnapshot(id, ok)
+				}
+			},
 		})
 		if err != nil {
 			return nil, n.fail(err)

@@ -57,7 +57,8 @@ func init() {
 	}
 	commands = append(commands, tableCommands()...)
 	commands = append(commands, cmdLikesLoad)
-	commands = append(commands, cmdServe, cmdDemo, cmdVersion, cmdHelp)
+	commands = append(commands, cmdServe, cmdClusterStatus, cmdClusterAdd, cmdClusterPromote,
+		cmdClusterRemove, cmdClusterTransfer, cmdClusterLocalStart, cmdClusterLocalStop, cmdDemo, cmdVersion, cmdHelp)
 }
 
 // env is what every command runs with: the output streams and the global

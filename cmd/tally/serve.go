@@ -24,6 +24,7 @@ var cmdServe = &command{
 	help: `Usage: tally -d DIR serve [--addr HOST:PORT] [--requirepass PASSWORD] [--maxclients N]
            [--metrics-addr HOST:PORT] [--allow-remote] [--create] [--durability MODE]
            [--slowlog-threshold DURATION]
+           [--cluster --id N --raft-addr HOST:PORT (--peers LIST | --join) ...]
 
 Serves the store to any number of Redis clients (RESP2, pipelining) until
 SIGTERM or SIGINT: then it stops accepting, finishes the commands already
@@ -70,6 +71,29 @@ Flags:
                            (default 10ms; negative: off; CONFIG SET
                            slowlog-log-slower-than changes it while serving)
 
+Cluster mode (one replica of a replica group on etcd raft; Redis Cluster
+clients: CLUSTER SLOTS/SHARDS/NODES, MOVED, READONLY):
+  --cluster                serve as a replica of a group
+  --id N                   this replica's id in the group (1 or more)
+  --raft-addr HOST:PORT    where the other replicas reach this one
+  --peers LIST             the voters of a new group, this one among them:
+                           ID=RAFT_HOST:PORT/CLIENT_HOST:PORT,... (ignored
+                           once DIR holds the group's state)
+  --join                   start empty and wait to be added by the group
+                           (tally cluster add on the leader)
+  --cluster-secret S       the group's shared secret, 16 bytes or more
+                           (default $TALLY_CLUSTER_SECRET); replicas
+                           authenticate each other with it
+  --announce HOST:PORT     the client address announced to clients (default
+                           the address listened on; must be an IP)
+  --max-log-entries N      log kept behind the applied index before a
+                           lagging replica needs a snapshot (default 10000)
+  --snapshot-rate B        bytes/s a snapshot is sent and fetched at (0: no
+                           limit)
+With --durability sync (the default) a replica fsyncs the Raft log before
+it acknowledges an entry, and a write is acknowledged once a majority has
+it. "tally cluster local start" starts a group on this machine.
+
 Example:
   tally -d /var/lib/tally serve --addr 127.0.0.1:6380 --metrics-addr 127.0.0.1:9121
   redis-cli -p 6380 HINCRBY posts:1234 likes 1
@@ -102,6 +126,16 @@ func runServe(e *env, args []string) error {
 	allowRemote := fs.Bool("allow-remote", false, "")
 	create := fs.Bool("create", false, "")
 	slowlog := fs.Duration("slowlog-threshold", server.DefaultSlowlogThreshold, "")
+	var cf clusterFlags
+	fs.BoolVar(&cf.on, "cluster", false, "")
+	fs.Uint64Var(&cf.id, "id", 0, "")
+	fs.StringVar(&cf.raftAddr, "raft-addr", "", "")
+	fs.StringVar(&cf.peers, "peers", "", "")
+	fs.BoolVar(&cf.join, "join", false, "")
+	fs.StringVar(&cf.secret, "cluster-secret", os.Getenv(secretEnv), "")
+	fs.StringVar(&cf.announce, "announce", "", "")
+	fs.Uint64Var(&cf.maxLog, "max-log-entries", 0, "")
+	fs.Int64Var(&cf.snapRate, "snapshot-rate", 0, "")
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -145,6 +179,19 @@ func runServe(e *env, args []string) error {
 			}
 			return usagef("bad --metrics-addr %q: %v", *metricsAddr, err)
 		}
+	}
+
+	if cf.on {
+		if !*create {
+			if err := mustBeStoreDir(e.dir); err != nil {
+				return err
+			}
+		}
+		e.serving = true
+		return runClusterServe(e, cf, *addr, opts)
+	}
+	if cf.id != 0 || cf.raftAddr != "" || cf.peers != "" || cf.join || cf.announce != "" {
+		return usagef("--id, --raft-addr, --peers, --join and --announce need --cluster")
 	}
 
 	// Every package on the one store, wired by tally.Open (unread observes
