@@ -1,0 +1,181 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tallydb/tally/replica"
+	"github.com/tallydb/tally/store"
+)
+
+// tcpNode starts replica id over a real TCP transport with the streamed
+// checkpoint snapshotter, serving RESP on its own loopback port.
+func tcpNode(t *testing.T, id uint64, dir string, peers []replica.Peer, self replica.Peer, join bool) (*Node, *replica.CheckpointSnapshotter) {
+	t.Helper()
+	var tr *replica.TCPTransport
+	var snaps *replica.CheckpointSnapshotter
+	cfg := Config{
+		Dir: dir, ID: id, ClientAddr: self.ClientAddr, Join: join,
+		TickInterval: 10 * time.Millisecond, MaxLogEntries: 16,
+		Durability: store.SyncAlways,
+		Store:      &store.Options{CacheSize: 4 << 20, MemTableSize: 4 << 20},
+		NewTransport: func(h TransportHooks) (replica.Transport, error) {
+			var err error
+			tr, err = replica.NewTCPTransport(replica.TCPConfig{ID: id, Listen: self.RaftAddr,
+				Secret: []byte("0123456789abcdef-test"), Peers: peers, Handler: h.Deliver,
+				Unreachable: h.Unreachable, SnapshotStatus: h.SnapshotStatus})
+			return tr, err
+		},
+		NewSnapshots: func(db *store.DB, reopen func(string) (*store.DB, error)) (replica.Snapshotter, error) {
+			var err error
+			snaps, err = replica.NewCheckpointSnapshotter(replica.CheckpointConfig{ID: id, Dir: dir, DB: db,
+				Transport: tr, Reopen: reopen})
+			return snaps, err
+		},
+	}
+	if !join {
+		cfg.Peers = peers
+	}
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatalf("start %d: %v", id, err)
+	}
+	tr.Start()
+	ln, err := net.Listen("tcp", self.ClientAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go n.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := n.Close(ctx); err != nil {
+			t.Errorf("close %d: %v", id, err)
+		}
+	})
+	return n, snaps
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestSnapshotJoin: a replica added after the log was truncated gets a
+// streamed checkpoint, reopens its database and server on it (clients of
+// that node reconnect), is promoted, and serves the group's data.
+func TestSnapshotJoin(t *testing.T) {
+	root := t.TempDir()
+	var peers []replica.Peer
+	for id := uint64(1); id <= 4; id++ {
+		peers = append(peers, replica.Peer{ID: id, RaftAddr: freeAddr(t), ClientAddr: freeAddr(t)})
+	}
+	voters := peers[:3]
+	nodes := map[uint64]*Node{}
+	for _, p := range voters {
+		nodes[p.ID], _ = tcpNode(t, p.ID, filepath.Join(root, fmt.Sprint(p.ID)), voters, p, false)
+	}
+	ctx := context.Background()
+	var addrs []string
+	for _, p := range voters {
+		addrs = append(addrs, p.ClientAddr)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 16})
+	defer c.Close()
+	for _, cmd := range [][]any{{"TALLY.COUNTER", "ADD", "posts"}, {"TALLY.COLUMN", "ADD", "posts", "likes"},
+		{"LIKE.BUSINESS", "ADD", "video"}} {
+		for i := 0; ; i++ {
+			err := c.Do(ctx, cmd...).Err()
+			if err == nil {
+				break
+			}
+			if i == 200 {
+				t.Fatalf("%v: %v", cmd, err)
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	for i := range 200 { // far past MaxLogEntries: the log is truncated
+		if err := c.HIncrBy(ctx, fmt.Sprint("posts:", i%10), "likes", 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Do(ctx, "LIKE.LIKE", "video", i%7, i).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var leader *Node
+	for _, n := range nodes {
+		if n.Replica().Status().Role == "leader" {
+			leader = n
+		}
+	}
+	if leader == nil {
+		t.Fatal("no leader")
+	}
+	if first := leader.Replica().Status().LogFirst; first < 50 {
+		t.Fatalf("log starts at %d: not truncated, the new replica would not need a snapshot", first)
+	}
+	p4 := peers[3]
+	n4, snaps := tcpNode(t, 4, filepath.Join(root, "4"), peers, p4, true)
+	lc := redis.NewClient(&redis.Options{Addr: leader.cfg.ClientAddr})
+	defer lc.Close()
+	if err := lc.Do(ctx, "TALLY.CLUSTER", "ADDLEARNER", 4, p4.RaftAddr, p4.ClientAddr).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for n4.Replica().Status().Applied < leader.Replica().Status().Applied {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica 4 applied %d, leader %d", n4.Replica().Status().Applied, leader.Replica().Status().Applied)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := snaps.Stats(); st.Installed != 1 || st.BytesFetched == 0 {
+		t.Fatalf("replica 4 snapshot stats %+v: want one streamed install", st)
+	}
+	for i := 0; ; i++ {
+		err := lc.Do(ctx, "TALLY.CLUSTER", "PROMOTE", 4).Err()
+		if err == nil {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("promote: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Replica 4 serves the group's data from its reopened database.
+	rc := redis.NewClient(&redis.Options{Addr: p4.ClientAddr, PoolSize: 1})
+	defer rc.Close()
+	if err := rc.Do(ctx, "READONLY").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		got, err := rc.HGet(ctx, fmt.Sprint("posts:", i), "likes").Int64()
+		if err != nil || got != 20 {
+			t.Fatalf("replica 4: posts:%d likes = %d (%v), want 20", i, got, err)
+		}
+	}
+	want, err := lc.Do(ctx, "LIKE.COUNTS", "video", 3).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rc.Do(ctx, "LIKE.COUNTS", "video", 3).Result(); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("replica 4: LIKE.COUNTS video 3 = %v (%v), leader %v", got, err, want)
+	}
+	// And takes part in writes as a voter.
+	if err := c.HIncrBy(ctx, "posts:1", "likes", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n4.DB().Check(); err != nil {
+		t.Fatal(err)
+	}
+}
