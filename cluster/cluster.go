@@ -124,6 +124,7 @@ type Node struct {
 	srvp     atomic.Pointer[server.Server]
 	rep      *replica.Node
 	clock    *replica.Clock
+	metrics  *raftCollector
 
 	// swap is held while a snapshot install replaces the database and
 	// the server (reopen); swapped counts the replacements, so Serve
@@ -158,6 +159,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{cfg: cfg, clock: replica.NewClock()}
+	n.metrics = newRaftCollector(n)
 	so := store.Options{}
 	if cfg.Store != nil {
 		so = *cfg.Store
@@ -216,6 +218,7 @@ func Start(cfg Config) (*Node, error) {
 			}
 			return nil, n.fail(err)
 		}
+		n.metrics.snaps = snaps
 	}
 	r, err := replica.Start(replica.Config{
 		ID:             cfg.ID,
@@ -231,6 +234,7 @@ func Start(cfg Config) (*Node, error) {
 		ElectionTicks:  cfg.ElectionTicks,
 		HeartbeatTicks: cfg.HeartbeatTicks,
 		MaxLogEntries:  cfg.MaxLogEntries,
+		ObserveApply:   func(d time.Duration) { n.metrics.apply.Observe(d.Seconds()) },
 		Logger:         cfg.Logger,
 	})
 	if err != nil {
@@ -262,6 +266,9 @@ func (n *Node) open(dir string) error {
 	}
 	if err == nil {
 		err = srv.Register(n.commands()...)
+	}
+	if err == nil {
+		err = srv.RegisterCollector(n.metrics)
 	}
 	if err == nil && n.cfg.Register != nil {
 		err = n.cfg.Register(srv, db)

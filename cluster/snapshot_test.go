@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,6 +172,14 @@ func TestSnapshotJoin(t *testing.T) {
 	}
 	if got, err := rc.Do(ctx, "LIKE.COUNTS", "video", 3).Result(); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("replica 4: LIKE.COUNTS video 3 = %v (%v), leader %v", got, err, want)
+	}
+	// Its metrics, from the server it reopened, show the install.
+	rec := httptest.NewRecorder()
+	n4.Server().MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{"tally_raft_snapshots_installed_total 1", "tally_raft_applied_index ", "tally_raft_apply_seconds_bucket"} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("replica 4's metrics lack %q", want)
+		}
 	}
 	// And takes part in writes as a voter.
 	if err := c.HIncrBy(ctx, "posts:1", "likes", 1).Err(); err != nil {

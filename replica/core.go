@@ -108,6 +108,7 @@ type core struct {
 	confBarrier uint64
 	snapCache   *pb.Snapshot
 	err         error // a storage failure: the replica stops
+	m           *metrics
 }
 
 func newCore(cfg Config) (*core, error) {
@@ -119,6 +120,7 @@ func newCore(cfg Config) (*core, error) {
 		cfg: cfg, db: cfg.DB, st: st, log: cfg.Logger,
 		members: map[uint64]Peer{},
 		pending: map[uint64]*proposal{}, byIndex: map[uint64]*proposal{},
+		m: &metrics{observe: cfg.ObserveApply},
 	}
 	st.snapshots = c.snapshot
 	boot, err := st.nextBoot()
@@ -293,8 +295,10 @@ func (c *core) propose(data []byte) (*proposal, error) {
 	buf := make([]byte, 0, headerLen+len(data))
 	buf = append(appendHeader(buf, h), data...)
 	if err := c.rn.Propose(buf); err != nil {
+		c.m.dropped.Add(1)
 		return nil, fmt.Errorf("%w: %w", ErrProposalDropped, err)
 	}
+	c.m.proposals.Add(1)
 	return c.register(h.proposal), nil
 }
 
@@ -331,6 +335,7 @@ func (c *core) dropLocked(p *proposal) {
 	if c.byIndex[p.index] == p {
 		delete(c.byIndex, p.index)
 	}
+	c.m.dropped.Add(1)
 	p.finish(nil, fmt.Errorf("%w: entry %d of term %d was replaced", ErrProposalDropped, p.index, p.term))
 }
 
@@ -426,6 +431,7 @@ func (c *core) handle(rd *raft.Ready) error {
 		}
 		if ss.Lead != c.lead {
 			c.sinceLead = 0
+			c.m.leaderChanges.Add(1)
 		}
 		if ss.RaftState != raft.StateLeader {
 			c.confBarrier = 0
@@ -517,10 +523,12 @@ func (c *core) apply(e *pb.Entry) error {
 		}
 		h, own = hh, hh.node == c.cfg.ID
 		c.cfg.Clock.advance(h.millis)
+		start := time.Now()
 		err = c.db.ApplyEntry(index, func() (err error) {
 			reply, err = c.cfg.Apply(index, cmd)
 			return err
 		})
+		c.m.applyDone(time.Since(start))
 		if err != nil {
 			return fmt.Errorf("replica: apply entry %d: %w", index, err)
 		}

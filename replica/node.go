@@ -119,6 +119,10 @@ type Config struct {
 	// MaxLogEntries is the most log entries kept behind the applied index.
 	// The default is 10000.
 	MaxLogEntries uint64
+	// ObserveApply, if set, is told how long each entry took to apply
+	// (the host's latency histogram); it runs on the replica's loop and
+	// must be quick.
+	ObserveApply func(time.Duration)
 	// Logger receives the replica's and raft's messages. The default
 	// discards them.
 	Logger *slog.Logger

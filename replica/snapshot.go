@@ -172,6 +172,7 @@ func (c *core) install(s *pb.Snapshot, hs *pb.HardState) error {
 	if u, ok := c.cfg.Transport.(PeerUpdater); ok {
 		u.UpdatePeers(c.memberList())
 	}
+	c.m.installs.Add(1)
 	c.cfg.Clock.advance(millis)
 	if millis > c.lastTS {
 		c.lastTS = millis

@@ -21,6 +21,12 @@ func (s *Server) RegisterDB(db *tallydb.DB) error {
 	return s.metrics.reg.Register(&packageCollector{db: db})
 }
 
+// RegisterCollector adds a host's own metrics (a replica's, say) to what
+// MetricsHandler exports. Names must not clash with the server's.
+func (s *Server) RegisterCollector(c prometheus.Collector) error {
+	return s.metrics.reg.Register(c)
+}
+
 // packageCollector exports the packages' Stats at scrape time:
 // PACKAGE.KEY VALUE becomes tally_PACKAGE_KEY, a counter named ..._total
 // for the figures that only grow (deliveries, rebuilds, cache hits,

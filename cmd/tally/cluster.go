@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -71,9 +72,9 @@ func parsePeers(s string) ([]replica.Peer, error) {
 // SIGINT, when it hands leadership over, finishes its clients' commands,
 // checkpoints and exits 0. A replica whose store failed under an entry
 // exits 1 (a supervisor restarts it; it applies the entry again).
-func runClusterServe(e *env, cf clusterFlags, addr string, opts *server.Options) error {
+func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, opts *server.Options) error {
 	if cf.id == 0 {
-		return usagef("serve --cluster needs --id N (this replica's id, 1 or more)")
+		return usagef("serve --cluster needs --node-id N (this replica's id, 1 or more)")
 	}
 	if cf.raftAddr == "" {
 		return usagef("serve --cluster needs --raft-addr HOST:PORT (where replicas reach this one)")
@@ -89,7 +90,7 @@ func runClusterServe(e *env, cf clusterFlags, addr string, opts *server.Options)
 		return usagef("serve --cluster needs --peers (the group's voters, this replica among them) or --join")
 	}
 	if len(peers) > 0 && !containsPeer(peers, cf.id) {
-		return usagef("--peers does not name this replica's --id %d", cf.id)
+		return usagef("--peers does not name this replica's --node-id %d", cf.id)
 	}
 	so, err := e.options()
 	if err != nil {
@@ -150,6 +151,21 @@ func runClusterServe(e *env, cf clusterFlags, addr string, opts *server.Options)
 	defer func() { setServed(live.Load().Store(), false) }()
 	fmt.Fprintf(e.stdout, "addr %s\n", ln.Addr())
 	fmt.Fprintf(e.stdout, "raft_addr %s\n", tr.Addr())
+	if metricsAddr != "" {
+		mln, err := net.Listen("tcp", metricsAddr)
+		if err != nil {
+			return errors.Join(err, node.Close(context.Background()))
+		}
+		mux := http.NewServeMux()
+		// The server of the moment: a snapshot install opens another.
+		mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			node.Server().MetricsHandler().ServeHTTP(w, r)
+		}))
+		metrics := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go metrics.Serve(mln)
+		defer metrics.Close()
+		fmt.Fprintf(e.stdout, "metrics_addr %s\n", mln.Addr())
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

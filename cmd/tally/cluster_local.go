@@ -141,7 +141,7 @@ func runClusterLocalStart(e *env, args []string) error {
 			return err
 		}
 		cmd := exec.Command(exe, "-d", nodeDir, "--durability", e.durability, "serve", "--create", "--cluster",
-			"--id", strconv.Itoa(i), "--addr", addr, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", c+raftPortOffset),
+			"--node-id", strconv.Itoa(i), "--addr", addr, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", c+raftPortOffset),
 			"--peers", strings.Join(peers, ","))
 		cmd.Env = append(os.Environ(), secretEnv+"="+secret)
 		cmd.Stdout, cmd.Stderr = log, log

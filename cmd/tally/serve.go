@@ -24,7 +24,7 @@ var cmdServe = &command{
 	help: `Usage: tally -d DIR serve [--addr HOST:PORT] [--requirepass PASSWORD] [--maxclients N]
            [--metrics-addr HOST:PORT] [--allow-remote] [--create] [--durability MODE]
            [--slowlog-threshold DURATION]
-           [--cluster --id N --raft-addr HOST:PORT (--peers LIST | --join) ...]
+           [--cluster --node-id N --raft-addr HOST:PORT (--peers LIST | --join) ...]
 
 Serves the store to any number of Redis clients (RESP2, pipelining) until
 SIGTERM or SIGINT: then it stops accepting, finishes the commands already
@@ -74,7 +74,8 @@ Flags:
 Cluster mode (one replica of a replica group on etcd raft; Redis Cluster
 clients: CLUSTER SLOTS/SHARDS/NODES, MOVED, READONLY):
   --cluster                serve as a replica of a group
-  --id N                   this replica's id in the group (1 or more)
+  --node-id N              this replica's id in the group (1 or more; --id
+                           is the same)
   --raft-addr HOST:PORT    where the other replicas reach this one
   --peers LIST             the voters of a new group, this one among them:
                            ID=RAFT_HOST:PORT/CLIENT_HOST:PORT,... (ignored
@@ -128,7 +129,8 @@ func runServe(e *env, args []string) error {
 	slowlog := fs.Duration("slowlog-threshold", server.DefaultSlowlogThreshold, "")
 	var cf clusterFlags
 	fs.BoolVar(&cf.on, "cluster", false, "")
-	fs.Uint64Var(&cf.id, "id", 0, "")
+	fs.Uint64Var(&cf.id, "node-id", 0, "")
+	fs.Uint64Var(&cf.id, "id", 0, "") // --node-id's short name
 	fs.StringVar(&cf.raftAddr, "raft-addr", "", "")
 	fs.StringVar(&cf.peers, "peers", "", "")
 	fs.BoolVar(&cf.join, "join", false, "")
@@ -188,10 +190,10 @@ func runServe(e *env, args []string) error {
 			}
 		}
 		e.serving = true
-		return runClusterServe(e, cf, *addr, opts)
+		return runClusterServe(e, cf, *addr, *metricsAddr, opts)
 	}
 	if cf.id != 0 || cf.raftAddr != "" || cf.peers != "" || cf.join || cf.announce != "" {
-		return usagef("--id, --raft-addr, --peers, --join and --announce need --cluster")
+		return usagef("--node-id, --raft-addr, --peers, --join and --announce need --cluster")
 	}
 
 	// Every package on the one store, wired by tally.Open (unread observes
