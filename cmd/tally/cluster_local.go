@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,85 +104,12 @@ func runClusterLocalStart(e *env, args []string) error {
 	if e.durability == "" {
 		e.durability = "sync"
 	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
-		return err
-	}
-	secret, err := clusterSecret(e.dir)
+	procs, err := startLocalGroup(e.dir, *replicas, *port, e.durability)
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	var peers []string
-	for i := 1; i <= *replicas; i++ {
-		c := *port + i - 1
-		peers = append(peers, fmt.Sprintf("%d=127.0.0.1:%d/127.0.0.1:%d", i, c+raftPortOffset, c))
-	}
-	type proc struct {
-		addr string
-		pid  int
-		dir  string
-	}
-	var procs []proc
-	for i := 1; i <= *replicas; i++ {
-		nodeDir := filepath.Join(e.dir, fmt.Sprintf("node-%d", i))
-		if err := os.MkdirAll(nodeDir, 0o755); err != nil {
-			return err
-		}
-		c := *port + i - 1
-		addr := fmt.Sprintf("127.0.0.1:%d", c)
-		pidPath := filepath.Join(e.dir, fmt.Sprintf("node-%d.pid", i))
-		if pid := livePid(pidPath); pid > 0 {
-			procs = append(procs, proc{addr: addr, pid: pid, dir: nodeDir}) // still running
-			continue
-		}
-		log, err := os.OpenFile(nodeDir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		cmd := exec.Command(exe, "-d", nodeDir, "--durability", e.durability, "serve", "--create", "--cluster",
-			"--node-id", strconv.Itoa(i), "--addr", addr, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", c+raftPortOffset),
-			"--peers", strings.Join(peers, ","))
-		cmd.Env = append(os.Environ(), secretEnv+"="+secret)
-		cmd.Stdout, cmd.Stderr = log, log
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		err = cmd.Start()
-		log.Close()
-		if err != nil {
-			return fmt.Errorf("start replica %d: %w", i, err)
-		}
-		pid := cmd.Process.Pid
-		if err := os.WriteFile(pidPath, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
-			return err
-		}
-		go cmd.Wait() // reaps it if it exits while we wait for a leader
-		procs = append(procs, proc{addr: addr, pid: pid, dir: nodeDir})
-	}
-	// Wait until every replica knows the same leader.
-	deadline := time.Now().Add(60 * time.Second)
-	roles := make([]string, len(procs))
-	for {
-		var leaders []string
-		for i, p := range procs {
-			if syscall.Kill(p.pid, 0) != nil {
-				return fmt.Errorf("replica %d (pid %d) exited; see %s.log", i+1, p.pid, p.dir)
-			}
-			role, leader := replicaRole(p.addr)
-			roles[i] = role
-			leaders = append(leaders, leader)
-		}
-		if leaders[0] != "" && leaders[0] != "0" && allSame(leaders) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w in 60s (replicas' logs: %s/node-*.log)", errNoLeader, e.dir)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for i, p := range procs {
-		fmt.Fprintf(e.stdout, "%s %d %s 0\n", p.addr, p.pid, roles[i])
+	for _, p := range procs {
+		fmt.Fprintf(e.stdout, "%s %d %s 0\n", p.addr, p.pid, p.role)
 	}
 	return nil
 }
@@ -201,6 +130,145 @@ func livePid(path string) int {
 		return 0
 	}
 	return pid
+}
+
+// localProc is one replica process of a local group.
+type localProc struct {
+	addr, dir, role string
+	pid             int
+}
+
+// startLocalGroup starts the replicas of a local group that are not
+// running (cluster local start) and waits until every replica knows the
+// same leader.
+func startLocalGroup(dir string, replicas, port int, durability string) ([]localProc, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	secret, err := clusterSecret(dir)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var peers []string
+	for i := 1; i <= replicas; i++ {
+		c := port + i - 1
+		peers = append(peers, fmt.Sprintf("%d=127.0.0.1:%d/127.0.0.1:%d", i, c+raftPortOffset, c))
+	}
+	var procs []localProc
+	for i := 1; i <= replicas; i++ {
+		nodeDir := filepath.Join(dir, fmt.Sprintf("node-%d", i))
+		if err := os.MkdirAll(nodeDir, 0o755); err != nil {
+			return nil, err
+		}
+		c := port + i - 1
+		addr := fmt.Sprintf("127.0.0.1:%d", c)
+		pidPath := filepath.Join(dir, fmt.Sprintf("node-%d.pid", i))
+		if pid := livePid(pidPath); pid > 0 {
+			procs = append(procs, localProc{addr: addr, pid: pid, dir: nodeDir}) // still running
+			continue
+		}
+		log, err := os.OpenFile(nodeDir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(exe, "-d", nodeDir, "--durability", durability, "serve", "--create", "--cluster",
+			"--node-id", strconv.Itoa(i), "--addr", addr, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", c+raftPortOffset),
+			"--peers", strings.Join(peers, ","))
+		cmd.Env = append(os.Environ(), secretEnv+"="+secret)
+		cmd.Stdout, cmd.Stderr = log, log
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		err = cmd.Start()
+		log.Close()
+		if err != nil {
+			return nil, fmt.Errorf("start replica %d: %w", i, err)
+		}
+		pid := cmd.Process.Pid
+		if err := os.WriteFile(pidPath, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+		go cmd.Wait() // reaps it if it exits while we wait for a leader
+		procs = append(procs, localProc{addr: addr, pid: pid, dir: nodeDir})
+	}
+	// Wait until every replica knows the same leader.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var leaders []string
+		for i, p := range procs {
+			if syscall.Kill(p.pid, 0) != nil {
+				return nil, fmt.Errorf("replica %d (pid %d) exited; see %s.log", i+1, p.pid, p.dir)
+			}
+			role, leader := replicaRole(p.addr)
+			procs[i].role = role
+			leaders = append(leaders, leader)
+		}
+		if leaders[0] != "" && leaders[0] != "0" && allSame(leaders) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w in 60s (replicas' logs: %s/node-*.log)", errNoLeader, dir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return procs, nil
+}
+
+// stopLocalGroup stops the replicas startLocalGroup started in dir and
+// returns how many it stopped.
+func stopLocalGroup(dir string) (int, error) {
+	stopped := 0
+	files, err := filepath.Glob(filepath.Join(dir, "node-*.pid"))
+	if err != nil {
+		return stopped, err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return stopped, err
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 1 {
+			return stopped, fmt.Errorf("%s: bad pid %q", f, b)
+		}
+		if syscall.Kill(pid, syscall.SIGTERM) == nil {
+			deadline := time.Now().Add(30 * time.Second)
+			for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if syscall.Kill(pid, 0) == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			stopped++
+		}
+		os.Remove(f)
+	}
+	return stopped, nil
+}
+
+// freeLocalPorts finds n consecutive free client ports on 127.0.0.1 whose
+// raft ports (+raftPortOffset) are free too.
+func freeLocalPorts(n int) (int, error) {
+	for range 50 {
+		base := 20000 + mrand.IntN(25000)
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			for _, p := range []int{base + i, base + i + raftPortOffset} {
+				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+				if err != nil {
+					ok = false
+					break
+				}
+				ln.Close()
+			}
+		}
+		if ok {
+			return base, nil
+		}
+	}
+	return 0, errors.New("no free ports for a local group")
 }
 
 func allSame(s []string) bool {
@@ -244,31 +312,9 @@ func runClusterLocalStop(e *env, args []string) error {
 	if e.dir == "" {
 		return usagef("no directory: give -d DIR")
 	}
-	files, err := filepath.Glob(filepath.Join(e.dir, "node-*.pid"))
+	stopped, err := stopLocalGroup(e.dir)
 	if err != nil {
 		return err
-	}
-	stopped := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 1 {
-			return fmt.Errorf("%s: bad pid %q", f, b)
-		}
-		if syscall.Kill(pid, syscall.SIGTERM) == nil {
-			deadline := time.Now().Add(30 * time.Second)
-			for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if syscall.Kill(pid, 0) == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-			stopped++
-		}
-		os.Remove(f)
 	}
 	fmt.Fprintf(e.stdout, "stopped %d\n", stopped)
 	return nil

@@ -58,7 +58,13 @@ Runs a microblog's counters end to end and prints a report:
      notices; measures Get, feed unread, resets and dots with --clients,
      the snapshots' bytes per followee, and checks one feed stays exact
      through posts, an unpublish, an unfollow, a re-follow and a restart;
-  9. timelines, on a store of their own: a power-law follow graph of
+  9. replication: a group of --cluster-replicas "tally serve --cluster"
+     processes (tally cluster local start, in DIR/cluster) written to by
+     --clients Redis Cluster clients (go-redis ClusterClient); the leader
+     is killed with SIGKILL under the writes and started again; reports
+     writes/s, p50/p99 and the failover time, and checks every replica
+     holds every acknowledged write;
+ 10. timelines, on a store of their own: a power-law follow graph of
      --tl-users users bulk-loaded, 20% of them active, two posts per user
      fanned out, one post of the author everyone follows, home pages from
      --clients goroutines, users returning after the active window (their
@@ -76,6 +82,8 @@ Flags:
   --clients N        concurrent clients (default 4)
   --seed S           workload seed (default 1)
   --tl-users N       users of the timeline part (default items/60; 0 skips it)
+  --cluster-replicas N  replicas of the replication part (default 3; 0
+                     skips it)
   --durability MODE  sync, interval or nosync (default interval, like Redis
                      "appendfsync everysec")
 
@@ -106,6 +114,9 @@ type demo struct {
 	clients    int
 	seed       uint64
 	tlUsers    int
+	// clusterReplicas is the size of the replication part's group (0
+	// skips it; demo_cluster.go).
+	clusterReplicas int
 
 	posts, people *workload.Workload
 	postCols      []string
@@ -133,6 +144,7 @@ func runDemo(e *env, args []string) error {
 	fs.IntVar(&d.clients, "clients", 4, "")
 	fs.Uint64Var(&d.seed, "seed", 1, "")
 	tlUsers := fs.Int("tl-users", -1, "")
+	fs.IntVar(&d.clusterReplicas, "cluster-replicas", 3, "")
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -161,6 +173,9 @@ func runDemo(e *env, args []string) error {
 		d.tlUsers = int(max(d.items/60, 50))
 	default:
 		d.tlUsers = *tlUsers
+	}
+	if d.clusterReplicas < 0 || d.clusterReplicas == 2 || d.clusterReplicas > 9 {
+		return usagef("--cluster-replicas must be 0 (skip), 1 or 3..9")
 	}
 	if d.duration < 0 || d.clients < 1 {
 		return usagef("--duration must be ≥ 0 and --clients ≥ 1")
@@ -236,7 +251,8 @@ func (d *demo) phases() error {
 	unreadPart := func() error { return demoUnread(d) }
 	likesPart := func() error { return demoLikes(d) }
 	likesVerify := func() error { return demoLikesVerify(d) }
-	for _, phase := range []func() error{d.schema, d.load, d.runMixed, d.age, d.runCold, likesPart, d.restart, likesVerify, unreadPart} {
+	clusterPart := func() error { return demoCluster(d) }
+	for _, phase := range []func() error{d.schema, d.load, d.runMixed, d.age, d.runCold, likesPart, d.restart, likesVerify, unreadPart, clusterPart} {
 		if err := phase(); err != nil {
 			return err
 		}
