@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -252,8 +253,8 @@ func (a *acked) failed(err error) {
 const (
 	incrKeys  = 20
 	tlAuthors = 12
-	likeItems = 20
-	likeUsers = 12
+	likeItems = 200
+	likeUsers = 50
 )
 
 func followerOf(author int) int { return 100 + author }
@@ -417,6 +418,53 @@ func checkAcked(ctx context.Context, addr string, a *acked) []string {
 	return lost
 }
 
+// workloadDump reads, on the replica at addr (READONLY), everything the
+// workload writes: every posts:K likes, every author's posts and every
+// follower's whole home timeline, every item's like counts and every
+// user's like states.
+func workloadDump(ctx context.Context, t *testing.T, addr string) map[string]any {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, ReadTimeout: 20 * time.Second})
+	defer c.Close()
+	if err := c.Do(ctx, "READONLY").Err(); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]any{}
+	get := func(name string, args ...any) {
+		v, err := c.Do(ctx, args...).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			v = "error: " + err.Error()
+		}
+		out[name] = v
+	}
+	for k := range incrKeys {
+		get(fmt.Sprint("posts:", k), "HGETALL", fmt.Sprint("posts:", k))
+	}
+	for a := 1; a <= tlAuthors; a++ {
+		for _, q := range []struct {
+			cmd string
+			id  int
+		}{{"TL.POSTS", a}, {"TL.HOME", followerOf(a)}} {
+			v, err := pageAll(ctx, c, q.cmd, q.id)
+			if err != nil {
+				out[fmt.Sprint(q.cmd, q.id)] = "error: " + err.Error()
+			} else {
+				out[fmt.Sprint(q.cmd, q.id)] = v
+			}
+		}
+	}
+	items := []any{"LIKE.COUNTS", "video"}
+	for it := range likeItems {
+		items = append(items, it)
+	}
+	get("counts", items...)
+	for u := 1; u <= likeUsers; u++ {
+		args := []any{"LIKE.STATES", "video", u}
+		get(fmt.Sprint("states:", u), append(args, items[2:]...)...)
+	}
+	return out
+}
+
 // TestCrashRestartUnderLoad crashes and restarts random minorities of a
 // group of 3 and of 5 under writes, several rounds, and in the last round
 // every node, then checks that nothing acknowledged was lost, the
@@ -515,6 +563,9 @@ func crashRounds(t *testing.T, size int, seed uint64, rounds int) {
 	var first map[string]any
 	for _, p := range g.peers {
 		d := dump(t, p.ClientAddr)
+		for k, v := range workloadDump(ctx, t, p.ClientAddr) {
+			d["workload:"+k] = v
+		}
 		if first == nil {
 			first = d
 			continue

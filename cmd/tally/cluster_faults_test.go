@@ -33,7 +33,7 @@ import (
 // pass.
 func TestClusterFaults(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts processes and injects faults for about 40s")
+		t.Skip("starts processes and injects faults for about 20s")
 	}
 	fc := newFaultCluster(t, 3)
 	ctx := context.Background()
@@ -96,7 +96,7 @@ func TestClusterFaults(t *testing.T) {
 		time.Sleep(d)
 		t.Logf("%s: %d writes acknowledged in %v", name, a.total()-before, d)
 	}
-	phase("warm-up", 2*time.Second)
+	phase("warm-up", time.Second)
 
 	// 1. kill -9 of the leader; the others elect a new one and writes go on.
 	leader = fc.waitLeader(0, 10*time.Second)
@@ -168,7 +168,7 @@ func TestClusterFaults(t *testing.T) {
 	healed := time.Now()
 	fc.waitCaughtUp(20 * time.Second)
 	t.Logf("healed: replica %d caught up after %v", leader, ms(time.Since(healed)))
-	phase("healed", 2*time.Second)
+	phase("healed", time.Second)
 
 	close(stop)
 	wg.Wait()
@@ -578,8 +578,8 @@ func (fc *faultCluster) probeWrite(a *cfAcked, within time.Duration) time.Time {
 const (
 	cfIncrKeys  = 20
 	cfAuthors   = 12
-	cfLikeItems = 20
-	cfLikeUsers = 12
+	cfLikeItems = 200
+	cfLikeUsers = 50
 )
 
 func cfFollowerOf(author int) int { return 100 + author }
