@@ -183,19 +183,19 @@ func TestClusterFaults(t *testing.T) {
 	fc.waitCaughtUp(30 * time.Second)
 
 	// Every acknowledged write is on every replica, and they agree.
-	var first map[int]int64
+	var first map[string]string
 	for id := 1; id <= 3; id++ {
 		addr := fc.procs[id].clientAddr
 		for _, l := range cfCheckAcked(ctx, addr, a) {
 			t.Errorf("replica %d: lost an acknowledged write: %s", id, l)
 		}
-		vals := cfCounts(ctx, t, addr)
+		d := cfDump(ctx, t, addr)
 		if first == nil {
-			first = vals
+			first = d
 		} else {
 			for k, v := range first {
-				if vals[k] != v {
-					t.Errorf("replica %d: posts:%d likes = %d, replica 1 has %d", id, k, vals[k], v)
+				if d[k] != v {
+					t.Errorf("replica %d: %s = %.200s, replica 1 has %.200s", id, k, d[k], v)
 				}
 			}
 		}
@@ -808,22 +808,37 @@ func cfCheckAcked(ctx context.Context, addr string, a *cfAcked) []string {
 	return lost
 }
 
-// cfCounts reads posts:K likes for every key the workload writes, on the
-// replica at addr (READONLY).
-func cfCounts(ctx context.Context, t *testing.T, addr string) map[int]int64 {
+// cfDump reads, on the replica at addr (READONLY), everything the
+// workload writes: posts:K likes, every author's posts and follower's
+// home timeline, every user's like states.
+func cfDump(ctx context.Context, t *testing.T, addr string) map[string]string {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, ReadTimeout: 20 * time.Second})
 	defer c.Close()
 	if err := c.Do(ctx, "READONLY").Err(); err != nil {
 		t.Fatal(err)
 	}
-	out := map[int]int64{}
+	out := map[string]string{}
 	for k := range cfIncrKeys {
-		v, err := c.HGet(ctx, fmt.Sprint("posts:", k), "likes").Int64()
-		if err != nil && err != redis.Nil {
-			t.Fatalf("%s: posts:%d: %v", addr, k, err)
+		v, err := c.HGet(ctx, fmt.Sprint("posts:", k), "likes").Result()
+		out[fmt.Sprint("posts:", k)] = fmt.Sprint(v, err)
+	}
+	for a := 1; a <= cfAuthors; a++ {
+		for _, q := range []struct {
+			cmd string
+			id  int
+		}{{"TL.POSTS", a}, {"TL.HOME", cfFollowerOf(a)}} {
+			v, err := cfPageAll(ctx, c, q.cmd, q.id)
+			out[fmt.Sprint(q.cmd, " ", q.id)] = fmt.Sprint(v, err)
 		}
-		out[k] = v
+	}
+	for u := 1; u <= cfLikeUsers; u++ {
+		args := []any{"LIKE.STATES", "video", u}
+		for it := range cfLikeItems {
+			args = append(args, it)
+		}
+		v, err := c.Do(ctx, args...).Result()
+		out[fmt.Sprint("states ", u)] = fmt.Sprint(v, err)
 	}
 	return out
 }
