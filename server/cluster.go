@@ -460,8 +460,19 @@ func (cl *cluster) nodes(st *ReplicationStatus) []clusterNode {
 	return out
 }
 
+// errNoLeaderSlots answers CLUSTER SLOTS and SHARDS on a replica that
+// knows no leader: a client that loads its slot map from it (go-redis
+// asks the nodes it knows in turn) goes on to the next node instead of
+// taking this one for the master, which a replica cut off from the group
+// would otherwise stay in its map until the client reloads it.
+const errNoLeaderSlots = "CLUSTERDOWN this replica knows no leader; ask another node"
+
 func clusterSlotsHandler(c *Conn, _ [][]byte, cl *cluster) {
 	st := cl.r.Status()
+	if st.LeaderID == 0 {
+		c.writeError(errNoLeaderSlots)
+		return
+	}
 	nodes := cl.nodes(&st)
 	c.WriteArray(1)
 	c.WriteArray(2 + len(nodes))
@@ -478,6 +489,10 @@ func clusterSlotsHandler(c *Conn, _ [][]byte, cl *cluster) {
 
 func clusterShardsHandler(c *Conn, _ [][]byte, cl *cluster) {
 	st := cl.r.Status()
+	if st.LeaderID == 0 {
+		c.writeError(errNoLeaderSlots)
+		return
+	}
 	nodes := cl.nodes(&st)
 	c.WriteArray(1)
 	c.WriteMap(2)

@@ -534,6 +534,10 @@ func TestClusterRouting(t *testing.T) {
 	if info := mustDo(t, lc, "CLUSTER", "INFO").(string); !strings.Contains(info, "cluster_state:fail") {
 		t.Fatalf("CLUSTER INFO without a leader: %s", info)
 	}
+	// A slot map from a replica without a leader would name it master:
+	// clients are sent to another node instead.
+	wantErr(t, lc, "CLUSTERDOWN", "CLUSTER", "SLOTS")
+	wantErr(t, lc, "CLUSTERDOWN", "CLUSTER", "SHARDS")
 
 	// Propose's errors: retryable, or of unknown outcome.
 	g.setLeader(0)
