@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tallydb/tally/server"
@@ -39,5 +40,28 @@ func TestClassifyExec(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%v: %v, %v; want %v", tc.line, got, err, tc.want)
 		}
+	}
+}
+
+// TestServeClusterUsage: serve --cluster refuses what cannot work before
+// it opens anything.
+func TestServeClusterUsage(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(secretEnv, "0123456789abcdef0123")
+	for _, args := range [][]string{
+		{"-d", dir, "serve", "--create", "--cluster", "--node-id", "4", "--raft-addr", "127.0.0.1:0", "--join"},
+		{"-d", dir, "serve", "--create", "--cluster", "--raft-addr", "127.0.0.1:0", "--peers", "1=127.0.0.1:1/127.0.0.1:2"},
+		{"-d", dir, "serve", "--create", "--cluster", "--node-id", "2", "--raft-addr", "127.0.0.1:0", "--peers", "1=127.0.0.1:1/127.0.0.1:2"},
+		{"-d", dir, "serve", "--create", "--cluster", "--node-id", "1", "--raft-addr", "127.0.0.1:0", "--peers", "1=nope"},
+		{"-d", dir, "serve", "--create", "--node-id", "1"},
+	} {
+		if _, errOut, code := tally(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d (%s), want %d", args, code, errOut, exitUsage)
+		}
+	}
+	t.Setenv(secretEnv, "short")
+	if _, errOut, code := tally(t, "-d", dir, "serve", "--create", "--cluster", "--node-id", "1", "--raft-addr", "127.0.0.1:0",
+		"--peers", "1=127.0.0.1:1/127.0.0.1:2"); code != exitUsage || !strings.Contains(errOut, "secret") {
+		t.Errorf("short secret: exit %d (%s)", code, errOut)
 	}
 }

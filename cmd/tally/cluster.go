@@ -86,10 +86,14 @@ func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, opts *se
 	if err != nil {
 		return err
 	}
-	if !cf.join && len(peers) == 0 {
+	switch {
+	case len(peers) == 0 && cf.join:
+		// The joining replica must reach the group to answer it: the
+		// member table only reaches it through the group.
+		return usagef("serve --cluster --join needs --peers: the group's replicas as ID=RAFT_HOST:PORT/CLIENT_HOST:PORT,...")
+	case len(peers) == 0:
 		return usagef("serve --cluster needs --peers (the group's voters, this replica among them) or --join")
-	}
-	if len(peers) > 0 && !containsPeer(peers, cf.id) {
+	case !cf.join && !containsPeer(peers, cf.id):
 		return usagef("--peers does not name this replica's --node-id %d", cf.id)
 	}
 	so, err := e.options()
@@ -233,8 +237,8 @@ Example:
 		help: `Usage: tally cluster add ID RAFT_ADDR CLIENT_ADDR --addr LEADER [--password P]
 
 Adds replica ID as a learner: it receives the log (or a snapshot of the
-store) and does not vote. Start it first with
-"tally -d DIR serve --cluster --join --id ID --raft-addr RAFT_ADDR ...";
+store) and does not vote. Start it first with "tally -d DIR serve
+--cluster --join --node-id ID --raft-addr RAFT_ADDR --peers GROUP ...";
 promote it once caught up (tally cluster promote). --addr must be the
 leader's client address.
 

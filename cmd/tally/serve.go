@@ -81,7 +81,8 @@ clients: CLUSTER SLOTS/SHARDS/NODES, MOVED, READONLY):
                            ID=RAFT_HOST:PORT/CLIENT_HOST:PORT,... (ignored
                            once DIR holds the group's state)
   --join                   start empty and wait to be added by the group
-                           (tally cluster add on the leader)
+                           (tally cluster add on the leader); --peers then
+                           names the group's replicas, to reach them
   --cluster-secret S       the group's shared secret, 16 bytes or more
                            (default $TALLY_CLUSTER_SECRET); replicas
                            authenticate each other with it
