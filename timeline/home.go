@@ -54,6 +54,7 @@ const endOfIDs = MaxID + 1
 // scratch is the reusable memory of one page read.
 type scratch struct {
 	followees []uint64
+	invisible []uint64
 	pullSet   []uint64
 	fbuf      []byte
 	ibuf      []byte
@@ -140,13 +141,15 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 	s := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(s)
 	var err error
-	s.followees, s.fbuf, err = t.followeesOf(ord, s.followees, s.fbuf)
+	s.followees, s.fbuf, err = t.cachedFolloweesOf(ord, s.followees, s.fbuf)
 	if err != nil {
 		return Page{}, false, err
 	}
 	// Mutes and hides filter on read (mute.go): an invisible followee's
-	// inbox entries and outbox are skipped like an unfollowed one's.
-	s.followees = t.visibleFollowees(user, s.followees)
+	// inbox entries and outbox are skipped like an unfollowed one's, and
+	// so is a repost of an invisible author's post.
+	s.invisible = t.invisibleTo(user, s.invisible)
+	s.followees = withoutIDs(s.followees, s.invisible)
 	s.pullSet = t.pullSetOf(ord, s.followees, s.pullSet[:0])
 
 	// Read the inbox between two reads of the user's read mark (a
@@ -183,19 +186,21 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 	t.reposts.RLock()
 	defer t.reposts.RUnlock()
 	f := &s.filter
-	*f = pageFilter{t: t, user: user, types: types, followees: s.followees, reposts: &t.reposts}
+	*f = pageFilter{types: types, followees: s.followees, invisible: s.invisible, reposts: &t.reposts}
 	if !t.removed.bm.IsEmpty() {
 		f.removed = t.removed.bm
 	}
 	if have {
-		tl, err := store.DecodeTopList(v)
+		// Decode only as far as the page needs: entries come newest first,
+		// and the loop stops once nothing further down can enter.
+		r, err := store.ReadTopList(v)
 		if err != nil {
 			return Page{}, false, fmt.Errorf("inbox of user %d: %w", user, err)
 		}
-		floor = tl.Floor
-		t.stats.inboxEntries.Add(int64(len(tl.Entries)))
+		floor = r.Floor()
+		t.stats.inboxEntries.Add(int64(r.Len()))
 		removed := f.removed
-		for _, e := range tl.Entries {
+		for e, ok := r.Next(); ok; e, ok = r.Next() {
 			if e.Key == 0 || e.Key >= before {
 				continue // the sentinel, or above the cursor
 			}
@@ -212,6 +217,9 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 				continue // another type, or shown elsewhere (repost.go)
 			}
 			col.push(e)
+		}
+		if err := r.Err(); err != nil {
+			return Page{}, false, fmt.Errorf("inbox of user %d: %w", user, err)
 		}
 	}
 	var it *store.Iter
@@ -254,7 +262,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 			return Page{}, false, err
 		}
 	}
-	entries := col.sorted()
+	entries := col.sortInPlace()
 	p := Page{Entries: make([]Entry, 0, min(len(entries), limit))}
 	for i, e := range entries {
 		if i == limit {
@@ -685,7 +693,19 @@ func (c *collector) down(i int) {
 // sorted returns the held entries newest first (a new slice).
 func (c *collector) sorted() []store.TopEntry {
 	out := slices.Clone(c.h)
-	slices.SortFunc(out, func(a, b store.TopEntry) int {
+	sortNewestFirst(out)
+	return out
+}
+
+// sortInPlace returns the held entries newest first, sorting the heap's
+// own slice: the collector must be reset before its next use.
+func (c *collector) sortInPlace() []store.TopEntry {
+	sortNewestFirst(c.h)
+	return c.h
+}
+
+func sortNewestFirst(es []store.TopEntry) {
+	slices.SortFunc(es, func(a, b store.TopEntry) int {
 		switch {
 		case a.Key > b.Key:
 			return -1
@@ -694,5 +714,4 @@ func (c *collector) sorted() []store.TopEntry {
 		}
 		return 0
 	})
-	return out
 }
