@@ -673,6 +673,47 @@ func (it *topListIter) next() (e TopEntry, ok bool, err error) {
 	if it.i == it.n {
 		return TopEntry{}, false, nil
 	}
+	// The fast path decodes a well-formed entry; anything it doubts is
+	// decoded again by nextSlow, which names the damage.
+	b := d.b
+	gap, o := uvarintAt(b, d.off)
+	if o < 0 || it.i > 0 && gap == 0 || gap > it.prev || it.prev-gap < it.floor {
+		return it.nextSlow()
+	}
+	e.Key = it.prev - gap
+	var vf uint64
+	if vf, o = uvarintAt(b, o); o < 0 {
+		return it.nextSlow()
+	}
+	e.Value, e.Removed = vf>>1, vf&1 == 1
+	if it.version == topListVersionV2 {
+		if o >= len(b) {
+			return it.nextSlow()
+		}
+		if e.Kind = b[o]; e.Kind != 0 {
+			if e.Ref, o = uvarintAt(b, o+1); o < 0 {
+				return it.nextSlow()
+			}
+			if e.RefValue, o = uvarintAt(b, o); o < 0 {
+				return it.nextSlow()
+			}
+		} else {
+			o++
+		}
+	}
+	d.off, it.prev = o, e.Key
+	if it.i++; it.i == it.n {
+		if err := d.finish(); err != nil {
+			return TopEntry{}, false, err
+		}
+	}
+	return e, true, nil
+}
+
+// nextSlow is next through the decoder, which reports what is wrong and
+// where.
+func (it *topListIter) nextSlow() (e TopEntry, ok bool, err error) {
+	d := &it.d
 	gap, vf := d.uvarint(), d.uvarint()
 	if d.err != nil {
 		return TopEntry{}, false, d.err
@@ -717,12 +758,60 @@ func decodeTopList(p []byte) (*TopList, error) {
 	}
 }
 
-// checkTopList walks the whole payload without building the list: a read
-// of a toplist key checks its value this way before the caller decodes it.
-func checkTopList(p []byte) error {
-	var it topListIter
-	if err := it.init(p); err != nil {
-		return err
+// uvarintAt decodes the uvarint at b[off:] (off ≤ len(b)) and returns it
+// with the offset after it, or -1 if it is malformed or cut short; a
+// one-byte uvarint takes the inlined fast path.
+func uvarintAt(b []byte, off int) (uint64, int) {
+	if off < len(b) && b[off] < 0x80 {
+		return uint64(b[off]), off + 1
+	}
+	v, n := binary.Uvarint(b[off:])
+	if n <= 0 {
+		return 0, -1
+	}
+	return v, off + n
+}
+
+// checkRest checks the entries not read yet, to the end of the payload,
+// without building them: a tight loop over the well-formed entries, and
+// next for the first one it doubts (which reports the damage exactly as a
+// decode does) and for the end.
+func (it *topListIter) checkRest() error {
+	b, off, prev := it.d.b, it.d.off, it.prev
+	v2 := it.version == topListVersionV2
+	for it.d.err == nil && it.i < it.n {
+		gap, o := uvarintAt(b, off)
+		if o < 0 {
+			break
+		}
+		if _, o = uvarintAt(b, o); o < 0 {
+			break
+		}
+		if it.i > 0 && gap == 0 || gap > prev || prev-gap < it.floor {
+			break
+		}
+		if v2 {
+			if o >= len(b) {
+				break
+			}
+			if kind := b[o]; kind != 0 {
+				if _, o = uvarintAt(b, o+1); o < 0 {
+					break
+				}
+				if _, o = uvarintAt(b, o); o < 0 {
+					break
+				}
+			} else {
+				o++
+			}
+		}
+		prev -= gap
+		off = o
+		it.i++
+	}
+	it.d.off, it.prev = off, prev
+	if it.d.err == nil && it.i == it.n {
+		return it.d.finish()
 	}
 	for {
 		_, ok, err := it.next()
@@ -730,6 +819,16 @@ func checkTopList(p []byte) error {
 			return err
 		}
 	}
+}
+
+// checkTopList walks the whole payload without building the list: a read
+// of a toplist key checks its value this way before the caller decodes it.
+func checkTopList(p []byte) error {
+	var it topListIter
+	if err := it.init(p); err != nil {
+		return err
+	}
+	return it.checkRest()
 }
 
 // mergeTopLists merges two decoded lists, the newer winning per key, keeps
