@@ -135,25 +135,27 @@ func (c *followeeCache) len() int {
 	return n
 }
 
-// cachedFolloweesOf is followeesOf through the cache: dst (reused) gets a
-// copy of the list, which the caller may modify.
-func (t *Timeline) cachedFolloweesOf(ord uint32, dst []uint64, buf []byte) ([]uint64, []byte, error) {
+// cachedFolloweesOf is followeesOf through the cache. On a hit list is the
+// cache's own list, which nobody modifies (lists are replaced, never
+// changed): the caller must not modify it either. On a miss it is dst
+// (reused), read from the store with buf (reused).
+func (t *Timeline) cachedFolloweesOf(ord uint32, dst []uint64, buf []byte) (list, dstOut []uint64, bufOut []byte, err error) {
 	c := &t.fcache
 	if c.perShard == 0 || ord == 0 {
-		return t.followeesOf(ord, dst, buf)
+		dst, buf, err = t.followeesOf(ord, dst, buf)
+		return dst, dst, buf, err
 	}
 	s := c.shard(ord)
 	s.mu.Lock()
 	if l, ok := s.m[ord]; ok {
-		dst = append(dst[:0], l...)
 		s.mu.Unlock()
-		return dst, buf, nil
+		return l, dst, buf, nil
 	}
 	gen, holding := s.gen, s.holding
 	s.mu.Unlock()
-	dst, buf, err := t.followeesOf(ord, dst, buf)
+	dst, buf, err = t.followeesOf(ord, dst, buf)
 	if err != nil || holding > 0 || len(dst) > c.perShard {
-		return dst, buf, err
+		return dst, dst, buf, err
 	}
 	if t.testFcacheMiss != nil {
 		t.testFcacheMiss()
@@ -171,5 +173,5 @@ func (t *Timeline) cachedFolloweesOf(ord uint32, dst []uint64, buf []byte) ([]ui
 		s.ids += len(dst)
 	}
 	s.mu.Unlock()
-	return dst, buf, nil
+	return dst, dst, buf, nil
 }

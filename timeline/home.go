@@ -140,17 +140,20 @@ func (t *Timeline) HomeWith(user uint64, cursor string, limit int, opts HomeOpti
 func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types Types) (Page, bool, error) {
 	s := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(s)
-	var err error
-	s.followees, s.fbuf, err = t.cachedFolloweesOf(ord, s.followees, s.fbuf)
+	// followees may be the cache's list: read-only.
+	followees, fdst, fbuf, err := t.cachedFolloweesOf(ord, s.followees, s.fbuf)
+	s.followees, s.fbuf = fdst, fbuf
 	if err != nil {
 		return Page{}, false, err
 	}
 	// Mutes and hides filter on read (mute.go): an invisible followee's
 	// inbox entries and outbox are skipped like an unfollowed one's, and
 	// so is a repost of an invisible author's post.
-	s.invisible = t.invisibleTo(user, s.invisible)
-	s.followees = withoutIDs(s.followees, s.invisible)
-	s.pullSet = t.pullSetOf(ord, s.followees, s.pullSet[:0])
+	if s.invisible = t.invisibleTo(user, s.invisible); len(s.invisible) > 0 {
+		s.followees = withoutIDs(append(s.followees[:0], followees...), s.invisible)
+		followees = s.followees
+	}
+	s.pullSet = t.pullSetOf(ord, followees, s.pullSet[:0])
 
 	// Read the inbox between two reads of the user's read mark (a
 	// sequence lock): the inbox is trusted only if the mark was non-zero
@@ -186,7 +189,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 	t.reposts.RLock()
 	defer t.reposts.RUnlock()
 	f := &s.filter
-	*f = pageFilter{types: types, followees: s.followees, invisible: s.invisible, reposts: &t.reposts}
+	*f = pageFilter{types: types, followees: followees, invisible: s.invisible, reposts: &t.reposts}
 	if !t.removed.bm.IsEmpty() {
 		f.removed = t.removed.bm
 	}
@@ -207,7 +210,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 			if col.full() && e.Key <= col.min() {
 				break // sorted: nothing further down can enter
 			}
-			if !contains(s.followees, e.Value) || contains(s.pullSet, e.Value) {
+			if !contains(followees, e.Value) || contains(s.pullSet, e.Value) {
 				continue // unfollowed, or read by pull below
 			}
 			if removed != nil && removed.Contains(e.Key) {
@@ -245,7 +248,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 	// outboxes there, unless the page is already full of newer entries.
 	if floor > 0 && (!col.full() || col.min() < floor) {
 		upper := min(before, floor)
-		for _, a := range s.followees {
+		for _, a := range followees {
 			if contains(s.pullSet, a) {
 				continue
 			}
