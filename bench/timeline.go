@@ -67,11 +67,16 @@ type TimelineConfig struct {
 	ActiveFraction float64 // active users (read their home)
 	PostsPerUser   int     // posts per user in the posts phase
 	Readers        int     // returning users following 500 accounts (tally's rebuild figure)
-	Clients        int     // page-reading clients
-	Duration       time.Duration
-	Seed           uint64
-	Dir            string // parent of the targets' directories ("" = temp)
-	Redis          bool   // run the Redis peer (skipped if redis-server is missing)
+	// RebuildRounds is how many times the readers return (each round
+	// moves the clock past the active window and expires their inboxes,
+	// untimed): Readers × RebuildRounds rebuilds make the p99 (at least
+	// 1 round).
+	RebuildRounds int
+	Clients       int // page-reading clients
+	Duration      time.Duration
+	Seed          uint64
+	Dir           string // parent of the targets' directories ("" = temp)
+	Redis         bool   // run the Redis peer (skipped if redis-server is missing)
 	// PostsProfile, if set, profiles tally's posts phase: PREFIX.cpu,
 	// PREFIX.allocs (a heap profile; compare with PREFIX.allocs-base,
 	// taken when the phase starts, by pprof -diff_base), PREFIX.block
@@ -94,7 +99,10 @@ type TimelineConfig struct {
 	// PagesProfile, if set, profiles tally's pages phase (with reposts
 	// and mutes) into PREFIX.cpu and the rest (see PostsProfile).
 	PagesProfile string
-	Log          func(format string, args ...any)
+	// RebuildProfile, if set, profiles tally's returning users (the
+	// rebuilds, expiries included) into PREFIX.cpu and the rest.
+	RebuildProfile string
+	Log            func(format string, args ...any)
 }
 
 // repostPlan is the reposts both targets publish after the posts phase:
@@ -126,13 +134,13 @@ func mutedPairs(cfg TimelineConfig, g *socialgraph.Graph) [][2]uint64 {
 // QuickTimeline is the smoke-test size: seconds per target.
 func QuickTimeline() TimelineConfig {
 	return TimelineConfig{Users: 20_000, MeanFollowees: 20, BigFollowers: 19_999, ActiveFraction: 0.2, PostsPerUser: 3,
-		Readers: 100, Clients: 8, Duration: 2 * time.Second, Seed: 1, Redis: true, RepostFraction: 0.1, MutedFraction: 0.01}
+		Readers: 100, RebuildRounds: 3, Clients: 8, Duration: 2 * time.Second, Seed: 1, Redis: true, RepostFraction: 0.1, MutedFraction: 0.01}
 }
 
 // FullTimeline is the size: 1M users, user 1 followed by 10^6.
 func FullTimeline() TimelineConfig {
 	return TimelineConfig{Users: 1_000_000, MeanFollowees: 20, BigFollowers: 999_999, ActiveFraction: 0.2, PostsPerUser: 3,
-		Readers: 200, Clients: 8, Duration: 20 * time.Second, Seed: 1, Redis: true, RepostFraction: 0.1, MutedFraction: 0.01}
+		Readers: 200, RebuildRounds: 5, Clients: 8, Duration: 20 * time.Second, Seed: 1, Redis: true, RepostFraction: 0.1, MutedFraction: 0.01}
 }
 
 // TimelineResult is one target's figures.
@@ -363,16 +371,33 @@ func runTallyTimeline(cfg TimelineConfig, g *socialgraph.Graph, inline int) (r T
 	}
 
 	cfg.Log(r.Target + ": returning users")
-	now.Add(int64(timeline.DefaultActiveWindow + time.Hour))
-	if _, err := tl.Expire(ctx); err != nil {
-		return fail(err)
+	stopRebuild := func() error { return nil }
+	if cfg.RebuildProfile != "" {
+		var perr error
+		if stopRebuild, perr = startProfile(cfg.RebuildProfile); perr != nil {
+			cfg.Log("%s: profile: %v", r.Target, perr)
+			stopRebuild = func() error { return nil }
+		}
 	}
-	for _, u := range w.Readers {
-		t0 := time.Now()
-		if _, err := tl.Home(u, "", 20); err != nil {
+	for range max(cfg.RebuildRounds, 1) {
+		now.Add(int64(timeline.DefaultActiveWindow + time.Hour))
+		if _, err := tl.Expire(ctx); err != nil {
 			return fail(err)
 		}
-		r.Rebuild.Record(time.Since(t0))
+		for _, u := range w.Readers {
+			t0 := time.Now()
+			p, err := tl.Home(u, "", 20)
+			if err == nil && len(p.Entries) != 20 {
+				err = fmt.Errorf("returning user %d: %d entries, want 20", u, len(p.Entries))
+			}
+			if err != nil {
+				return fail(err)
+			}
+			r.Rebuild.Record(time.Since(t0))
+		}
+	}
+	if perr := stopRebuild(); perr != nil {
+		cfg.Log("%s: profile: %v", r.Target, perr)
 	}
 	return r
 }
@@ -717,6 +742,7 @@ func TimelineTable(cfg TimelineConfig, rs []TimelineResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Graph: %d users, %d mean followees (power law), user 1 followed by %d, %.0f%% active; %d posts per user; %d clients.\n\n",
 		cfg.Users, cfg.MeanFollowees, cfg.BigFollowers, 100*cfg.ActiveFraction, cfg.PostsPerUser, cfg.Clients)
+	fmt.Fprintf(&b, "Rebuild on return: %d readers following 500 accounts, %d rounds (%d rebuilds).\n\n", cfg.Readers, max(cfg.RebuildRounds, 1), cfg.Readers*max(cfg.RebuildRounds, 1))
 	b.WriteString("| target | pages/s | page p50 | page p99 | deliveries/s (posts phase) | user 1's post to every active inbox | rebuild on return p50 / p99 (500 followees) | bytes/inbox entry | bytes/follow edge |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	var tallyPages, tallyDeliv float64

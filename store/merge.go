@@ -626,51 +626,209 @@ func appendTopList(dst []byte, l *TopList) []byte {
 	return dst
 }
 
-func decodeTopList(p []byte) (*TopList, error) {
-	d := decoder{b: p, what: "toplist"}
-	version := d.byte()
-	if d.err == nil && version != topListVersion && version != topListVersionV2 {
-		return nil, fmt.Errorf("toplist version %d", version)
-	}
-	capacity, floor, n := d.uvarint(), d.uvarint(), d.uvarint()
-	if d.err != nil {
-		return nil, d.err
-	}
-	if capacity < 1 || capacity > MaxTopListCap || n > uint64(len(p)) {
-		return nil, fmt.Errorf("toplist cap %d, %d entries in %d bytes", capacity, n, len(p))
-	}
-	l := &TopList{Cap: int(capacity), Floor: floor, Entries: make([]TopEntry, 0, n)}
-	prev := uint64(math.MaxUint64)
-	for i := uint64(0); i < n; i++ {
-		gap, vf := d.uvarint(), d.uvarint()
-		if d.err != nil {
-			return nil, d.err
-		}
-		if i > 0 && gap == 0 || gap > prev || prev-gap < floor {
-			return nil, fmt.Errorf("toplist entry %d: keys not strictly descending above the floor", i)
-		}
-		key := prev - gap
-		e := TopEntry{Key: key, Value: vf >> 1, Removed: vf&1 == 1}
-		if version == topListVersionV2 {
-			if e.Kind = d.byte(); e.Kind != 0 {
-				e.Ref, e.RefValue = d.uvarint(), d.uvarint()
-			}
-			if d.err != nil {
-				return nil, d.err
-			}
-		}
-		l.Entries = append(l.Entries, e)
-		prev = key
-	}
-	if err := d.finish(); err != nil {
-		return nil, err
-	}
-	return l, nil
+// topListIter decodes a toplist payload entry by entry, checking each
+// entry as it goes: keys strictly descending and at or above the floor,
+// every field in bounds, and, once the last entry is read, no trailing
+// bytes. Reading to the end checks the whole payload; stopping early
+// decodes (and checks) only what was read. The zero value is not ready:
+// call init.
+type topListIter struct {
+	d        decoder
+	version  byte
+	capacity uint64
+	floor    uint64
+	n, i     uint64 // entries in the payload, entries read
+	prev     uint64 // the last key read (2^64−1 before the first)
 }
 
+// init decodes p's header (version, cap, floor, entry count).
+func (it *topListIter) init(p []byte) error {
+	*it = topListIter{d: decoder{b: p, what: "toplist"}, prev: math.MaxUint64}
+	d := &it.d
+	it.version = d.byte()
+	if d.err == nil && it.version != topListVersion && it.version != topListVersionV2 {
+		return fmt.Errorf("toplist version %d", it.version)
+	}
+	it.capacity, it.floor, it.n = d.uvarint(), d.uvarint(), d.uvarint()
+	if d.err != nil {
+		return d.err
+	}
+	if it.capacity < 1 || it.capacity > MaxTopListCap || it.n > uint64(len(p)) {
+		return fmt.Errorf("toplist cap %d, %d entries in %d bytes", it.capacity, it.n, len(p))
+	}
+	if it.n == 0 {
+		return d.finish()
+	}
+	return nil
+}
+
+// next decodes the next entry. ok is false at the end of the payload (err
+// nil) or when the payload is malformed (err set; the iterator stays
+// stopped).
+func (it *topListIter) next() (e TopEntry, ok bool, err error) {
+	d := &it.d
+	if d.err != nil {
+		return TopEntry{}, false, d.err
+	}
+	if it.i == it.n {
+		return TopEntry{}, false, nil
+	}
+	// The fast path decodes a well-formed entry; anything it doubts is
+	// decoded again by nextSlow, which names the damage.
+	b := d.b
+	gap, o := uvarintAt(b, d.off)
+	if o < 0 || it.i > 0 && gap == 0 || gap > it.prev || it.prev-gap < it.floor {
+		return it.nextSlow()
+	}
+	e.Key = it.prev - gap
+	var vf uint64
+	if vf, o = uvarintAt(b, o); o < 0 {
+		return it.nextSlow()
+	}
+	e.Value, e.Removed = vf>>1, vf&1 == 1
+	if it.version == topListVersionV2 {
+		if o >= len(b) {
+			return it.nextSlow()
+		}
+		if e.Kind = b[o]; e.Kind != 0 {
+			if e.Ref, o = uvarintAt(b, o+1); o < 0 {
+				return it.nextSlow()
+			}
+			if e.RefValue, o = uvarintAt(b, o); o < 0 {
+				return it.nextSlow()
+			}
+		} else {
+			o++
+		}
+	}
+	d.off, it.prev = o, e.Key
+	if it.i++; it.i == it.n {
+		if err := d.finish(); err != nil {
+			return TopEntry{}, false, err
+		}
+	}
+	return e, true, nil
+}
+
+// nextSlow is next through the decoder, which reports what is wrong and
+// where.
+func (it *topListIter) nextSlow() (e TopEntry, ok bool, err error) {
+	d := &it.d
+	gap, vf := d.uvarint(), d.uvarint()
+	if d.err != nil {
+		return TopEntry{}, false, d.err
+	}
+	if it.i > 0 && gap == 0 || gap > it.prev || it.prev-gap < it.floor {
+		d.err = fmt.Errorf("toplist entry %d: keys not strictly descending above the floor", it.i)
+		return TopEntry{}, false, d.err
+	}
+	e = TopEntry{Key: it.prev - gap, Value: vf >> 1, Removed: vf&1 == 1}
+	if it.version == topListVersionV2 {
+		if e.Kind = d.byte(); e.Kind != 0 {
+			e.Ref, e.RefValue = d.uvarint(), d.uvarint()
+		}
+		if d.err != nil {
+			return TopEntry{}, false, d.err
+		}
+	}
+	it.prev = e.Key
+	if it.i++; it.i == it.n {
+		if err := d.finish(); err != nil {
+			return TopEntry{}, false, err
+		}
+	}
+	return e, true, nil
+}
+
+func decodeTopList(p []byte) (*TopList, error) {
+	var it topListIter
+	if err := it.init(p); err != nil {
+		return nil, err
+	}
+	l := &TopList{Cap: int(it.capacity), Floor: it.floor, Entries: make([]TopEntry, 0, it.n)}
+	for {
+		e, ok, err := it.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return l, nil
+		}
+		l.Entries = append(l.Entries, e)
+	}
+}
+
+// uvarintAt decodes the uvarint at b[off:] (off ≤ len(b)) and returns it
+// with the offset after it, or -1 if it is malformed or cut short; a
+// one-byte uvarint takes the inlined fast path.
+func uvarintAt(b []byte, off int) (uint64, int) {
+	if off < len(b) && b[off] < 0x80 {
+		return uint64(b[off]), off + 1
+	}
+	v, n := binary.Uvarint(b[off:])
+	if n <= 0 {
+		return 0, -1
+	}
+	return v, off + n
+}
+
+// checkRest checks the entries not read yet, to the end of the payload,
+// without building them: a tight loop over the well-formed entries, and
+// next for the first one it doubts (which reports the damage exactly as a
+// decode does) and for the end.
+func (it *topListIter) checkRest() error {
+	b, off, prev := it.d.b, it.d.off, it.prev
+	v2 := it.version == topListVersionV2
+	for it.d.err == nil && it.i < it.n {
+		gap, o := uvarintAt(b, off)
+		if o < 0 {
+			break
+		}
+		if _, o = uvarintAt(b, o); o < 0 {
+			break
+		}
+		if it.i > 0 && gap == 0 || gap > prev || prev-gap < it.floor {
+			break
+		}
+		if v2 {
+			if o >= len(b) {
+				break
+			}
+			if kind := b[o]; kind != 0 {
+				if _, o = uvarintAt(b, o+1); o < 0 {
+					break
+				}
+				if _, o = uvarintAt(b, o); o < 0 {
+					break
+				}
+			} else {
+				o++
+			}
+		}
+		prev -= gap
+		off = o
+		it.i++
+	}
+	it.d.off, it.prev = off, prev
+	if it.d.err == nil && it.i == it.n {
+		return it.d.finish()
+	}
+	for {
+		_, ok, err := it.next()
+		if err != nil || !ok {
+			return err
+		}
+	}
+}
+
+// checkTopList walks the whole payload without building the list: a read
+// of a toplist key checks its value this way before the caller decodes it.
 func checkTopList(p []byte) error {
-	_, err := decodeTopList(p)
-	return err
+	var it topListIter
+	if err := it.init(p); err != nil {
+		return err
+	}
+	return it.checkRest()
 }
 
 // mergeTopLists merges two decoded lists, the newer winning per key, keeps
@@ -835,6 +993,58 @@ func DecodeTopList(v []byte) (*TopList, error) {
 	}
 	return l, nil
 }
+
+// TopListReader reads a MergeTopList value entry by entry, newest first,
+// decoding only as far as its caller reads: a page of 20 entries from an
+// inbox of 800 decodes about 20 and allocates nothing, where DecodeTopList
+// builds the whole list. Every entry it returns is checked as
+// DecodeTopList checks it (keys strictly descending and at or above the
+// floor, fields in range); reaching the end also checks that nothing
+// follows the last entry. The value must not change while it is read.
+type TopListReader struct {
+	it  topListIter
+	err error
+}
+
+// ReadTopList starts reading a MergeTopList value (or operand): its header
+// is decoded now, its entries by Next. Errors: ErrCorrupt.
+func ReadTopList(v []byte) (TopListReader, error) {
+	if len(v) == 0 || v[0] != MergeTopList.ID {
+		return TopListReader{}, fmt.Errorf("%w: not a toplist value", ErrCorrupt)
+	}
+	var r TopListReader
+	if err := r.it.init(v[1:]); err != nil {
+		return TopListReader{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return r, nil
+}
+
+// Cap returns the list's capacity (live entries kept).
+func (r *TopListReader) Cap() int { return int(r.it.capacity) }
+
+// Floor returns the list's floor: keys below it were trimmed away.
+func (r *TopListReader) Floor() uint64 { return r.it.floor }
+
+// Len returns the number of entries the value holds (tombstones included,
+// in an operand), read or not.
+func (r *TopListReader) Len() int { return int(r.it.n) }
+
+// Next returns the next entry, newest first. It returns false at the end,
+// or when the value turns out malformed: then Err reports ErrCorrupt.
+func (r *TopListReader) Next() (TopEntry, bool) {
+	if r.err != nil {
+		return TopEntry{}, false
+	}
+	e, ok, err := r.it.next()
+	if err != nil {
+		r.err = fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return TopEntry{}, false
+	}
+	return e, ok
+}
+
+// Err returns the error that stopped Next, if any (ErrCorrupt).
+func (r *TopListReader) Err() error { return r.err }
 
 // --- roaring32 ---
 

@@ -459,3 +459,149 @@ func TestTopListTyped(t *testing.T) {
 		t.Fatalf("version 3: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestTopListReader: the streaming reader returns what DecodeTopList
+// returns, entry by entry, for untyped and typed lists and operands with
+// tombstones; it stops wherever the caller stops; every damage that
+// DecodeTopList refuses (each truncation, each single-byte change, a
+// trailing byte) is refused by a reader read to the end, and the entries
+// it returned before are the intact value's; reading a page allocates
+// nothing.
+func TestTopListReader(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 8))
+	for round := range 300 {
+		var es []TopEntry
+		for range rng.IntN(60) {
+			e := TopEntry{Key: 1 + rng.Uint64N(1<<rng.IntN(63)), Value: rng.Uint64N(MaxTopValue)}
+			if round%2 == 1 && rng.IntN(3) == 0 {
+				e.Kind, e.Ref, e.RefValue = uint8(1+rng.IntN(3)), rng.Uint64(), rng.Uint64()
+			}
+			e.Removed = rng.IntN(5) == 0
+			es = append(es, e)
+		}
+		v, err := TopListOperand(nil, 1+rng.IntN(50), es)
+		must(t, err)
+		want, err := DecodeTopList(v)
+		must(t, err)
+		r, err := ReadTopList(v)
+		must(t, err)
+		if r.Cap() != want.Cap || r.Floor() != want.Floor || r.Len() != len(want.Entries) {
+			t.Fatalf("header %d/%d/%d, want %d/%d/%d", r.Cap(), r.Floor(), r.Len(), want.Cap, want.Floor, len(want.Entries))
+		}
+		stop := rng.IntN(len(want.Entries) + 1)
+		for i := range stop {
+			e, ok := r.Next()
+			if !ok || e != want.Entries[i] {
+				t.Fatalf("entry %d = %v %v, want %v", i, e, ok, want.Entries[i])
+			}
+		}
+		if stop == len(want.Entries) {
+			if e, ok := r.Next(); ok || r.Err() != nil {
+				t.Fatalf("past the end: %v %v %v", e, ok, r.Err())
+			}
+		}
+
+		// Damage: DecodeTopList refuses ⇔ a full read refuses, and what was
+		// read before the refusal is a prefix of the intact entries.
+		damaged := [][]byte{append(slices.Clone(v), 0)}
+		for n := range len(v) {
+			damaged = append(damaged, v[:n])
+		}
+		for range 20 {
+			d := slices.Clone(v)
+			d[rng.IntN(len(d))] ^= byte(1 + rng.IntN(255))
+			damaged = append(damaged, d)
+		}
+		for _, d := range damaged {
+			full, derr := DecodeTopList(d)
+			r, rerr := ReadTopList(d)
+			var got []TopEntry
+			if rerr == nil {
+				for e, ok := r.Next(); ok; e, ok = r.Next() {
+					got = append(got, e)
+				}
+				rerr = r.Err()
+			}
+			if (derr == nil) != (rerr == nil) {
+				t.Fatalf("value %x: DecodeTopList %v, reader %v", d, derr, rerr)
+			}
+			if rerr != nil && !errors.Is(rerr, ErrCorrupt) {
+				t.Fatalf("value %x: reader %v, want ErrCorrupt", d, rerr)
+			}
+			if derr == nil && !slices.Equal(got, full.Entries) {
+				t.Fatalf("value %x: reader %v, DecodeTopList %v", d, got, full.Entries)
+			}
+			if derr != nil && len(d) > 0 && len(d) < len(v) && !slices.Equal(got, want.Entries[:len(got)]) {
+				t.Fatalf("truncated to %d: reader gave %v before refusing, want a prefix of %v", len(d), got, want.Entries)
+			}
+			if len(d) > 0 && d[0] == MergeTopList.ID {
+				if err := checkTopList(d[1:]); (err == nil) != (derr == nil) {
+					t.Fatalf("value %x: checkTopList %v, DecodeTopList %v", d, err, derr)
+				}
+			}
+		}
+	}
+
+	es := make([]TopEntry, 800)
+	for i := range es {
+		es[i] = TopEntry{Key: uint64(1000 + i), Value: uint64(i % 50), Kind: uint8(i % 2), Ref: uint64(i % 2 * 7), RefValue: uint64(i % 2 * 9)}
+	}
+	v, err := TopListOperand(nil, 800, es)
+	must(t, err)
+	if n := testing.AllocsPerRun(100, func() {
+		r, err := ReadTopList(v)
+		must(t, err)
+		for range 21 {
+			if _, ok := r.Next(); !ok {
+				t.Fatal(r.Err())
+			}
+		}
+		must(t, checkTopList(v[1:]))
+	}); n != 0 {
+		t.Fatalf("a page read and a check allocate %v times, want 0", n)
+	}
+}
+
+// BenchmarkTopListRead compares, on an inbox of 800 entries (untyped, and
+// with every tenth entry a repost), what a page of 20 pays: the full
+// decode (DecodeTopList), the check a read of the key runs (checkTopList)
+// and the streaming reader stopped after 21 entries.
+func BenchmarkTopListRead(b *testing.B) {
+	for _, typed := range []bool{false, true} {
+		es := make([]TopEntry, 800)
+		for i := range es {
+			es[i] = TopEntry{Key: 1<<40 + uint64(i)*37, Value: 1 + uint64(i*7919)%300_000}
+			if typed && i%10 == 0 {
+				es[i].Kind, es[i].Ref, es[i].RefValue = 1, 1<<40-uint64(i), 1+uint64(i)%300_000
+			}
+		}
+		v, err := TopListOperand(nil, 800, es)
+		must(b, err)
+		name := fmt.Sprintf("typed=%v", typed)
+		b.Run(name+"/decode", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := DecodeTopList(v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/check", func(b *testing.B) {
+			for b.Loop() {
+				if err := checkTopList(v[1:]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/page", func(b *testing.B) {
+			for b.Loop() {
+				r, err := ReadTopList(v)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range 21 {
+					r.Next()
+				}
+			}
+		})
+	}
+}

@@ -173,6 +173,19 @@
 // rebuild around them). A user whose inbox is not live is rebuilt under
 // the user's lock, once, by the first reader.
 //
+// What a page costs (bench/RESULTS.md, "Home pages against Redis, issue
+// 21"): one Pebble Get (the inbox) and a few hot-table reads. The inbox
+// is decoded only as far as the page needs (store.ReadTopList: entries
+// come newest first, and the merge stops once nothing further down can
+// enter), not whole (up to InboxCap entries for ~21 used). The followee
+// list comes from an in-memory cache of recent readers' lists
+// (Options.FolloweeCache, fcache.go: bounded in ids, invalidated by every
+// writer of tl_followees from before its commit to after it, so a reader
+// sees a list the store held during its call). The reader's mutes and
+// hides are snapshotted once per page into a small sorted list, and
+// de-duplication asks a bit filter of the reposted originals before the
+// reposts map (repostIndex: a clear bit proves "never reposted").
+//
 // # Rebuild on return (activate)
 //
 //  1. add the user to the push set and drop whatever inbox is left, in one
@@ -330,9 +343,10 @@
 //
 //   - Until compactions merge them, an inbox read merges every delivery
 //     operand still in the memtable and level 0 (MergeTopList decodes and
-//     re-encodes the list per operand), and Family.Get decodes the value
-//     once more to validate it: pages are fastest on a settled store
-//     (benchmarks compact first and say so).
+//     re-encodes the list per operand), and Family.Get walks the whole
+//     value once more to validate it (without building it; about 9 ns an
+//     entry, BenchmarkTopListRead in store): pages are fastest on a
+//     settled store (benchmarks compact first and say so).
 //   - Sustained fan-out is bounded by flushing and compacting the delivery
 //     operands, not by writing them: the store's merge resolves an
 //     operand chain pairwise (each step decodes and re-encodes the list

@@ -172,7 +172,10 @@ func (t *Timeline) followLocked(user uint64, fs []uint64) (added, followers []ui
 	for _, f := range pend {
 		t.pendingAdd(uOrd, f) // before the commit: readers pull f from now on
 	}
-	if err := b.Commit(); err != nil {
+	t.fcache.hold(uOrd)
+	err = b.Commit()
+	t.fcache.release(uOrd)
+	if err != nil {
 		for _, f := range pend {
 			t.pendingRemove(uOrd, f)
 		}
@@ -299,7 +302,10 @@ func (t *Timeline) UnfollowMany(user uint64, followees ...uint64) (int, error) {
 			}
 		}
 	}
-	if err := b.Commit(); err != nil {
+	t.fcache.hold(uOrd)
+	err = b.Commit()
+	t.fcache.release(uOrd)
+	if err != nil {
 		return 0, err
 	}
 	for _, f := range hadPending {

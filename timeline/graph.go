@@ -161,8 +161,9 @@ func (t *Timeline) loadState() error {
 	t.pairs.s = pairs
 	t.pairs.Unlock()
 	t.reposts.Lock()
-	t.reposts.m = reposts
+	t.reposts.set(reposts)
 	t.reposts.Unlock()
+	t.fcache.clear()
 	return nil
 }
 

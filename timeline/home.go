@@ -54,6 +54,7 @@ const endOfIDs = MaxID + 1
 // scratch is the reusable memory of one page read.
 type scratch struct {
 	followees []uint64
+	invisible []uint64
 	pullSet   []uint64
 	fbuf      []byte
 	ibuf      []byte
@@ -139,15 +140,20 @@ func (t *Timeline) HomeWith(user uint64, cursor string, limit int, opts HomeOpti
 func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types Types) (Page, bool, error) {
 	s := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(s)
-	var err error
-	s.followees, s.fbuf, err = t.followeesOf(ord, s.followees, s.fbuf)
+	// followees may be the cache's list: read-only.
+	followees, fdst, fbuf, err := t.cachedFolloweesOf(ord, s.followees, s.fbuf)
+	s.followees, s.fbuf = fdst, fbuf
 	if err != nil {
 		return Page{}, false, err
 	}
 	// Mutes and hides filter on read (mute.go): an invisible followee's
-	// inbox entries and outbox are skipped like an unfollowed one's.
-	s.followees = t.visibleFollowees(user, s.followees)
-	s.pullSet = t.pullSetOf(ord, s.followees, s.pullSet[:0])
+	// inbox entries and outbox are skipped like an unfollowed one's, and
+	// so is a repost of an invisible author's post.
+	if s.invisible = t.invisibleTo(user, s.invisible); len(s.invisible) > 0 {
+		s.followees = withoutIDs(append(s.followees[:0], followees...), s.invisible)
+		followees = s.followees
+	}
+	s.pullSet = t.pullSetOf(ord, followees, s.pullSet[:0])
 
 	// Read the inbox between two reads of the user's read mark (a
 	// sequence lock): the inbox is trusted only if the mark was non-zero
@@ -183,26 +189,28 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 	t.reposts.RLock()
 	defer t.reposts.RUnlock()
 	f := &s.filter
-	*f = pageFilter{t: t, user: user, types: types, followees: s.followees, reposts: &t.reposts}
+	*f = pageFilter{types: types, followees: followees, invisible: s.invisible, reposts: &t.reposts}
 	if !t.removed.bm.IsEmpty() {
 		f.removed = t.removed.bm
 	}
 	if have {
-		tl, err := store.DecodeTopList(v)
+		// Decode only as far as the page needs: entries come newest first,
+		// and the loop stops once nothing further down can enter.
+		r, err := store.ReadTopList(v)
 		if err != nil {
 			return Page{}, false, fmt.Errorf("inbox of user %d: %w", user, err)
 		}
-		floor = tl.Floor
-		t.stats.inboxEntries.Add(int64(len(tl.Entries)))
+		floor = r.Floor()
+		t.stats.inboxEntries.Add(int64(r.Len()))
 		removed := f.removed
-		for _, e := range tl.Entries {
+		for e, ok := r.Next(); ok; e, ok = r.Next() {
 			if e.Key == 0 || e.Key >= before {
 				continue // the sentinel, or above the cursor
 			}
 			if col.full() && e.Key <= col.min() {
 				break // sorted: nothing further down can enter
 			}
-			if !contains(s.followees, e.Value) || contains(s.pullSet, e.Value) {
+			if !contains(followees, e.Value) || contains(s.pullSet, e.Value) {
 				continue // unfollowed, or read by pull below
 			}
 			if removed != nil && removed.Contains(e.Key) {
@@ -212,6 +220,9 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 				continue // another type, or shown elsewhere (repost.go)
 			}
 			col.push(e)
+		}
+		if err := r.Err(); err != nil {
+			return Page{}, false, fmt.Errorf("inbox of user %d: %w", user, err)
 		}
 	}
 	var it *store.Iter
@@ -237,7 +248,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 	// outboxes there, unless the page is already full of newer entries.
 	if floor > 0 && (!col.full() || col.min() < floor) {
 		upper := min(before, floor)
-		for _, a := range s.followees {
+		for _, a := range followees {
 			if contains(s.pullSet, a) {
 				continue
 			}
@@ -254,7 +265,7 @@ func (t *Timeline) page(user uint64, ord uint32, before uint64, limit int, types
 			return Page{}, false, err
 		}
 	}
-	entries := col.sorted()
+	entries := col.sortInPlace()
 	p := Page{Entries: make([]Entry, 0, min(len(entries), limit))}
 	for i, e := range entries {
 		if i == limit {
@@ -689,7 +700,19 @@ func (c *collector) down(i int) {
 // sorted returns the held entries newest first (a new slice).
 func (c *collector) sorted() []store.TopEntry {
 	out := slices.Clone(c.h)
-	slices.SortFunc(out, func(a, b store.TopEntry) int {
+	sortNewestFirst(out)
+	return out
+}
+
+// sortInPlace returns the held entries newest first, sorting the heap's
+// own slice: the collector must be reset before its next use.
+func (c *collector) sortInPlace() []store.TopEntry {
+	sortNewestFirst(c.h)
+	return c.h
+}
+
+func sortNewestFirst(es []store.TopEntry) {
+	slices.SortFunc(es, func(a, b store.TopEntry) int {
 		switch {
 		case a.Key > b.Key:
 			return -1
@@ -698,5 +721,4 @@ func (c *collector) sorted() []store.TopEntry {
 		}
 		return 0
 	})
-	return out
 }

@@ -278,6 +278,7 @@ func (t *Timeline) loadBatch(es []Edge, st *LoadStats) error {
 	followers := map[uint64]int64{}
 	var list []uint64
 	var lbuf []byte
+	var rewritten []uint32 // ordinals whose followee list the batch rewrites
 	for i := 0; i < len(es); {
 		u := es[i].Follower
 		j := i
@@ -312,6 +313,7 @@ func (t *Timeline) loadBatch(es []Edge, st *LoadStats) error {
 			if err := t.fam.followees.Put(b, followeesKey(nil, uOrd), appendFollowees(nil, merged)); err != nil {
 				return err
 			}
+			rewritten = append(rewritten, uOrd)
 			if err := b.Incr(UsersCounter, u, ColFollowees, added); err != nil {
 				return err
 			}
@@ -338,7 +340,10 @@ func (t *Timeline) loadBatch(es []Edge, st *LoadStats) error {
 		}
 	}
 	if !b.Empty() {
-		if err := b.Commit(); err != nil {
+		release := t.fcache.holdMany(rewritten)
+		err := b.Commit()
+		release()
+		if err != nil {
 			return err
 		}
 	}

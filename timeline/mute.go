@@ -290,24 +290,37 @@ func (t *Timeline) IsVisible(user, author uint64) bool {
 	return !hasPair(t.pairs.s.muted, user, author) && !hasPair(t.pairs.s.hidden, author, user)
 }
 
-// visibleFollowees removes from followees (sorted, reused) the accounts
-// user mutes or that hide from user.
-func (t *Timeline) visibleFollowees(user uint64, followees []uint64) []uint64 {
+// invisibleTo appends to dst (reused) the accounts whose posts user does
+// not see, sorted: those user mutes and those hiding from user. A page
+// takes this snapshot once, under one read lock, and filters its
+// followees and its reposts' originals by it (most readers have none).
+func (t *Timeline) invisibleTo(user uint64, dst []uint64) []uint64 {
+	dst = dst[:0]
 	t.pairs.RLock()
-	defer t.pairs.RUnlock()
-	mu, hi := t.pairs.s.muted[user], t.pairs.s.hiders[user]
-	if len(mu) == 0 && len(hi) == 0 {
-		return followees
+	for a := range t.pairs.s.muted[user] {
+		dst = append(dst, a)
 	}
-	out := followees[:0]
-	for _, f := range followees {
-		if _, ok := mu[f]; ok {
-			continue
+	for a := range t.pairs.s.hiders[user] {
+		dst = append(dst, a)
+	}
+	t.pairs.RUnlock()
+	if len(dst) > 1 {
+		slices.Sort(dst)
+		dst = slices.Compact(dst)
+	}
+	return dst
+}
+
+// withoutIDs removes from sorted (reused) the ids of drop (sorted).
+func withoutIDs(sorted, drop []uint64) []uint64 {
+	if len(drop) == 0 {
+		return sorted
+	}
+	out := sorted[:0]
+	for _, id := range sorted {
+		if !contains(drop, id) {
+			out = append(out, id)
 		}
-		if _, ok := hi[f]; ok {
-			continue
-		}
-		out = append(out, f)
 	}
 	return out
 }

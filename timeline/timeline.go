@@ -214,6 +214,11 @@ type Options struct {
 	// per post. Negative disables sharing. At most MaxSharedFanout. The
 	// default is DefaultSharedFanout.
 	SharedFanout int
+	// FolloweeCache is the most followee-list ids page reads keep in
+	// memory (8 bytes each), so a page does not read the reader's
+	// followee list from the store (see fcache.go). Negative disables
+	// the cache. The default is DefaultFolloweeCache.
+	FolloweeCache int
 }
 
 // Defaults and limits of Options.InlineFanout.
@@ -326,6 +331,8 @@ type Timeline struct {
 	}
 	// reposts mirrors tl_reposts (repost.go), for de-duplication on read.
 	reposts repostIndex
+	// fcache keeps followee lists for page reads (fcache.go).
+	fcache followeeCache
 	// lastGenID is the last post id newPostID generated.
 	lastGenID atomic.Uint64
 	stats     struct {
@@ -339,6 +346,10 @@ type Timeline struct {
 	// testSharedCommit, if set, runs before a shared job's chunk commits
 	// (tests line two jobs up there).
 	testSharedCommit func()
+	// testFcacheMiss, if set, runs when a page's followee-list read missed
+	// the cache and read the store, before it inserts the list (tests
+	// commit a follow there).
+	testFcacheMiss func()
 
 	closed   atomic.Bool
 	stop     chan struct{}
@@ -419,6 +430,10 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 		sharedMax: uint64(max(o.SharedFanout, 0))}
 	t.removed.bm = roaring64.New()
 	t.push.bm = roaring.New()
+	if o.FolloweeCache == 0 {
+		o.FolloweeCache = DefaultFolloweeCache
+	}
+	t.fcache.init(o.FolloweeCache)
 	t.pending.m = map[uint32]map[uint64]struct{}{}
 	if err := t.registerFamilies(); err != nil {
 		return nil, err

@@ -8,8 +8,8 @@
 //
 //	go run ./bench/cmd/timelinebench [--quick] [--users N] [--big-followers N]
 //	    [--followees N] [--posts N] [--clients C] [--duration D] [--no-redis] [--out FILE]
-//	    [--profile-posts PREFIX] [--profile-pages PREFIX] [--job-per-post]
-//	    [--reposts F] [--muted F]
+//	    [--profile-posts PREFIX] [--profile-pages PREFIX] [--profile-rebuild PREFIX]
+//	    [--rebuild-rounds N] [--job-per-post] [--reposts F] [--muted F]
 //
 // --reposts (default 0.1) adds reposts of random posts by random users
 // after the posts phase, that fraction of its posts, fanned out in both
@@ -53,6 +53,8 @@ func main() {
 	jobPerPost := flag.Bool("job-per-post", false, "also run tally with every fan-out a durable job (as before issue 18), first")
 	profile := flag.String("profile-posts", "", "profile tally's posts phase into PREFIX.cpu, .allocs (-diff_base .allocs-base), .block, .mutex")
 	profilePages := flag.String("profile-pages", "", "profile tally's pages phase (with reposts and mutes) into PREFIX.cpu, ...")
+	profileRebuild := flag.String("profile-rebuild", "", "profile tally's returning users (rebuilds and expiries) into PREFIX.cpu, ...")
+	rebuildRounds := flag.Int("rebuild-rounds", 0, "rounds of returning users (default 5; 3 with --quick)")
 	reposts := flag.Float64("reposts", 0.1, "reposts after the posts phase, as a fraction of its posts")
 	muted := flag.Float64("muted", 0.01, "fraction of the follow edges muted before the pages")
 	flag.Parse()
@@ -76,6 +78,10 @@ func main() {
 	cfg.Dir = *dir
 	cfg.PostsProfile = *profile
 	cfg.PagesProfile = *profilePages
+	cfg.RebuildProfile = *profileRebuild
+	if *rebuildRounds > 0 {
+		cfg.RebuildRounds = *rebuildRounds
+	}
 	cfg.RepostFraction, cfg.MutedFraction = *reposts, *muted
 	cfg.JobPerPost = *jobPerPost
 	start := time.Now()
