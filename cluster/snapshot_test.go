@@ -134,6 +134,25 @@ func TestSnapshotJoin(t *testing.T) {
 	if err := lc.Do(ctx, "TALLY.CLUSTER", "ADDLEARNER", 4, p4.RaftAddr, p4.ClientAddr).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Clients of replica 4 ask for its status all through the install: a
+	// request waiting for the replica's loop while the install closes the
+	// server (waiting for its requests) would deadlock.
+	stopAsking := make(chan struct{})
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		ac := redis.NewClient(&redis.Options{Addr: p4.ClientAddr, MaxRetries: -1})
+		defer ac.Close()
+		for {
+			select {
+			case <-stopAsking:
+				return
+			default:
+			}
+			ac.Do(ctx, "TALLY.CLUSTER", "STATUS")
+			ac.Do(ctx, "INFO", "replication")
+		}
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for n4.Replica().Status().Applied < leader.Replica().Status().Applied {
 		if time.Now().After(deadline) {
@@ -141,6 +160,8 @@ func TestSnapshotJoin(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	close(stopAsking)
+	<-asked
 	if st := snaps.Stats(); st.Installed != 1 || st.BytesFetched == 0 {
 		t.Fatalf("replica 4 snapshot stats %+v: want one streamed install", st)
 	}

@@ -216,6 +216,12 @@ type Node struct {
 	prepMu    sync.Mutex // guards prepStop and prepWG.Add
 	prepStop  bool
 	prepWG    sync.WaitGroup
+	// status is what Status returns, published by the loop (statusAt:
+	// when, owned by the loop).
+	status      atomic.Pointer[Status]
+	statusAt    time.Time
+	statusLead  uint64
+	statusState raft.StateType
 }
 
 // Start opens the replica on cfg.DB and starts its loop.
@@ -251,6 +257,7 @@ func (n *Node) run() {
 	t := time.NewTicker(n.cfg.TickInterval)
 	defer t.Stop()
 	c := n.c
+	n.publishStatus(c, true)
 	for {
 		select {
 		case <-n.stopc:
@@ -258,6 +265,7 @@ func (n *Node) run() {
 			return
 		case <-t.C:
 			c.tick()
+			n.publishStatus(c, true)
 		case m := <-n.recvc:
 			c.step(m)
 		case fn := <-n.ctlc:
@@ -275,6 +283,7 @@ func (n *Node) run() {
 			}
 		}
 		c.process()
+		n.publishStatus(c, false)
 	}
 }
 
@@ -543,12 +552,38 @@ func (n *Node) confChange(ctx context.Context, typ pb.ConfChangeType, peer func(
 }
 
 // Status returns the replica's state.
+//
+// It never waits for the replica's loop: it returns the status the loop
+// last published (at most statusEvery old, or as of the loop's last
+// step while the loop is busy, as in a snapshot install), so a server
+// may call it per request, and a request asking for it never waits on an
+// install that waits for the server's requests to end.
 func (n *Node) Status() Status {
-	var s Status
-	if n.do(context.Background(), func(c *core) { s = c.status() }) != nil {
+	select {
+	case <-n.done:
 		return Status{ID: n.cfg.ID, Role: "stopped"}
+	default:
 	}
-	return s
+	if s := n.status.Load(); s != nil {
+		return *s
+	}
+	return Status{ID: n.cfg.ID, Role: "follower"}
+}
+
+// statusEvery bounds how often the loop publishes its status.
+const statusEvery = time.Millisecond
+
+// publishStatus publishes c's status for Status, at most every
+// statusEvery unless force.
+func (n *Node) publishStatus(c *core, force bool) {
+	now := time.Now()
+	changed := c.lead != n.statusLead || c.state != n.statusState
+	if !force && !changed && now.Sub(n.statusAt) < statusEvery {
+		return
+	}
+	n.statusAt, n.statusLead, n.statusState = now, c.lead, c.state
+	s := c.status()
+	n.status.Store(&s)
 }
 
 // Stop stops the loop, fails every waiter with ErrStopped and closes the
