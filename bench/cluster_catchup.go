@@ -72,6 +72,17 @@ func runCatchup(ctx context.Context, g *group, rows int, logf func(string, ...an
 	res.LeaderIndex = st.Applied
 	res.LeaderBytes = dirBytes(filepath.Join(g.dir, fmt.Sprintf("node-%d", li)))
 	res.LogFirst = strings.Split(st.Log, "-")[0]
+	if res.LogFirst == "1" {
+		// A replica started with --join knows no peer's address until it
+		// applies a configuration change or installs a snapshot, so its
+		// answers to the leader's appends are dropped and it never
+		// catches up from the log (seen on this branch; reported with
+		// issue 22). A truncated log sends it a snapshot, which carries
+		// the members.
+		res.Err = fmt.Errorf("the leader's log is not truncated (log %s): a --join replica would not catch up from the log "+
+			"alone; load more rows (more than --max-log-entries entries)", st.Log)
+		return res
+	}
 
 	id := g.replicas + 1
 	dir := filepath.Join(g.dir, fmt.Sprintf("node-%d", id))
