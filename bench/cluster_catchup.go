@@ -72,18 +72,6 @@ func runCatchup(ctx context.Context, g *group, rows int, logf func(string, ...an
 	res.LeaderIndex = st.Applied
 	res.LeaderBytes = dirBytes(filepath.Join(g.dir, fmt.Sprintf("node-%d", li)))
 	res.LogFirst = strings.Split(st.Log, "-")[0]
-	if res.LogFirst == "1" {
-		// A replica started with --join knows no peer's address until it
-		// applies a configuration change or installs a snapshot, so its
-		// answers to the leader's appends are dropped and it never
-		// catches up from the log (seen on this branch; reported with
-		// issue 22). A truncated log sends it a snapshot, which carries
-		// the members.
-		res.Err = fmt.Errorf("the leader's log is not truncated (log %s): a --join replica would not catch up from the log "+
-			"alone; load more rows (more than --max-log-entries entries)", st.Log)
-		return res
-	}
-
 	id := g.replicas + 1
 	dir := filepath.Join(g.dir, fmt.Sprintf("node-%d", id))
 	addr := g.addr(id)
@@ -93,8 +81,16 @@ func runCatchup(ctx context.Context, g *group, rows int, logf func(string, ...an
 		res.Err = err
 		return res
 	}
+	// --peers with --join gives the new replica's transport the group's
+	// raft addresses (it answers the leader before it knows the members);
+	// without it the leader never hears back and the replica never
+	// catches up.
+	var peers []string
+	for i := 1; i <= id; i++ {
+		peers = append(peers, fmt.Sprintf("%d=127.0.0.1:%d/%s", i, g.port+i-1+raftPortOffset, g.addr(i)))
+	}
 	cmd := exec.Command(g.bin, "-d", dir, "--durability", g.durability, "serve", "--create", "--cluster", "--join",
-		"--id", strconv.Itoa(id), "--addr", addr, "--raft-addr", raftAddr)
+		"--id", strconv.Itoa(id), "--addr", addr, "--raft-addr", raftAddr, "--peers", strings.Join(peers, ","))
 	cmd.Env = append(os.Environ(), "TALLY_CLUSTER_SECRET="+strings.TrimSpace(string(secret)))
 	p, err := startProc(fmt.Sprintf("replica %d", id), addr, cmd, dir+".log")
 	if err != nil {
