@@ -16,6 +16,15 @@
 // 1000000 by default), and each server's RSS growth per item after loading
 // the same items through RESP.
 //
+// RunCluster (cluster.go, command bench/cmd/clusterbench, script
+// clusterbench.sh) is the replication comparison of issue 22: a 3-replica
+// group started with "tally cluster local start" against one "tally
+// serve" and a redis-server primary with one replica (with and without
+// WAIT 1 0): pipelined and one-at-a-time HINCRBY, failover time after
+// kill -9 of the leader (with a check that no acknowledged write was
+// lost), follower reads after READONLY, and the catch-up time of a
+// replica added to a loaded group.
+//
 // # Targets
 //
 //   - tally: one counter "posts" with the workload's columns (16-bit width
