@@ -12,12 +12,11 @@ import (
 // for 16 log commits in a row, and under SyncAlways for 16 fsyncs. Redis
 // with appendfsync always fsyncs once per event-loop iteration for every
 // reply it is about to send; we do the same per connection: a run of
-// consecutive batchable commands (HINCRBY, INCR, INCRBY, DECR, DECRBY, and
-// an HSET of every column) within one read of the client's input is staged
+// consecutive batchable commands (HINCRBY, INCR, INCRBY, DECR, DECRBY,
+// HSET and HMSET) within one read of the client's input is staged
 // into one store.Batch, committed once, and answered from the batch's
 // results. Replies are exactly those of running the commands one by one,
-// in order: a command that cannot be staged (bad input, a partial HSET)
-// ends the run and runs alone after it. An increment of a 64-bit column is
+// in order: a command that cannot be staged (bad input) ends the run and runs alone after it. An increment of a 64-bit column is
 // staged like any other, capped at 2^63-1 (store.Batch.IncrCapped), so a
 // wide column costs nothing more than a narrow one. If the batch fails (an
 // increment past a column's maximum or cap fails the whole store batch,

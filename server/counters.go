@@ -502,8 +502,8 @@ func (a *hsetArgs) fullRow(n int, dst []uint64) ([]uint64, bool) {
 
 // hsetCommand is HSET (reply: the fields added, as Redis counts them: a
 // column that read 0, an absent field in tally's terms, and now holds a
-// value) or HMSET (reply: OK). Only HMSET is batched (stage): HSET's reply
-// needs the row read under its lock.
+// value) or HMSET (reply: OK). Both are batched (stage): a pipeline of
+// them commits once.
 func hsetCommand(cmd Command, okReply bool) Command {
 	reply := func(c *Conn, added int) {
 		if okReply {
@@ -559,25 +559,50 @@ func hsetCommand(cmd Command, okReply bool) Command {
 		}
 		reply(c, added)
 	}
+	// Staged, each field is a SetColumn: the store sets it on the row's
+	// after-image under its commit lock, so concurrent increments of the
+	// row are ordered by the store and the row lock is shared; the reply
+	// counts, per distinct column, one that read 0 before the command
+	// (Batch.Previous of its first set) and holds a value after (the
+	// Result of its last).
 	cmd.stage = func(c *Conn, args [][]byte, b *store.Batch, p *pending) bool {
 		a, msg := c.parseHset(args)
 		if msg != "" {
 			return false
 		}
-		row, ok := a.fullRow(len(a.e.columns().names), c.ids[:0])
-		if !ok {
-			return false
-		}
-		c.ids = row[:0] // keep the grown scratch; Set copies the row
-		if err := b.Set(a.e.name, a.id, row...); err != nil {
-			return false
+		names := a.e.columns().names
+		for i, col := range a.cols {
+			if err := b.SetColumn(a.e.name, a.id, names[col], a.vals[i]); err != nil {
+				return false
+			}
 		}
 		p.lock = stripeOf(a.e.cid, a.id) + 1
 		return true
 	}
-	cmd.finish = func(c *Conn, b *store.Batch, p *pending) { reply(c, 0) }
-	if !okReply {
-		cmd.stage, cmd.finish = nil, nil
+	cmd.finish = func(c *Conn, b *store.Batch, p *pending) {
+		if okReply {
+			c.WriteOK()
+			return
+		}
+		a, _ := c.parseHset(p.args) // parsed when staged: cannot fail now
+		var seen, added uint64      // bits by column (limits.MaxColumns is 16)
+		for i, col := range a.cols {
+			if seen&(1<<col) != 0 {
+				continue
+			}
+			seen |= 1 << col
+			last := i
+			for j := len(a.cols) - 1; j > i; j-- {
+				if a.cols[j] == col {
+					last = j
+					break
+				}
+			}
+			if b.Previous(p.op+i) == 0 && b.Result(p.op+last) != 0 {
+				added++
+			}
+		}
+		c.WriteInt(int64(added))
 	}
 	return cmd
 }

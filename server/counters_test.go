@@ -236,6 +236,65 @@ func TestWideColumnPipelined(t *testing.T) {
 	}
 }
 
+// TestHsetPipelined: a pipeline of HSETs (folded into one store batch)
+// replies exactly what the same commands reply one at a time, mixed with
+// increments of the same row and repeated columns.
+func TestHsetPipelined(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rc := ts.client(t, nil)
+	run := func(key string, p redis.Cmdable) []redis.Cmder {
+		return []redis.Cmder{
+			p.HSet(ctx, key, "comments", 4),
+			p.HSet(ctx, key, "comments", 5, "likes", 0, "comments", 0),
+			p.HIncrBy(ctx, key, "likes", 2),
+			p.HSet(ctx, key, "likes", 0, "reposts", 7, "likes", 9),
+			p.HSet(ctx, key, "comments", 1, "reposts", 7),
+			p.HSet(ctx, key, "nope", 1),
+			p.HMSet(ctx, key, "comments", 0),
+			p.HSet(ctx, key, "comments", 3),
+		}
+	}
+	text := func(cmds []redis.Cmder) []string {
+		var out []string
+		for _, c := range cmds {
+			switch c := c.(type) {
+			case *redis.IntCmd:
+				v, err := c.Result()
+				out = append(out, fmt.Sprint(v, err))
+			case *redis.BoolCmd:
+				v, err := c.Result()
+				out = append(out, fmt.Sprint(v, err))
+			}
+		}
+		return out
+	}
+	one := text(run("posts:21", rc))
+	// Redis's counts: a field is added when it read 0 (absent) before the
+	// command and holds a value after it.
+	want := []string{"1 <nil>", "0 <nil>", "2 <nil>", "1 <nil>", "1 <nil>", "", "true <nil>", "1 <nil>"}
+	for i := range want {
+		if i == 5 {
+			if !strings.Contains(one[i], "ERR no such column") {
+				t.Fatalf("reply %d = %q, want a no-such-column error", i, one[i])
+			}
+			continue
+		}
+		if one[i] != want[i] {
+			t.Fatalf("replies %q, want %q", one, want)
+		}
+	}
+	var piped []redis.Cmder
+	if _, err := rc.Pipelined(ctx, func(p redis.Pipeliner) error { piped = run("posts:22", p); return nil }); err == nil {
+		t.Fatal("the pipeline's bad column did not fail it")
+	}
+	if got := text(piped); !slices.Equal(got, one) {
+		t.Fatalf("pipelined replies %q, one at a time %q", got, one)
+	}
+	if a, b := ts.row(t, "posts", 21), ts.row(t, "posts", 22); !slices.Equal(a, b) || !slices.Equal(a, []uint64{7, 3, 9}) {
+		t.Fatalf("rows %v and %v, want both [7 3 9]", a, b)
+	}
+}
+
 // TestSchemaCommands: TALLY.COUNTER and TALLY.COLUMN, entries of the one
 // command table (internal/commands) that "tally serve" registers.
 func TestSchemaCommands(t *testing.T) {

@@ -90,6 +90,7 @@ type Batch struct {
 	images   []image
 	byRow    map[imageKey]int // index of images, once a batch has many rows
 	results  []uint64         // per op: the column value after commit (opIncr, opSetColumn)
+	prev     []uint64         // per op: the column value before it (opIncr, opSetColumn)
 	pb       *pebble.Batch    // family writes, created by the first one
 	jobs     []jobEnqueue     // Enqueue (queue.go)
 	jobIDs   []JobID          // ids given to jobs at commit
@@ -143,6 +144,7 @@ func (b *Batch) Reset() {
 	b.images = b.images[:0]
 	b.byRow = nil
 	b.results = b.results[:0]
+	b.prev = b.prev[:0]
 	if b.pb != nil {
 		b.pb.Close()
 		b.pb = nil
@@ -187,6 +189,17 @@ func (b *Batch) Result(i int) uint64 {
 		return 0
 	}
 	return b.results[i]
+}
+
+// Previous returns the value the column of the i-th operation (an Incr or
+// a SetColumn) held just before it, in the commit: the row's value before
+// the batch for the first operation on a column, the one before's result
+// after. It returns 0 where Result does.
+func (b *Batch) Previous(i int) uint64 {
+	if i >= len(b.prev) {
+		return 0
+	}
+	return b.prev[i]
 }
 
 func (b *Batch) counter(name string) (*counterState, error) {
@@ -365,6 +378,7 @@ func (b *Batch) imageFor(cs *counterState, id uint64, ncols int) (*image, error)
 func (b *Batch) buildImagesLocked() error {
 	b.images = b.images[:0]
 	b.results = b.results[:0]
+	b.prev = b.prev[:0]
 	for i := range b.ops {
 		op := &b.ops[i]
 		if op.cs.dead.Load() {
@@ -375,7 +389,10 @@ func (b *Batch) buildImagesLocked() error {
 		if err != nil {
 			return err
 		}
-		var res uint64
+		var res, prev uint64
+		if op.kind == opIncr || op.kind == opSetColumn {
+			prev = im.vals[op.col]
+		}
 		switch op.kind {
 		case opIncr:
 			v := im.vals[op.col]
@@ -419,6 +436,7 @@ func (b *Batch) buildImagesLocked() error {
 			res = v
 		}
 		b.results = append(b.results, res)
+		b.prev = append(b.prev, prev)
 	}
 	return nil
 }
