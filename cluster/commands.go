@@ -137,22 +137,18 @@ func (n *Node) addHandler(c *server.Conn, args [][]byte) {
 	n.change(c, func(ctx context.Context) error { return n.rep.AddLearner(ctx, p) })
 }
 
-func (n *Node) promoteHandler(c *server.Conn, args [][]byte) {
-	id, err := parseID(args[2])
-	if err != nil {
-		c.WriteErr(err)
-		return
-	}
-	n.change(c, func(ctx context.Context) error { return n.rep.Promote(ctx, id) })
-}
+func (n *Node) promoteHandler(c *server.Conn, args [][]byte) { n.idChange(c, args[2], n.rep.Promote) }
 
-func (n *Node) removeHandler(c *server.Conn, args [][]byte) {
-	id, err := parseID(args[2])
+func (n *Node) removeHandler(c *server.Conn, args [][]byte) { n.idChange(c, args[2], n.rep.Remove) }
+
+// idChange runs a membership change naming one replica by id.
+func (n *Node) idChange(c *server.Conn, arg []byte, fn func(ctx context.Context, id uint64) error) {
+	id, err := parseID(arg)
 	if err != nil {
 		c.WriteErr(err)
 		return
 	}
-	n.change(c, func(ctx context.Context) error { return n.rep.Remove(ctx, id) })
+	n.change(c, func(ctx context.Context) error { return fn(ctx, id) })
 }
 
 func (n *Node) transferHandler(c *server.Conn, _ [][]byte) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,29 +31,15 @@ func tallyCmd(t *testing.T, args ...string) string {
 	return stdout.String()
 }
 
-// freePorts finds n consecutive free client ports whose raft ports
-// (+raftPortOffset) are free too.
+// freePorts finds n consecutive free client ports whose raft ports are
+// free too.
 func freePorts(t *testing.T, n int) int {
 	t.Helper()
-	for range 50 {
-		base := 20000 + rand.IntN(25000)
-		ok := true
-		for i := range n {
-			for _, p := range []int{base + i, base + i + raftPortOffset} {
-				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-				if err != nil {
-					ok = false
-					break
-				}
-				ln.Close()
-			}
-		}
-		if ok {
-			return base
-		}
+	port, err := freeLocalPorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free ports")
-	return 0
+	return port
 }
 
 // TestClusterProcesses runs a group of three "tally serve --cluster"
