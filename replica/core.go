@@ -284,22 +284,75 @@ func entryHeader(e *pb.Entry) (header, bool) {
 
 // propose appends a command to the leader's log.
 func (c *core) propose(data []byte) (*proposal, error) {
+	p := &proposal{done: make(chan struct{})}
+	c.submitBatch([]queuedProposal{{p: p, data: data}})
+	select {
+	case <-p.done: // refused
+		return nil, p.err
+	default:
+		return p, nil
+	}
+}
+
+// maxPropBatch and maxPropBytes bound the commands, and their bytes,
+// handed to raft in one proposal message by submitBatch.
+const (
+	maxPropBatch = 256
+	maxPropBytes = 1 << 20
+)
+
+// submitBatch appends the commands of queued proposals to the leader's log
+// and registers them, answering those that cannot be proposed. Commands
+// go to raft in as few proposal messages as the bounds above allow: raft
+// sends one append per follower per proposal message, so a batch of
+// proposals costs each follower one message, one log append and one
+// acknowledgement instead of one per proposal.
+func (c *core) submitBatch(qs []queuedProposal) {
+	for len(qs) > 0 {
+		n, size := 0, 0
+		for n < len(qs) && n < maxPropBatch && (n == 0 || size+len(qs[n].data) <= maxPropBytes) {
+			size += len(qs[n].data)
+			n++
+		}
+		c.submitMsg(qs[:n])
+		qs = qs[n:]
+	}
+}
+
+// submitMsg proposes qs in one proposal message.
+func (c *core) submitMsg(qs []queuedProposal) {
+	fail := func(err error) {
+		for _, q := range qs {
+			q.p.finish(nil, err)
+		}
+	}
 	if c.err != nil {
-		return nil, c.err
+		fail(c.err)
+		return
 	}
 	if c.state != raft.StateLeader {
-		return nil, c.notLeader()
+		fail(c.notLeader())
+		return
 	}
-	c.nextID++
-	h := header{node: c.cfg.ID, proposal: c.nextID, millis: c.stamp()}
-	buf := make([]byte, 0, headerLen+len(data))
-	buf = append(appendHeader(buf, h), data...)
-	if err := c.rn.Propose(buf); err != nil {
-		c.m.dropped.Add(1)
-		return nil, fmt.Errorf("%w: %w", ErrProposalDropped, err)
+	ents := make([]*pb.Entry, len(qs))
+	first := c.nextID + 1
+	for i, q := range qs {
+		c.nextID++
+		h := header{node: c.cfg.ID, proposal: c.nextID, millis: c.stamp()}
+		buf := make([]byte, 0, headerLen+len(q.data))
+		ents[i] = &pb.Entry{Data: append(appendHeader(buf, h), q.data...)}
 	}
-	c.m.proposals.Add(1)
-	return c.register(h.proposal), nil
+	if err := c.rn.Step(&pb.Message{Type: pb.MessageType_MsgProp.Enum(), From: new(c.cfg.ID), Entries: ents}); err != nil {
+		c.m.dropped.Add(int64(len(qs)))
+		fail(fmt.Errorf("%w: %w", ErrProposalDropped, err))
+		return
+	}
+	c.m.proposals.Add(int64(len(qs)))
+	term := c.rn.BasicStatus().GetTerm()
+	for i, q := range qs {
+		q.p.id, q.p.term = first+uint64(i), term
+		c.pending[q.p.id] = q.p
+	}
 }
 
 // proposeConf proposes a one-change ConfChangeV2 carrying p in its
