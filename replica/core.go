@@ -286,13 +286,13 @@ func entryHeader(e *pb.Entry) (header, bool) {
 
 // propose appends a command to the leader's log.
 func (c *core) propose(data []byte) (*proposal, error) {
-	p := &proposal{done: make(chan struct{})}
-	c.submitBatch([]queuedProposal{{p: p, data: data}})
+	q := newQueued(data)
+	c.submitBatch([]queuedProposal{q})
 	select {
-	case <-p.done: // refused
-		return nil, p.err
+	case <-q.p.done: // refused
+		return nil, q.p.err
 	default:
-		return p, nil
+		return q.p, nil
 	}
 }
 
@@ -312,8 +312,8 @@ const (
 func (c *core) submitBatch(qs []queuedProposal) {
 	for len(qs) > 0 {
 		n, size := 0, 0
-		for n < len(qs) && n < maxPropBatch && (n == 0 || size+len(qs[n].data) <= maxPropBytes) {
-			size += len(qs[n].data)
+		for n < len(qs) && n < maxPropBatch && (n == 0 || size+len(qs[n].ent) <= maxPropBytes) {
+			size += len(qs[n].ent)
 			n++
 		}
 		c.submitMsg(qs[:n])
@@ -341,8 +341,8 @@ func (c *core) submitMsg(qs []queuedProposal) {
 	for i, q := range qs {
 		c.nextID++
 		h := header{node: c.cfg.ID, proposal: c.nextID, millis: c.stamp()}
-		buf := make([]byte, 0, headerLen+len(q.data))
-		ents[i] = &pb.Entry{Data: append(appendHeader(buf, h), q.data...)}
+		appendHeader(q.ent[:0], h) // into the room left for it
+		ents[i] = &pb.Entry{Data: q.ent}
 	}
 	if err := c.rn.Step(&pb.Message{Type: pb.MessageType_MsgProp.Enum(), From: new(c.cfg.ID), Entries: ents}); err != nil {
 		c.m.dropped.Add(int64(len(qs)))

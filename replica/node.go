@@ -297,10 +297,20 @@ func (n *Node) run() {
 	}
 }
 
-// queuedProposal is a command waiting for the loop.
+// queuedProposal is a command waiting for the loop: ent is the entry's
+// data, headerLen bytes of room for the header (the loop writes it) then a
+// copy of the command, made by the proposer so that the loop does not copy
+// and the caller may reuse its buffer once Propose returns.
 type queuedProposal struct {
-	p    *proposal
-	data []byte
+	p   *proposal
+	ent []byte
+}
+
+// newQueued returns a proposal of command data for the queue.
+func newQueued(data []byte) queuedProposal {
+	ent := make([]byte, headerLen+len(data))
+	copy(ent[headerLen:], data)
+	return queuedProposal{p: &proposal{done: make(chan struct{})}, ent: ent}
 }
 
 // takeProposals submits every queued proposal to raft, answering those it
@@ -366,15 +376,15 @@ func (n *Node) Propose(ctx context.Context, data []byte) ([]byte, error) {
 		return nil, ErrStopped
 	default:
 	}
-	p := &proposal{done: make(chan struct{})}
+	q := newQueued(data)
 	n.propMu.Lock()
-	n.props = append(n.props, queuedProposal{p: p, data: data})
+	n.props = append(n.props, q)
 	n.propMu.Unlock()
 	select {
 	case n.propc <- struct{}{}:
 	default: // the loop is woken already
 	}
-	return n.wait(ctx, p)
+	return n.wait(ctx, q.p)
 }
 
 // ReadIndex is a linearizable read barrier: it returns once this replica

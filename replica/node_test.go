@@ -157,7 +157,7 @@ func TestSubmitBatchOneAppend(t *testing.T) {
 	var qs []queuedProposal
 	for i := range n {
 		cmd := simCmd{key: uint64(i % simKeys), delta: 1}
-		q := queuedProposal{p: &proposal{done: make(chan struct{})}, data: encodeCmd(cmd)}
+		q := newQueued(encodeCmd(cmd))
 		qs = append(qs, q)
 		s.pending = append(s.pending, simProp{l.id, cmd, q.p}) // settle checks each against the log
 	}
@@ -312,5 +312,20 @@ func TestProposeConcurrent(t *testing.T) {
 	}
 	if len(seen) != callers*each {
 		t.Fatalf("%d distinct replies, want %d", len(seen), callers*each)
+	}
+}
+
+// TestProposeCopiesCommand: a queued proposal holds its own copy of the
+// command, so a caller whose Propose returned early (its context ended)
+// may reuse its buffer while the loop has yet to propose it.
+func TestProposeCopiesCommand(t *testing.T) {
+	data := []byte("command")
+	q := newQueued(data)
+	copy(data, "CHANGED")
+	if got := string(q.ent[headerLen:]); got != "command" {
+		t.Fatalf("queued command %q after the caller changed its buffer", got)
+	}
+	if len(q.ent) != headerLen+len(data) {
+		t.Fatalf("entry of %d bytes, want %d", len(q.ent), headerLen+len(data))
 	}
 }

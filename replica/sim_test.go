@@ -399,7 +399,7 @@ func (s *sim) step() {
 			for k := 1 + s.rng.IntN(4); k > 0; k-- {
 				cmd := simCmd{key: uint64(s.rng.IntN(simKeys)), delta: uint64(1 + s.rng.IntN(9))}
 				cmds = append(cmds, cmd)
-				qs = append(qs, queuedProposal{p: &proposal{done: make(chan struct{})}, data: encodeCmd(cmd)})
+				qs = append(qs, newQueued(encodeCmd(cmd)))
 			}
 			l.c.submitBatch(qs)
 			for i, q := range qs {
