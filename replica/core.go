@@ -14,7 +14,9 @@ package replica
 //  2. New entries and the hard state in one store batch, fsynced when
 //     Config.Sync and raft says it must be (MustSync): an entry counts
 //     toward the quorum only once it is durable here, because the
-//     messages that acknowledge it are sent after this step.
+//     messages that acknowledge it are sent after this step. While the
+//     fsync runs, the loop applies the committed entries that were
+//     already durable, and a leader sends its appends (persist).
 //  3. Messages to the other replicas.
 //  4. Committed entries, applied in log order through store.ApplyEntry
 //     (exactly once through crashes), with Clock set to each entry's
@@ -284,22 +286,75 @@ func entryHeader(e *pb.Entry) (header, bool) {
 
 // propose appends a command to the leader's log.
 func (c *core) propose(data []byte) (*proposal, error) {
+	q := newQueued(data)
+	c.submitBatch([]queuedProposal{q})
+	select {
+	case <-q.p.done: // refused
+		return nil, q.p.err
+	default:
+		return q.p, nil
+	}
+}
+
+// maxPropBatch and maxPropBytes bound the commands, and their bytes,
+// handed to raft in one proposal message by submitBatch.
+const (
+	maxPropBatch = 256
+	maxPropBytes = 1 << 20
+)
+
+// submitBatch appends the commands of queued proposals to the leader's log
+// and registers them, answering those that cannot be proposed. Commands
+// go to raft in as few proposal messages as the bounds above allow: raft
+// sends one append per follower per proposal message, so a batch of
+// proposals costs each follower one message, one log append and one
+// acknowledgement instead of one per proposal.
+func (c *core) submitBatch(qs []queuedProposal) {
+	for len(qs) > 0 {
+		n, size := 0, 0
+		for n < len(qs) && n < maxPropBatch && (n == 0 || size+len(qs[n].ent) <= maxPropBytes) {
+			size += len(qs[n].ent)
+			n++
+		}
+		c.submitMsg(qs[:n])
+		qs = qs[n:]
+	}
+}
+
+// submitMsg proposes qs in one proposal message.
+func (c *core) submitMsg(qs []queuedProposal) {
+	fail := func(err error) {
+		for _, q := range qs {
+			q.p.finish(nil, err)
+		}
+	}
 	if c.err != nil {
-		return nil, c.err
+		fail(c.err)
+		return
 	}
 	if c.state != raft.StateLeader {
-		return nil, c.notLeader()
+		fail(c.notLeader())
+		return
 	}
-	c.nextID++
-	h := header{node: c.cfg.ID, proposal: c.nextID, millis: c.stamp()}
-	buf := make([]byte, 0, headerLen+len(data))
-	buf = append(appendHeader(buf, h), data...)
-	if err := c.rn.Propose(buf); err != nil {
-		c.m.dropped.Add(1)
-		return nil, fmt.Errorf("%w: %w", ErrProposalDropped, err)
+	ents := make([]*pb.Entry, len(qs))
+	first := c.nextID + 1
+	for i, q := range qs {
+		c.nextID++
+		h := header{node: c.cfg.ID, proposal: c.nextID, millis: c.stamp()}
+		appendHeader(q.ent[:0], h) // into the room left for it
+		ents[i] = &pb.Entry{Data: q.ent}
 	}
-	c.m.proposals.Add(1)
-	return c.register(h.proposal), nil
+	if err := c.rn.Step(&pb.Message{Type: pb.MessageType_MsgProp.Enum(), From: new(c.cfg.ID), Entries: ents}); err != nil {
+		c.m.dropped.Add(int64(len(qs)))
+		fail(fmt.Errorf("%w: %w", ErrProposalDropped, err))
+		return
+	}
+	c.m.proposals.Add(int64(len(qs)))
+	term := c.rn.BasicStatus().GetTerm()
+	for i, q := range qs {
+		q.p.id, q.p.term = first+uint64(i), term
+		c.pending[q.p.id] = q.p
+	}
 }
 
 // proposeConf proposes a one-change ConfChangeV2 carrying p in its
@@ -443,18 +498,12 @@ func (c *core) handle(rd *raft.Ready) error {
 			return err
 		}
 	}
+	sent := false
 	if len(rd.Entries) > 0 || (rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState)) {
-		b := c.db.NewBatch()
-		b.SetSync(c.cfg.Sync && rd.MustSync)
-		commit, err := c.st.stage(b, rd.Entries, rd.HardState)
-		if err == nil {
-			err = b.Commit()
+		var err error
+		if sent, err = c.persist(rd); err != nil {
+			return err
 		}
-		b.Close()
-		if err != nil {
-			return fmt.Errorf("replica: append to the raft log: %w", err)
-		}
-		commit()
 		for _, e := range rd.Entries {
 			c.noteTS(e)
 			if h, ok := entryHeader(e); ok {
@@ -470,7 +519,7 @@ func (c *core) handle(rd *raft.Ready) error {
 			c.confBarrier = c.st.lastIndex()
 		}
 	}
-	if len(rd.Messages) > 0 {
+	if len(rd.Messages) > 0 && !sent {
 		c.cfg.Transport.Send(rd.Messages)
 	}
 	for _, e := range rd.CommittedEntries {
@@ -488,6 +537,75 @@ func (c *core) handle(rd *raft.Ready) error {
 		}
 	}
 	return nil
+}
+
+// persist writes a Ready's entries and hard state to the log (step 2 of
+// the file comment) and reports whether it sent the Ready's messages too.
+//
+// When the write waits for an fsync it runs on another goroutine, and the
+// loop meanwhile does what does not depend on it:
+//
+//   - It applies the committed entries that were durable here before this
+//     Ready (commands only, in order; a configuration change and what
+//     follows it waits). Their apply commits are store commits like any
+//     other; the log batch is SetLocal, so it never counts as a commit of
+//     the entry applying meanwhile.
+//   - On the leader, when the hard state's term and vote are unchanged, it
+//     sends the messages (appends and heartbeats to the followers: the
+//     leader writes its log in parallel with theirs, section 10.2.1 of the
+//     Raft thesis, as etcd raft's README allows). Its own acknowledgement
+//     counts only after Advance, that is once the write is durable, and a
+//     new term or vote is always durable before any message.
+func (c *core) persist(rd *raft.Ready) (sent bool, err error) {
+	prevLast, prevTerm, prevVote := c.st.lastIndex(), c.st.hard.GetTerm(), c.st.hard.GetVote()
+	b := c.db.NewBatch()
+	b.SetLocal() // node-local: never an applying entry's commit
+	sync := c.cfg.Sync && rd.MustSync
+	b.SetSync(sync)
+	commit, err := c.st.stage(b, rd.Entries, rd.HardState)
+	if err != nil {
+		b.Close()
+		return false, fmt.Errorf("replica: append to the raft log: %w", err)
+	}
+	if !sync || rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
+		err = b.Commit()
+		b.Close()
+	} else {
+		done := make(chan error, 1)
+		go func() {
+			err := b.Commit()
+			b.Close()
+			done <- err
+		}()
+		hs := rd.HardState
+		if c.state == raft.StateLeader && len(rd.Messages) > 0 &&
+			(hs == nil || hs.GetTerm() == prevTerm && hs.GetVote() == prevVote) {
+			c.cfg.Transport.Send(rd.Messages)
+			sent = true
+		}
+		durable := prevLast
+		if len(rd.Entries) > 0 {
+			durable = min(durable, rd.Entries[0].GetIndex()-1)
+		}
+		var applyErr error
+		for _, e := range rd.CommittedEntries {
+			if e.GetIndex() > durable || e.GetType() != pb.EntryNormal {
+				break
+			}
+			if applyErr = c.apply(e); applyErr != nil {
+				break
+			}
+		}
+		err = <-done
+		if applyErr != nil {
+			return false, applyErr
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("replica: append to the raft log: %w", err)
+	}
+	commit()
+	return sent, nil
 }
 
 func (c *core) finishReads() {

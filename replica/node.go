@@ -209,8 +209,15 @@ type Node struct {
 	c     *core // owned by the loop goroutine
 	recvc chan *pb.Message
 	ctlc  chan func(*core)
-	stopc chan struct{}
-	done  chan struct{}
+	// Proposals wait in props for the loop, which takes them all at once
+	// (takeProposals); propc (capacity 1) wakes it. A proposal costs its
+	// caller one hand-off to the loop and one back with the reply.
+	propMu sync.Mutex
+	props  []queuedProposal
+	spare  []queuedProposal // the loop's last batch, reused
+	propc  chan struct{}
+	stopc  chan struct{}
+	done   chan struct{}
 	// preparing is set while a snapshot is being prepared (Step).
 	preparing atomic.Bool
 	prepMu    sync.Mutex // guards prepStop and prepWG.Add
@@ -238,6 +245,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg: c0, c: c,
 		recvc: make(chan *pb.Message, 4096),
 		ctlc:  make(chan func(*core), 1024),
+		propc: make(chan struct{}, 1),
 		stopc: make(chan struct{}),
 		done:  make(chan struct{}),
 	}
@@ -270,6 +278,7 @@ func (n *Node) run() {
 			c.step(m)
 		case fn := <-n.ctlc:
 			fn(c)
+		case <-n.propc:
 		}
 	drain:
 		for range maxBatch {
@@ -282,9 +291,38 @@ func (n *Node) run() {
 				break drain
 			}
 		}
+		n.takeProposals(c)
 		c.process()
 		n.publishStatus(c, false)
 	}
+}
+
+// queuedProposal is a command waiting for the loop: ent is the entry's
+// data, headerLen bytes of room for the header (the loop writes it) then a
+// copy of the command, made by the proposer so that the loop does not copy
+// and the caller may reuse its buffer once Propose returns.
+type queuedProposal struct {
+	p   *proposal
+	ent []byte
+}
+
+// newQueued returns a proposal of command data for the queue.
+func newQueued(data []byte) queuedProposal {
+	ent := make([]byte, headerLen+len(data))
+	copy(ent[headerLen:], data)
+	return queuedProposal{p: &proposal{done: make(chan struct{})}, ent: ent}
+}
+
+// takeProposals submits every queued proposal to raft, answering those it
+// refuses at once.
+func (n *Node) takeProposals(c *core) {
+	n.propMu.Lock()
+	batch := n.props
+	n.props = n.spare[:0]
+	n.propMu.Unlock()
+	c.submitBatch(batch)
+	clear(batch)
+	n.spare = batch
 }
 
 // do runs fn on the loop and waits for it.
@@ -330,15 +368,23 @@ func (n *Node) wait(ctx context.Context, p *proposal) ([]byte, error) {
 // apply (or have applied): only an idempotent command can be retried
 // blindly then.
 func (n *Node) Propose(ctx context.Context, data []byte) ([]byte, error) {
-	var p *proposal
-	var err error
-	if err := n.do(ctx, func(c *core) { p, err = c.propose(data) }); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err != nil {
-		return nil, err
+	select {
+	case <-n.done:
+		return nil, ErrStopped
+	default:
 	}
-	return n.wait(ctx, p)
+	q := newQueued(data)
+	n.propMu.Lock()
+	n.props = append(n.props, q)
+	n.propMu.Unlock()
+	select {
+	case n.propc <- struct{}{}:
+	default: // the loop is woken already
+	}
+	return n.wait(ctx, q.p)
 }
 
 // ReadIndex is a linearizable read barrier: it returns once this replica

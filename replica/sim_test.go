@@ -392,12 +392,25 @@ func (s *sim) step() {
 		s.now = s.now.Add(time.Duration(s.rng.IntN(50)) * time.Millisecond)
 	case r < 76:
 		if l := s.leader(); l != nil {
-			cmd := simCmd{key: uint64(s.rng.IntN(simKeys)), delta: uint64(1 + s.rng.IntN(9))}
-			p, err := l.c.propose(encodeCmd(cmd))
-			if err == nil {
-				s.pending = append(s.pending, simProp{l.id, cmd, p})
-			} else if !errors.Is(err, ErrProposalDropped) && !errors.Is(err, ErrNotLeader) {
-				s.t.Fatalf("propose: %v", err)
+			// A batch of commands in one proposal message, as Node's
+			// loop proposes what its callers queued.
+			var qs []queuedProposal
+			var cmds []simCmd
+			for k := 1 + s.rng.IntN(4); k > 0; k-- {
+				cmd := simCmd{key: uint64(s.rng.IntN(simKeys)), delta: uint64(1 + s.rng.IntN(9))}
+				cmds = append(cmds, cmd)
+				qs = append(qs, newQueued(encodeCmd(cmd)))
+			}
+			l.c.submitBatch(qs)
+			for i, q := range qs {
+				select {
+				case <-q.p.done:
+					if err := q.p.err; !errors.Is(err, ErrProposalDropped) && !errors.Is(err, ErrNotLeader) {
+						s.t.Fatalf("propose: %v", err)
+					}
+				default:
+					s.pending = append(s.pending, simProp{l.id, cmds[i], q.p})
+				}
 			}
 		}
 	case r < 79 && len(up) > 0:

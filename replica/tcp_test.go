@@ -64,7 +64,7 @@ func newTestTransport(t *testing.T, id uint64, listen string, secret []byte, pee
 
 // eventually polls cond until it holds; a test fails only if it never
 // does within a generous bound (no timing is asserted).
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
