@@ -472,6 +472,14 @@ func (s *CheckpointSnapshotter) Install(ctx context.Context, index uint64, data 
 	if err := s.Prepare(ctx, d.sender, index, data); err != nil {
 		return nil, err
 	}
+	// This replica's own term, vote and boot counter go into the copy
+	// before it is marked complete: a crash after the swap must not leave
+	// the sender's as this replica's.
+	if kvs := ownStateKVs(ctx); kvs != nil {
+		if err := store.PutStaged(s.cfg.Dir, kvs); err != nil {
+			return nil, err
+		}
+	}
 	if err := store.CompleteStaged(s.cfg.Dir); err != nil {
 		return nil, err
 	}

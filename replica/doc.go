@@ -44,10 +44,5 @@
 //
 // # Caveats
 //
-//   - A crash after a received store copy is swapped in and before the
-//     replica rewrote its Raft state in it (Snapshotter.Install returned,
-//     resetTo) leaves the sender's Raft log and hard state in the store;
-//     the restarted replica starts from them (its term may go back, and it
-//     holds the sender's vote of that term).
 //   - The raft traffic is authenticated, not encrypted.
 package replica

@@ -62,6 +62,31 @@ type SnapshotPreparer interface {
 	Prepare(ctx context.Context, from, index uint64, data []byte) error
 }
 
+// ownStateKey is the context key of a replica's own Raft state during an
+// install (Snapshotter.Install's ctx).
+type ownStateKey struct{}
+
+// ownState is what must stay this replica's in a store swapped in by an
+// install: its hard state (term, vote; commit at least the snapshot's
+// index) and its boot counter.
+type ownState struct {
+	hard *pb.HardState
+	boot uint64
+}
+
+// ownStateKVs returns the raw keys and values of ctx's ownState, for
+// store.PutStaged, or nil.
+func ownStateKVs(ctx context.Context) [][2][]byte {
+	st, ok := ctx.Value(ownStateKey{}).(ownState)
+	if !ok {
+		return nil
+	}
+	return [][2][]byte{
+		{keyHard, appendHardState(nil, st.hard)},
+		{keyBoot, binary.BigEndian.AppendUint64(nil, st.boot)},
+	}
+}
+
 // appendSnapshotData wraps a Snapshotter's descriptor.
 //
 //	field    width  meaning
@@ -135,7 +160,19 @@ func (c *core) install(s *pb.Snapshot, hs *pb.HardState) error {
 	// This replica's own hard state (term and vote), from before the
 	// install: the new store holds the sender's.
 	prevHard := proto.Clone(c.st.hard).(*pb.HardState)
-	db, err := c.cfg.Snapshots.Install(context.Background(), index, desc)
+	// What this replica's hard state will be in the new store; a
+	// Snapshotter that swaps stores writes it into the copy before the
+	// swap (ownState), so a crash between the swap and resetTo below never
+	// leaves the sender's term and vote as this replica's.
+	own := prevHard
+	if hs != nil && !raft.IsEmptyHardState(hs) {
+		own = proto.Clone(hs).(*pb.HardState)
+	}
+	if own.GetCommit() < index {
+		own.Commit = new(index)
+	}
+	ctx := context.WithValue(context.Background(), ownStateKey{}, ownState{hard: own, boot: c.nextID >> 32})
+	db, err := c.cfg.Snapshots.Install(ctx, index, desc)
 	if err != nil {
 		return fmt.Errorf("replica: install snapshot at %d: %w", index, err)
 	}

@@ -126,6 +126,44 @@ func writeSynced(fs vfs.FS, path string, data []byte) error {
 	return f.Close()
 }
 
+// PutStaged writes keys into the copy staged at StagedPath(dir) before
+// CompleteStaged marks it complete, in one synced batch, so they are in
+// the store from the moment the copy is swapped in: a replica puts its
+// own Raft hard state there, which must never be the sender's, even if it
+// crashes right after the swap. Keys are raw keys of a package's family
+// (prefix 0x10 or above; the store's own are refused with
+// ErrInvalidOption). ErrNotStaged if nothing is staged.
+func PutStaged(dir string, kvs [][2][]byte) error {
+	fs := vfs.Default
+	sdir := fs.PathJoin(dir, stagedDir)
+	if _, err := fs.Stat(sdir); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotStaged, sdir, err)
+	}
+	for _, kv := range kvs {
+		if len(kv[0]) == 0 || kv[0][0] < 0x10 {
+			return fmt.Errorf("%w: staged key %x is not a package family's", ErrInvalidOption, head(kv[0]))
+		}
+	}
+	e := newPebbleEnv(fs, newErrorLog(), "", 4<<20)
+	o := e.pebbleOptions(&Options{MemTableSize: 4 << 20}, nil, true)
+	o.Merger = (&mergerTable{}).pebbleMerger(mergerName)
+	pdb, err := pebble.Open(sdir, o)
+	if err != nil {
+		return fmt.Errorf("tally: open the staged copy %s: %w", sdir, err)
+	}
+	b := pdb.NewBatch()
+	for _, kv := range kvs {
+		if err := b.Set(kv[0], kv[1], nil); err != nil {
+			b.Close()
+			pdb.Close()
+			return err
+		}
+	}
+	err = b.Commit(pebble.Sync)
+	b.Close()
+	return errors.Join(err, pdb.Close())
+}
+
 // CompleteStaged marks the copy staged at StagedPath(dir) complete: it
 // fsyncs every file in it and the directory, then writes and fsyncs the
 // marker that makes InstallStaged (or the next Open) swap it in. The

@@ -226,3 +226,32 @@ func TestInstallStagedLocked(t *testing.T) {
 		t.Fatalf("InstallStaged on an open store: %v", err)
 	}
 }
+
+// TestPutStaged: keys put into a staged copy before it is marked complete
+// are in the store once it is swapped in; the store's own families and a
+// missing copy are refused.
+func TestPutStaged(t *testing.T) {
+	root := t.TempDir()
+	fs := vfs.Default
+	src := newSnapStore(t, fs, fs.PathJoin(root, "src"))
+	writeSnapLoad(t, src, 0, 20)
+	nodeDir := fs.PathJoin(root, "node")
+	node := newSnapStore(t, fs, nodeDir)
+	must(t, node.Close())
+	stageCopy(t, fs, src, fs.PathJoin(root, "tmp"), nodeDir, false)
+	must(t, src.Close())
+	key := append([]byte{testPlain.Prefix}, "own"...)
+	if err := PutStaged(nodeDir, [][2][]byte{{[]byte{famSource, 'x'}, nil}}); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("PutStaged of a store key: %v", err)
+	}
+	if err := PutStaged(fs.PathJoin(root, "nowhere"), nil); !errors.Is(err, ErrNotStaged) {
+		t.Fatalf("PutStaged with nothing staged: %v", err)
+	}
+	must(t, PutStaged(nodeDir, [][2][]byte{{key, []byte("mine")}}))
+	must(t, completeStaged(fs, nodeDir))
+	db := openTest(t, fs, nodeDir, snapOptions(fs))
+	if got := readSnapState(t, db).family[string(key)]; got != "mine" {
+		t.Fatalf("the staged key reads %q after the swap, want %q", got, "mine")
+	}
+	must(t, db.Check())
+}
