@@ -571,12 +571,18 @@ func (c *core) persist(rd *raft.Ready) (sent bool, err error) {
 		err = b.Commit()
 		b.Close()
 	} else {
+		// The log write goes on beside the sends and applies below; a
+		// deterministic run (the simulation) makes it after them, one of
+		// the orders the concurrent write allows.
 		done := make(chan error, 1)
-		go func() {
+		write := func() {
 			err := b.Commit()
 			b.Close()
 			done <- err
-		}()
+		}
+		if !c.cfg.serialPersist {
+			go write()
+		}
 		hs := rd.HardState
 		if c.state == raft.StateLeader && len(rd.Messages) > 0 &&
 			(hs == nil || hs.GetTerm() == prevTerm && hs.GetVote() == prevVote) {
@@ -595,6 +601,9 @@ func (c *core) persist(rd *raft.Ready) (sent bool, err error) {
 			if applyErr = c.apply(e); applyErr != nil {
 				break
 			}
+		}
+		if c.cfg.serialPersist {
+			write()
 		}
 		err = <-done
 		if applyErr != nil {

@@ -123,6 +123,10 @@ type Config struct {
 	// (the host's latency histogram); it runs on the replica's loop and
 	// must be quick.
 	ObserveApply func(time.Duration)
+	// serialPersist makes a Ready's log write after its sends and applies
+	// instead of beside them (persist), so a run driven by one goroutine
+	// (the deterministic simulation) does the same on every run.
+	serialPersist bool
 	// Logger receives the replica's and raft's messages. The default
 	// discards them.
 	Logger *slog.Logger
