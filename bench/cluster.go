@@ -286,16 +286,22 @@ func runWritePhase(ctx context.Context, cfg *ClusterConfig, rep *ClusterReport, 
 	return nil
 }
 
+// phaseGroup starts a phase's 3-replica group (durability sync) in its
+// own subdirectory, on a range of ports free (ports of them).
+func phaseGroup(cfg *ClusterConfig, sub subdirFunc, name string, ports int) (*group, error) {
+	dir, err := sub(name)
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePortRange(ports)
+	if err != nil {
+		return nil, err
+	}
+	return startGroup(cfg.TallyBin, dir, "sync", port, 3)
+}
+
 func runFailoverPhase(ctx context.Context, cfg *ClusterConfig, rep *ClusterReport, sub subdirFunc, logf func(string, ...any)) error {
-	dir, err := sub("failover")
-	if err != nil {
-		return err
-	}
-	port, err := freePortRange(3)
-	if err != nil {
-		return err
-	}
-	g, err := startGroup(cfg.TallyBin, dir, "sync", port, 3)
+	g, err := phaseGroup(cfg, sub, "failover", 3)
 	if err != nil {
 		return err
 	}
@@ -358,14 +364,7 @@ func runReadPhase(ctx context.Context, cfg *ClusterConfig, rep *ClusterReport, s
 	rep.Reads = append(rep.Reads, row)
 
 	// The group: the leader, then the followers after READONLY.
-	if dir, err = sub("reads-group"); err != nil {
-		return err
-	}
-	port, err := freePortRange(3)
-	if err != nil {
-		return err
-	}
-	g, err := startGroup(cfg.TallyBin, dir, "sync", port, 3)
+	g, err := phaseGroup(cfg, sub, "reads-group", 3)
 	if err != nil {
 		return err
 	}
@@ -425,15 +424,7 @@ func runReadPhase(ctx context.Context, cfg *ClusterConfig, rep *ClusterReport, s
 }
 
 func runCatchupPhase(ctx context.Context, cfg *ClusterConfig, rep *ClusterReport, sub subdirFunc, logf func(string, ...any)) error {
-	dir, err := sub("catchup")
-	if err != nil {
-		return err
-	}
-	port, err := freePortRange(4)
-	if err != nil {
-		return err
-	}
-	g, err := startGroup(cfg.TallyBin, dir, "sync", port, 3)
+	g, err := phaseGroup(cfg, sub, "catchup", 4) // a fourth port for the new replica
 	if err != nil {
 		return err
 	}
