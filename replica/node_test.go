@@ -51,26 +51,7 @@ func TestNodeGoroutines(t *testing.T) {
 		nodes[p.ID] = n
 		t.Cleanup(func() { _ = n.Stop(); _ = db.Close() })
 	}
-	stop := make(chan struct{})
-	pumped := make(chan struct{})
-	go func() { // the network
-		defer close(pumped)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if net.Len() == 0 {
-				time.Sleep(200 * time.Microsecond)
-				continue
-			}
-			if m := net.Take(0); m != nil {
-				_ = nodes[m.GetTo()].Step(context.Background(), m)
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-pumped })
+	pumpNetwork(t, net, nodes)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -246,26 +227,7 @@ func TestProposeConcurrent(t *testing.T) {
 		nodes[p.ID] = n
 		t.Cleanup(func() { _ = n.Stop(); _ = db.Close() })
 	}
-	stop := make(chan struct{})
-	pumped := make(chan struct{})
-	go func() {
-		defer close(pumped)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if net.Len() == 0 {
-				time.Sleep(100 * time.Microsecond)
-				continue
-			}
-			if m := net.Take(0); m != nil {
-				_ = nodes[m.GetTo()].Step(context.Background(), m)
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-pumped })
+	pumpNetwork(t, net, nodes)
 	// One write first, retried until a leader takes it.
 	var l *Node
 	for l == nil {
@@ -328,4 +290,29 @@ func TestProposeCopiesCommand(t *testing.T) {
 	if len(q.ent) != headerLen+len(data) {
 		t.Fatalf("entry of %d bytes, want %d", len(q.ent), headerLen+len(data))
 	}
+}
+
+// pumpNetwork delivers net's messages to nodes from a goroutine until the
+// test ends.
+func pumpNetwork(t *testing.T, net *memtransport.Network, nodes map[uint64]*Node) {
+	stop := make(chan struct{})
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if net.Len() == 0 {
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			if m := net.Take(0); m != nil {
+				_ = nodes[m.GetTo()].Step(context.Background(), m)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-pumped })
 }
