@@ -38,6 +38,7 @@ import (
 	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/replica"
 	"github.com/tallydb/tally/server"
+	"github.com/tallydb/tally/shard/meta"
 	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
 )
@@ -99,6 +100,18 @@ type Config struct {
 	Likes    *likes.Options
 	// Logger receives the replica's messages. The default discards them.
 	Logger *slog.Logger
+	// Sharding, if set, makes this replica part of a multi-shard cluster
+	// (shards.go); nil is one shard serving every slot.
+	Sharding *Sharding
+}
+
+// password is the server's password, for the node's own RESP calls to
+// other nodes.
+func (c *Config) password() string {
+	if c.Server == nil {
+		return ""
+	}
+	return c.Server.Password
 }
 
 // TransportHooks are what a transport made by Config.NewTransport calls:
@@ -135,6 +148,12 @@ type Node struct {
 		done    chan struct{}
 		closing bool
 	}
+
+	// The multi-shard cluster's parts (nil without Config.Sharding).
+	meta      *meta.Group
+	topo      *topology
+	shardStop chan struct{}
+	shardDone chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -181,8 +200,14 @@ func Start(cfg Config) (*Node, error) {
 	if n.co.Addr == "" {
 		n.co.Addr = cfg.ClientAddr
 	}
+	if cfg.Sharding != nil {
+		if err := n.startSharding(); err != nil {
+			return nil, err
+		}
+		n.co.Topology = n.topo
+	}
 	if err := n.open(cfg.Dir); err != nil {
-		return nil, err
+		return nil, errors.Join(err, n.closeMeta())
 	}
 	db := n.DB()
 	var err error
@@ -250,6 +275,10 @@ func Start(cfg Config) (*Node, error) {
 		_ = r.Stop()
 		return nil, n.fail(err)
 	}
+	if n.meta != nil {
+		n.shardStop, n.shardDone = make(chan struct{}), make(chan struct{})
+		go n.shardLoop()
+	}
 	return n, nil
 }
 
@@ -266,6 +295,9 @@ func (n *Node) open(dir string) error {
 	}
 	if err == nil {
 		err = srv.Register(n.commands()...)
+	}
+	if err == nil && n.cfg.Sharding != nil {
+		err = srv.Register(n.shardCommands()...)
 	}
 	if err == nil {
 		err = srv.RegisterCollector(n.metrics)
@@ -321,7 +353,15 @@ func (n *Node) reopen(dir string) (*store.DB, error) {
 // fail closes what Start opened and returns err.
 func (n *Node) fail(err error) error {
 	n.Server().Close()
-	return errors.Join(err, n.DB().Close())
+	return errors.Join(err, n.DB().Close(), n.closeMeta())
+}
+
+// closeMeta closes the metadata group's member, if this node has one.
+func (n *Node) closeMeta() error {
+	if n.meta == nil {
+		return nil
+	}
+	return n.meta.Close()
 }
 
 // apply is the replica's Apply: the server runs the entry's commands, and
@@ -403,6 +443,10 @@ func (n *Node) Close(ctx context.Context) error {
 			}
 			cancel()
 		}
+		if n.shardStop != nil {
+			close(n.shardStop)
+			<-n.shardDone
+		}
 		if err := n.Server().Shutdown(ctx); err != nil && !errors.Is(err, server.ErrServerClosed) {
 			errs = append(errs, err)
 		}
@@ -416,7 +460,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if db.Store().Writable() == nil {
 			errs = append(errs, db.Store().Checkpoint())
 		}
-		errs = append(errs, db.Close())
+		errs = append(errs, db.Close(), n.closeMeta())
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr

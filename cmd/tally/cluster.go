@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,6 +37,13 @@ type clusterFlags struct {
 	announce string
 	maxLog   uint64
 	snapRate int64
+
+	// Many shards (--shard and the metadata group's member).
+	shard        uint64
+	metaRaftAddr string
+	metaPeers    string
+	metaJoin     bool
+	metaDir      string
 }
 
 // secretEnv names the environment variable of the cluster's secret.
@@ -41,30 +51,57 @@ const secretEnv = "TALLY_CLUSTER_SECRET"
 
 // parsePeers reads --peers: "ID=RAFT_ADDR/CLIENT_ADDR,...".
 func parsePeers(s string) ([]replica.Peer, error) {
-	var out []replica.Peer
-	seen := map[uint64]bool{}
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item == "" {
-			continue
-		}
-		idStr, addrs, ok := strings.Cut(item, "=")
-		raft, client, ok2 := strings.Cut(addrs, "/")
-		id, err := strconv.ParseUint(idStr, 10, 64)
-		if !ok || !ok2 || err != nil || id == 0 {
-			return nil, usagef("bad --peers item %q: want ID=RAFT_HOST:PORT/CLIENT_HOST:PORT", item)
-		}
-		for _, a := range []string{raft, client} {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				return nil, usagef("bad --peers item %q: %q is not HOST:PORT", item, a)
-			}
-		}
-		if seen[id] {
-			return nil, usagef("bad --peers: id %d twice", id)
-		}
-		seen[id] = true
-		out = append(out, replica.Peer{ID: id, RaftAddr: raft, ClientAddr: client})
+	peers, err := cluster.ParseReplicas(s)
+	if err != nil {
+		return nil, usagef("bad --peers: %v", errors.Unwrap(err))
 	}
-	return out, nil
+	return peers, nil
+}
+
+// sharding reads the flags of a replica in a multi-shard cluster (nil
+// without --shard).
+//
+// The metadata group's transport is made by cluster.Start and left in
+// *tr, for the caller to start.
+func (cf *clusterFlags) sharding(dir string, logger *slog.Logger, tr **replica.TCPTransport) (*cluster.Sharding, error) {
+	if cf.shard == 0 {
+		if cf.metaRaftAddr != "" || cf.metaPeers != "" || cf.metaJoin || cf.metaDir != "" {
+			return nil, usagef("--meta-raft-addr, --meta-peers, --meta-join and --meta-dir need --shard")
+		}
+		return nil, nil
+	}
+	if cf.shard > math.MaxUint32 {
+		return nil, usagef("bad --shard %d", cf.shard)
+	}
+	if cf.metaRaftAddr == "" || cf.metaPeers == "" {
+		return nil, usagef("--shard needs --meta-raft-addr HOST:PORT and --meta-peers (the metadata group's voters)")
+	}
+	peers, err := cluster.ParseReplicas(cf.metaPeers)
+	if err != nil {
+		return nil, usagef("bad --meta-peers: %v", errors.Unwrap(err))
+	}
+	if !cf.metaJoin && !containsPeer(peers, cf.id) {
+		return nil, usagef("--meta-peers does not name this node's --node-id %d (give --meta-join to join as a learner)", cf.id)
+	}
+	metaDir := cf.metaDir
+	if metaDir == "" {
+		metaDir = filepath.Clean(dir) + ".meta"
+	}
+	s := &cluster.Sharding{Shard: uint32(cf.shard), MetaDir: metaDir, MetaRaftAddr: cf.metaRaftAddr,
+		MetaPeers: peers, MetaJoin: cf.metaJoin}
+	s.NewMetaTransport = func(h cluster.TransportHooks) (replica.Transport, error) {
+		var mpeers []replica.Peer
+		if !cf.metaJoin {
+			mpeers = peers
+		}
+		t, err := replica.NewTCPTransport(replica.TCPConfig{
+			ID: cf.id, Listen: cf.metaRaftAddr, Secret: []byte(cf.secret), Peers: mpeers,
+			Handler: h.Deliver, Unreachable: h.Unreachable, SnapshotStatus: h.SnapshotStatus, Logger: logger,
+		})
+		*tr = t
+		return t, err
+	}
+	return s, nil
 }
 
 // runClusterServe is serve --cluster: one replica of a replicated
@@ -111,12 +148,17 @@ func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, opts *se
 	}
 	logger := opts.Logger
 	var node *cluster.Node
-	var tr *replica.TCPTransport
+	var tr, metaTr *replica.TCPTransport
+	sharding, err := cf.sharding(e.dir, logger, &metaTr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	var live atomic.Pointer[tallydb.DB] // the database being served (a snapshot install opens another)
 	node, err = cluster.Start(cluster.Config{
 		Dir: e.dir, ID: cf.id, ClientAddr: announce, Peers: peers, Join: cf.join,
 		Durability: so.Durability, Store: so, Server: opts, Logger: logger,
-		MaxLogEntries: cf.maxLog,
+		MaxLogEntries: cf.maxLog, Sharding: sharding,
 		Register: func(srv *server.Server, db *tallydb.DB) error {
 			if old := live.Swap(db); old != nil {
 				setServed(old.Store(), false)
@@ -143,6 +185,9 @@ func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, opts *se
 		return err
 	}
 	tr.Start()
+	if metaTr != nil {
+		metaTr.Start()
+	}
 	db := node.DB()
 	live.Store(db)
 	addrPath, err := writeAddr(db.Store().Dir(), ln.Addr())
@@ -155,6 +200,9 @@ func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, opts *se
 	defer func() { setServed(live.Load().Store(), false) }()
 	fmt.Fprintf(e.stdout, "addr %s\n", ln.Addr())
 	fmt.Fprintf(e.stdout, "raft_addr %s\n", tr.Addr())
+	if metaTr != nil {
+		fmt.Fprintf(e.stdout, "meta_raft_addr %s\n", metaTr.Addr())
+	}
 	if metricsAddr != "" {
 		mln, err := net.Listen("tcp", metricsAddr)
 		if err != nil {
@@ -274,7 +322,44 @@ Example:
 `}
 )
 
+var cmdClusterCreate = &command{name: "cluster create", local: true,
+	synopsis: "create the slot map of a multi-shard cluster",
+	help: `Usage: tally cluster create --addr HOST:PORT SHARD REPLICAS [SHARD REPLICAS ...] [--password P]
+
+Creates the cluster's first slot map through the node at --addr (any
+node started with --shard): each SHARD id (1 or more) with its replica
+group as REPLICAS (ID=RAFT_HOST:PORT/CLIENT_HOST:PORT,..., the group's
+--peers); the 16384 slots are split evenly in the order given, as
+redis-cli --cluster create does. Refused once a map exists. Prints
+"map_epoch N". tally cluster local start --shards N runs it for you.
+
+Example:
+  tally cluster create --addr 127.0.0.1:7000 \
+    1 1=127.0.0.1:17000/127.0.0.1:7000,2=127.0.0.1:17001/127.0.0.1:7001 \
+    2 3=127.0.0.1:17002/127.0.0.1:7002,4=127.0.0.1:17003/127.0.0.1:7003
+`}
+
+var cmdClusterMove = &command{name: "cluster move", local: true,
+	synopsis: "move one replica of a shard to another node under load",
+	help: `Usage: tally cluster move SHARD FROM_ID TO_ID TO_RAFT_ADDR TO_CLIENT_ADDR --addr HOST:PORT [--password P]
+
+Moves shard SHARD's replica FROM_ID to the node TO_ID, which must be
+running already, started empty with "serve --cluster --shard SHARD
+--join --peers GROUP --meta-join ..." (tally cluster local add-node does
+that on this machine). The steps: TO_ID joins the shard's group as a
+learner and catches up (a checkpoint of the store, then the log); it is
+promoted to a voter; if FROM_ID leads, it hands leadership over; FROM_ID
+is removed (its process can then be stopped). The shard's leader
+publishes the new replica list to the slot map, so clients follow by
+MOVED. --addr is any node of the cluster. Prints each step with its time.
+
+Example:
+  tally cluster move 2 4 10 127.0.0.1:17009 127.0.0.1:7009 --addr 127.0.0.1:7000
+`}
+
 func init() {
+	cmdClusterMove.run = runClusterMove
+	cmdClusterCreate.run = runClusterCreate
 	cmdClusterStatus.run = func(e *env, args []string) error { return e.clusterCall(cmdClusterStatus, args, 0, "STATUS") }
 	cmdClusterAdd.run = func(e *env, args []string) error { return e.clusterCall(cmdClusterAdd, args, 3, "ADDLEARNER") }
 	cmdClusterPromote.run = func(e *env, args []string) error { return e.clusterCall(cmdClusterPromote, args, 1, "PROMOTE") }
@@ -317,7 +402,65 @@ func (e *env) clusterCall(c *command, args []string, npos int, sub string) error
 		fmt.Fprintln(e.stdout, "ok")
 		return nil
 	}
-	return printClusterStatus(e, v)
+	if err := printClusterStatus(e, v); err != nil {
+		return err
+	}
+	// A node of a multi-shard cluster shows the slot map it holds too.
+	st, err := shardsStatus(*addr, e.password)
+	if err != nil {
+		if strings.Contains(err.Error(), "not part of a multi-shard cluster") || strings.Contains(err.Error(), "unknown command") {
+			return nil
+		}
+		return fmt.Errorf("cluster status: %w", err)
+	}
+	printShards(e, st)
+	return nil
+}
+
+// printShards prints TALLY.SHARDS STATUS: "map_epoch", "shard" (this
+// node's), "meta_role", "meta_leader", then one "shard ID LEADER
+// LEADER_ADDR SLOTS REPLICAS" line per shard (SLOTS as FROM-TO,...;
+// REPLICAS as ID=RAFT/CLIENT,...).
+func printShards(e *env, st shardsView) {
+	fmt.Fprintf(e.stdout, "map_epoch %d\nnode_shard %d\nmeta_role %s\nmeta_leader %s\n", st.epoch, st.shard, st.metaRole, st.metaLeader)
+	for _, s := range st.shards {
+		fmt.Fprintf(e.stdout, "shard %d %d %s %s %s\n", s.id, s.leader, s.leaderAddr, strings.Join(s.slots, ","), strings.Join(s.replicas, ","))
+	}
+}
+
+// runClusterCreate is tally cluster create: TALLY.SHARDS CREATE.
+func runClusterCreate(e *env, args []string) error {
+	fs := e.flags(cmdClusterCreate)
+	addr := fs.String("addr", "", "")
+	pos, err := parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		return usagef("--addr HOST:PORT is required (a node's client address)")
+	}
+	if len(pos) == 0 || len(pos)%2 != 0 {
+		return usagef("want SHARD REPLICAS pairs, got %d arguments", len(pos))
+	}
+	cargs := []any{"TALLY.SHARDS", "CREATE"}
+	for i := 0; i < len(pos); i += 2 {
+		if id, err := strconv.ParseUint(pos[i], 10, 32); err != nil || id == 0 {
+			return usagef("bad shard id %q", pos[i])
+		}
+		if _, err := parsePeers(pos[i+1]); err != nil {
+			return err
+		}
+		cargs = append(cargs, pos[i], pos[i+1])
+	}
+	rc := redis.NewClient(&redis.Options{Addr: *addr, Password: e.password, MaxRetries: -1,
+		DialTimeout: 5 * time.Second, ReadTimeout: 40 * time.Second})
+	defer rc.Close()
+	epoch, err := rc.Do(context.Background(), cargs...).Int64()
+	if err != nil {
+		return fmt.Errorf("cluster create: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "map_epoch %d\n", epoch)
+	return nil
 }
 
 // printClusterStatus prints TALLY.CLUSTER STATUS's reply.
@@ -351,3 +494,111 @@ func printClusterStatus(e *env, v any) error {
 // errNoLeader is returned by cluster local start when no leader is
 // elected in time.
 var errNoLeader = errors.New("no leader elected")
+
+// runClusterMove is tally cluster move: a replica of a shard moves to a
+// new node by the group's own membership changes (add as learner,
+// promote, transfer if it leads, remove).
+func runClusterMove(e *env, args []string) error {
+	fs := e.flags(cmdClusterMove)
+	addr := fs.String("addr", "", "")
+	pos, err := parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		return usagef("--addr HOST:PORT is required (a node's client address)")
+	}
+	if len(pos) != 5 {
+		return usagef("takes 5 arguments (SHARD FROM_ID TO_ID TO_RAFT_ADDR TO_CLIENT_ADDR), got %d", len(pos))
+	}
+	sh, err1 := strconv.ParseUint(pos[0], 10, 32)
+	from, err2 := strconv.ParseUint(pos[1], 10, 64)
+	to, err3 := strconv.ParseUint(pos[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || sh == 0 || from == 0 || to == 0 || from == to {
+		return usagef("bad SHARD, FROM_ID or TO_ID: %q %q %q", pos[0], pos[1], pos[2])
+	}
+	if _, err := parsePeers(fmt.Sprintf("%d=%s/%s", to, pos[3], pos[4])); err != nil {
+		return err
+	}
+	start := time.Now()
+	step := func(what string) { fmt.Fprintf(e.stdout, "%s %.3fs\n", what, time.Since(start).Seconds()) }
+	// leader finds the shard's leader through the map held by --addr and
+	// the group's own status (the hint may be a term behind).
+	leader := func() (string, error) {
+		st, err := shardsStatus(*addr, e.password)
+		if err != nil {
+			return "", err
+		}
+		for _, s := range st.shards {
+			if s.id != sh {
+				continue
+			}
+			if la := clusterStatusField(s.leaderAddr, e.password, "leader_addr"); la != "" {
+				return la, nil
+			}
+			return s.leaderAddr, nil
+		}
+		return "", fmt.Errorf("cluster move: no shard %d in the map", sh)
+	}
+	call := func(sub string, cargs ...any) error {
+		deadline := time.Now().Add(10 * time.Minute)
+		for {
+			la, err := leader()
+			if err == nil {
+				rc := redis.NewClient(&redis.Options{Addr: la, Password: e.password, MaxRetries: -1,
+					DialTimeout: 5 * time.Second, ReadTimeout: 40 * time.Second})
+				err = rc.Do(context.Background(), append([]any{"TALLY.CLUSTER", sub}, cargs...)...).Err()
+				rc.Close()
+				if err == nil {
+					return nil
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("cluster move: %s: %w", strings.ToLower(sub), err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if err := call("ADDLEARNER", to, pos[3], pos[4]); err != nil {
+		return err
+	}
+	step("learner_added")
+	if err := call("PROMOTE", to); err != nil { // refused until caught up
+		return err
+	}
+	step("promoted")
+	if la, err := leader(); err == nil && clusterNodeID(la, e.password) == from {
+		if err := call("TRANSFER"); err != nil {
+			return err
+		}
+		step("leadership_transferred")
+	}
+	if err := call("REMOVE", from); err != nil {
+		return err
+	}
+	step("removed")
+	return nil
+}
+
+// clusterNodeID returns the id of the replica at addr (0 if it does not
+// answer).
+func clusterNodeID(addr, password string) uint64 {
+	id, _ := strconv.ParseUint(clusterStatusField(addr, password, "id"), 10, 64)
+	return id
+}
+
+// clusterStatusField reads one field of TALLY.CLUSTER STATUS.
+func clusterStatusField(addr, password, field string) string {
+	rc := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
+	defer rc.Close()
+	v, err := rc.Do(context.Background(), "TALLY.CLUSTER", "STATUS").Slice()
+	if err != nil {
+		return ""
+	}
+	for i := 0; i+1 < len(v); i += 2 {
+		if v[i] == field {
+			return fmt.Sprint(v[i+1])
+		}
+	}
+	return ""
+}

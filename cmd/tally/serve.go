@@ -92,6 +92,17 @@ clients: CLUSTER SLOTS/SHARDS/NODES, MOVED, READONLY):
                            lagging replica needs a snapshot (default 10000)
   --snapshot-rate B        bytes/s a snapshot is sent and fetched at (0: no
                            limit)
+
+Many shards (a cluster of replica groups behind one slot map):
+  --shard N                this replica's shard (1 or more); the map is
+                           created once with "tally cluster create"
+  --meta-raft-addr H:P     where the metadata group reaches this node
+  --meta-peers LIST        the metadata group's voters, as --peers
+                           (ID=META_RAFT_HOST:PORT/CLIENT_HOST:PORT,...)
+  --meta-join              not a metadata voter: join the group as a
+                           learner through a voter (every node holds the
+                           map)
+  --meta-dir DIR2          the metadata member's store (default DIR.meta)
 With --durability sync (the default) a replica fsyncs the Raft log before
 it acknowledges an entry, and a write is acknowledged once a majority has
 it. "tally cluster local start" starts a group on this machine.
@@ -139,6 +150,11 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&cf.announce, "announce", "", "")
 	fs.Uint64Var(&cf.maxLog, "max-log-entries", 0, "")
 	fs.Int64Var(&cf.snapRate, "snapshot-rate", 0, "")
+	fs.Uint64Var(&cf.shard, "shard", 0, "")
+	fs.StringVar(&cf.metaRaftAddr, "meta-raft-addr", "", "")
+	fs.StringVar(&cf.metaPeers, "meta-peers", "", "")
+	fs.BoolVar(&cf.metaJoin, "meta-join", false, "")
+	fs.StringVar(&cf.metaDir, "meta-dir", "", "")
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -193,8 +209,9 @@ func runServe(e *env, args []string) error {
 		e.serving = true
 		return runClusterServe(e, cf, *addr, *metricsAddr, opts)
 	}
-	if cf.id != 0 || cf.raftAddr != "" || cf.peers != "" || cf.join || cf.announce != "" {
-		return usagef("--node-id, --raft-addr, --peers, --join and --announce need --cluster")
+	if cf.id != 0 || cf.raftAddr != "" || cf.peers != "" || cf.join || cf.announce != "" ||
+		cf.shard != 0 || cf.metaRaftAddr != "" || cf.metaPeers != "" || cf.metaJoin || cf.metaDir != "" {
+		return usagef("--node-id, --raft-addr, --peers, --join, --announce, --shard and --meta-* need --cluster")
 	}
 
 	// Every package on the one store, wired by tally.Open (unread observes
