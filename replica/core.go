@@ -64,8 +64,8 @@ type proposal struct {
 	unlocated bool
 	waited    int
 	done      chan struct{}
-	reply           []byte
-	err             error
+	reply     []byte
+	err       error
 }
 
 func (p *proposal) finish(reply []byte, err error) {
