@@ -740,8 +740,9 @@ func (c *core) applyConf(e *pb.Entry) (header, error) {
 			}
 		}
 	}
+	was := inConf(c.st.conf, c.cfg.ID)
 	cs := c.rn.ApplyConfChange(cc)
-	if !slices.Contains(cs.GetVoters(), c.cfg.ID) && !slices.Contains(cs.GetLearners(), c.cfg.ID) && len(cs.GetVoters()) > 0 {
+	if was && !inConf(cs, c.cfg.ID) && len(cs.GetVoters()) > 0 {
 		// This replica was removed: it will not see the entries that
 		// settle its proposals.
 		for _, id := range sortedKeys(c.pending) {

@@ -32,8 +32,10 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 
 	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // forwardTicks is how many election timeouts an unlocated forwarded
@@ -79,4 +81,12 @@ func (c *core) expireForwarded() {
 			p.finish(nil, fmt.Errorf("%w: forwarded proposal not in the log after %d ticks", ErrResultUnknown, limit))
 		}
 	}
+}
+
+// inConf reports whether id is a voter or learner of cs. A replica that
+// was not in the configuration before a conf change is not removed by it:
+// a new member replaying the group's first conf changes (which name only
+// the first voters) still has its forwarded proposals waiting.
+func inConf(cs *pb.ConfState, id uint64) bool {
+	return slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetLearners(), id)
 }
