@@ -58,9 +58,14 @@ const maxUint64 = ^uint64(0)
 
 type proposal struct {
 	id, term, index uint64
-	done            chan struct{}
-	reply           []byte
-	err             error
+	// unlocated: proposed by a replica that forwards proposals
+	// (Config.ForwardProposals) and not seen in this replica's log yet;
+	// waited counts the ticks since (forward.go).
+	unlocated bool
+	waited    int
+	done      chan struct{}
+	reply     []byte
+	err       error
 }
 
 func (p *proposal) finish(reply []byte, err error) {
@@ -165,7 +170,7 @@ func newCore(cfg Config) (*core, error) {
 		CheckQuorum:               true,
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
-		DisableProposalForwarding: true,
+		DisableProposalForwarding: !cfg.ForwardProposals,
 		StepDownOnRemoval:         true,
 		Logger:                    raftLogger{cfg.Logger},
 	}
@@ -192,6 +197,7 @@ func newCore(cfg Config) (*core, error) {
 func (c *core) tick() {
 	c.rn.Tick()
 	c.sinceLead++
+	c.expireForwarded()
 	if f := c.readFlight; f != nil {
 		// A read index request can be dropped silently (no leader, a lost
 		// message): ask again after an election timeout.
@@ -246,8 +252,9 @@ func (c *core) register(id uint64) *proposal {
 	return p
 }
 
-// located records the index of this node's proposal h, appended at index.
-func (c *core) located(h header, index uint64) {
+// located records the index of this node's proposal h, appended at index
+// in term.
+func (c *core) located(h header, index, term uint64) {
 	if h.node != c.cfg.ID {
 		return
 	}
@@ -261,6 +268,10 @@ func (c *core) located(h header, index uint64) {
 		c.dropLocked(old)
 	}
 	p.index = index
+	if p.unlocated {
+		// A forwarded proposal's term is its entry's (forward.go).
+		p.term, p.unlocated = term, false
+	}
 	c.byIndex[index] = p
 }
 
@@ -332,9 +343,12 @@ func (c *core) submitMsg(qs []queuedProposal) {
 		fail(c.err)
 		return
 	}
-	if c.state != raft.StateLeader {
-		fail(c.notLeader())
-		return
+	forward := false
+	if c.state != raft.StateLeader || c.cfg.ForwardProposals {
+		if forward = c.forwarding(); !forward {
+			fail(c.cannotForward())
+			return
+		}
 	}
 	ents := make([]*pb.Entry, len(qs))
 	first := c.nextID + 1
@@ -352,7 +366,7 @@ func (c *core) submitMsg(qs []queuedProposal) {
 	c.m.proposals.Add(int64(len(qs)))
 	term := c.rn.BasicStatus().GetTerm()
 	for i, q := range qs {
-		q.p.id, q.p.term = first+uint64(i), term
+		q.p.id, q.p.term, q.p.unlocated = first+uint64(i), term, forward
 		c.pending[q.p.id] = q.p
 	}
 }
@@ -415,7 +429,7 @@ func (c *core) settle(index, term uint64, h header, own bool, reply []byte) {
 	}
 	if term > c.appliedT {
 		for _, id := range sortedKeys(c.pending) {
-			if p := c.pending[id]; p.term < term {
+			if p := c.pending[id]; p.term < term && !p.unlocated {
 				c.dropLocked(p)
 			}
 		}
@@ -507,7 +521,7 @@ func (c *core) handle(rd *raft.Ready) error {
 		for _, e := range rd.Entries {
 			c.noteTS(e)
 			if h, ok := entryHeader(e); ok {
-				c.located(h, e.GetIndex())
+				c.located(h, e.GetIndex(), e.GetTerm())
 			}
 			if e.GetType() != pb.EntryNormal && c.state == raft.StateLeader {
 				c.confBarrier = e.GetIndex() // a conf change: no other until it applies
@@ -726,8 +740,9 @@ func (c *core) applyConf(e *pb.Entry) (header, error) {
 			}
 		}
 	}
+	was := inConf(c.st.conf, c.cfg.ID)
 	cs := c.rn.ApplyConfChange(cc)
-	if !slices.Contains(cs.GetVoters(), c.cfg.ID) && !slices.Contains(cs.GetLearners(), c.cfg.ID) && len(cs.GetVoters()) > 0 {
+	if was && !inConf(cs, c.cfg.ID) && len(cs.GetVoters()) > 0 {
 		// This replica was removed: it will not see the entries that
 		// settle its proposals.
 		for _, id := range sortedKeys(c.pending) {

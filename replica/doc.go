@@ -28,7 +28,9 @@
 //     ErrStopped, the context's) when the replica cannot know (core.go).
 //   - Reads: ReadIndex with ReadOnlySafe, on the leader and on followers.
 //   - PreVote and CheckQuorum are on; proposals are not forwarded (a
-//     follower answers ErrNotLeader naming the leader).
+//     follower answers ErrNotLeader naming the leader) unless
+//     Config.ForwardProposals is set (forward.go: the metadata group of
+//     package shard/meta, whose every member proposes).
 //
 // # Transports and snapshots
 //

@@ -119,6 +119,15 @@ type Config struct {
 	// MaxLogEntries is the most log entries kept behind the applied index.
 	// The default is 10000.
 	MaxLogEntries uint64
+	// ForwardProposals lets a follower or learner propose: raft forwards
+	// the command to the leader, and Propose on this replica returns once
+	// the entry applied here (forward.go). A replica that knows no leader
+	// fails the proposal with ErrProposalDropped (also a *NotLeaderError);
+	// one whose forwarded command does not show up in its log within a few
+	// election timeouts fails it with ErrResultUnknown. The default is
+	// false: a follower answers ErrNotLeader (the data shards, whose
+	// clients follow MOVED).
+	ForwardProposals bool
 	// ObserveApply, if set, is told how long each entry took to apply
 	// (the host's latency histogram); it runs on the replica's loop and
 	// must be quick.
@@ -366,7 +375,8 @@ func (n *Node) wait(ctx context.Context, p *proposal) ([]byte, error) {
 
 // Propose replicates a command and waits until it is committed and applied
 // on this replica; it returns Apply's reply. On a replica that is not the
-// leader it fails with a *NotLeaderError (ErrNotLeader). ErrProposalDropped
+// leader it fails with a *NotLeaderError (ErrNotLeader), unless
+// Config.ForwardProposals is set. ErrProposalDropped
 // means the command was not applied and never will be: retry it.
 // ErrResultUnknown, ErrStopped and ctx's error mean the command may still
 // apply (or have applied): only an idempotent command can be retried

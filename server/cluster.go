@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,12 @@ type ClusterOptions struct {
 	// ProposeTimeout bounds how long a write waits to be committed and
 	// applied, and a read for its barrier. The default is 10s.
 	ProposeTimeout time.Duration
+	// Topology, if set, is the slot map of a cluster of many shards, this
+	// node's group being one (topology.go): commands are routed by their
+	// keys' slots (MOVED to another shard, CROSSSLOT, CLUSTERDOWN for an
+	// unassigned slot) and the CLUSTER replies list every shard. Nil: one
+	// shard serving every slot.
+	Topology Topology
 }
 
 // DefaultProposeTimeout is ClusterOptions.ProposeTimeout's default.
@@ -61,7 +68,8 @@ type cluster struct {
 	opts  ClusterOptions
 	host  string
 	port  int
-	shard string // CLUSTER MYSHARDID
+	shard string   // CLUSTER MYSHARDID without a topology
+	topo  Topology // opts.Topology
 }
 
 // SetReplication turns on cluster mode: writes are proposed to r and
@@ -97,7 +105,7 @@ func (s *Server) SetReplication(r Replication, c ClusterOptions) error {
 		return fmt.Errorf("%w: SetReplication called twice", ErrInvalidOption)
 	}
 	sum := sha1.Sum([]byte("tally-shard:" + c.Name))
-	s.cluster = &cluster{r: r, opts: c, host: host, port: port, shard: hex.EncodeToString(sum[:])}
+	s.cluster = &cluster{r: r, opts: c, host: host, port: port, shard: hex.EncodeToString(sum[:]), topo: c.Topology}
 	return nil
 }
 
@@ -169,13 +177,21 @@ var crc16Table = func() (t [256]uint16) {
 	return t
 }()
 
-// cmdSlot is the slot a MOVED reply names for a call: its first key's
-// (COMMAND's first key position), 0 for a command without keys.
+// cmdSlot is the slot a MOVED reply names for a call: its keys' (their
+// first key's when they hash to different slots), 0 for a command
+// without keys.
 func cmdSlot(cmd *Command, args [][]byte) int {
-	if cmd.FirstKey > 0 && cmd.FirstKey < len(args) {
-		return Slot(args[cmd.FirstKey])
+	switch s := callSlot(cmd, args); s {
+	case noKeys:
+		return 0
+	case crossSlot:
+		if cmd.FirstKey > 0 && cmd.FirstKey < len(args) {
+			return Slot(args[cmd.FirstKey])
+		}
+		return 0
+	default:
+		return s
 	}
-	return 0
 }
 
 // Routing of a client's commands (Conn.execute calls route for each).
@@ -195,6 +211,12 @@ func (c *Conn) status() *ReplicationStatus {
 func (c *Conn) route(cmd *Command, cmds []request) int {
 	cl := c.s.cluster
 	args := cmds[0].Args
+	if cl.topo != nil {
+		if msg := c.routeShard(cmd, args); msg != "" {
+			c.reject(cmd, msg)
+			return 1
+		}
+	}
 	class, err := cmd.ClassOf(args)
 	if err != nil {
 		if !errors.Is(err, ErrNotReplicable) {
@@ -256,6 +278,9 @@ func (c *Conn) propose(first *Command, cmds []request) int {
 		}
 		if class, err := cmd.ClassOf(args); err != nil || class != ClassWrite {
 			break
+		}
+		if cl.topo != nil && c.routeShard(cmd, args) != "" {
+			break // another shard's, or refused: route answers it
 		}
 		if size += argsSize(args); size > batchEntryBytes {
 			break
@@ -343,22 +368,22 @@ func clusterCommands() []Command {
 	return []Command{
 		{Name: "CLUSTER", Arity: -2, Group: "cluster", Since: "3.0.0", Summary: "Cluster commands (tally serve --cluster).",
 			Subcommands: []Command{
-				sub("SLOTS", 2, 0, "Returns the mapping of slots to replicas: every slot to the group's leader.", clusterSlotsHandler),
-				sub("SHARDS", 2, 0, "Returns the one shard: every slot, and its replicas.", clusterShardsHandler),
+				sub("SLOTS", 2, 0, "Returns the mapping of slots to shards' replicas, the leader of each first (one shard: every slot to the group's leader).", clusterSlotsHandler),
+				sub("SHARDS", 2, 0, "Returns every shard: its slots, and its replicas.", clusterShardsHandler),
 				sub("NODES", 2, 0, "Returns the replicas in Redis's nodes.conf format.", clusterNodesHandler),
 				sub("INFO", 2, 0, "Returns the cluster's state (cluster_state:ok while a leader is known) and Raft's figures.", clusterInfoHandler),
 				sub("MYID", 2, FlagFast, "Returns this replica's node id.", func(c *Conn, _ [][]byte, cl *cluster) {
 					c.WriteBulkString(NodeID(cl.r.Status().ID))
 				}),
-				sub("MYSHARDID", 2, FlagFast, "Returns the shard's id.", func(c *Conn, _ [][]byte, cl *cluster) {
-					c.WriteBulkString(cl.shard)
+				sub("MYSHARDID", 2, FlagFast, "Returns the id of this node's shard.", func(c *Conn, _ [][]byte, cl *cluster) {
+					c.WriteBulkString(cl.myShardID())
 				}),
 				sub("KEYSLOT", 3, FlagFast, "Returns the hash slot of a key (CRC16 of the key or its {hash tag}, mod 16384).",
 					func(c *Conn, args [][]byte, _ *cluster) { c.WriteInt(int64(Slot(args[2]))) },
 					Arg{Name: "key", Type: "string"}),
-				sub("COUNTKEYSINSLOT", 3, 0, "Not supported: tally's keys are counter rows, not stored keys; every slot is this group's.",
+				sub("COUNTKEYSINSLOT", 3, 0, "Not supported: tally's keys are counter rows, not stored keys.",
 					slotKeysHandler, Arg{Name: "slot", Type: "integer"}),
-				sub("GETKEYSINSLOT", 4, 0, "Not supported: tally's keys are counter rows, not stored keys; every slot is this group's.",
+				sub("GETKEYSINSLOT", 4, 0, "Not supported: tally's keys are counter rows, not stored keys.",
 					slotKeysHandler, Arg{Name: "slot", Type: "integer"}, Arg{Name: "count", Type: "integer"}),
 			}},
 		{Name: "READONLY", Arity: 1, Flags: FlagFast, Group: "cluster", Since: "3.0.0", Complexity: "O(1)",
@@ -390,7 +415,7 @@ func slotKeysHandler(c *Conn, args [][]byte, _ *cluster) {
 		return
 	}
 	c.writeError("ERR tally: " + strings.ToUpper(string(args[1])) + " is not supported: keys are counter rows, " +
-		"not stored keys (every slot is served by this group; DBSIZE counts rows)")
+		"not stored keys (CLUSTER SLOTS says which shard serves a slot; DBSIZE counts rows)")
 }
 
 // clusterNode is one replica as the CLUSTER replies show it.
@@ -467,23 +492,148 @@ func (cl *cluster) nodes(st *ReplicationStatus) []clusterNode {
 // would otherwise stay in its map until the client reloads it.
 const errNoLeaderSlots = "CLUSTERDOWN this replica knows no leader; ask another node"
 
+// clusterShard is one shard as the CLUSTER replies show it.
+type clusterShard struct {
+	id     uint32
+	self   bool
+	ranges []SlotRange   // in slot order, adjacent ranges merged
+	nodes  []clusterNode // the master first
+}
+
+// shards lists the shards the CLUSTER replies show. Without a topology:
+// this group, serving every slot. With one: every shard of the view, this
+// node's from the live Raft status st (as without a topology), the others
+// from the view (the leader hint as master, the other nodes as its
+// replicas; nodes without a usable address left out); v is the view, nil
+// when none is known yet (then only this group is listed, without
+// slots).
+func (cl *cluster) shards(st *ReplicationStatus) (out []clusterShard, v *TopologyView) {
+	if cl.topo == nil {
+		return []clusterShard{{self: true, ranges: []SlotRange{{From: 0, To: NumSlots - 1}}, nodes: cl.nodes(st)}}, nil
+	}
+	v = cl.topo.View()
+	if v == nil {
+		return []clusterShard{{self: true, nodes: cl.nodes(st)}}, nil
+	}
+	index := map[uint32]int{}
+	for i := range v.Shards {
+		sh := &v.Shards[i]
+		if _, dup := index[sh.ID]; dup {
+			continue
+		}
+		cs := clusterShard{id: sh.ID, self: sh.ID == v.Self}
+		if cs.self {
+			cs.nodes = cl.nodes(st)
+		} else {
+			cs.nodes = viewNodes(sh)
+		}
+		index[sh.ID] = len(out)
+		out = append(out, cs)
+	}
+	if _, ok := index[v.Self]; !ok {
+		index[v.Self] = len(out)
+		out = append(out, clusterShard{id: v.Self, self: true, nodes: cl.nodes(st)})
+	}
+	for _, r := range v.Ranges {
+		i, ok := index[r.Shard]
+		if !ok || r.From < 0 || r.To >= NumSlots || r.To < r.From {
+			continue
+		}
+		rs := out[i].ranges
+		if n := len(rs); n > 0 && rs[n-1].To+1 == r.From {
+			rs[n-1].To = r.To
+			continue
+		}
+		out[i].ranges = append(rs, r)
+	}
+	return out, v
+}
+
+// viewNodes lists a shard of the view as the CLUSTER replies show it.
+func viewNodes(sh *TopologyShard) []clusterNode {
+	m := sh.master()
+	if m == nil {
+		return nil
+	}
+	var out []clusterNode
+	add := func(n *TopologyNode, master bool) {
+		host, port, err := splitAddr(n.Addr)
+		if err != nil {
+			return
+		}
+		cn := clusterNode{id: NodeID(n.ID), host: host, port: port, master: master, active: true}
+		if !master {
+			cn.masterID = NodeID(m.ID)
+		}
+		out = append(out, cn)
+	}
+	add(m, true)
+	for i := range sh.Nodes {
+		if sh.Nodes[i].ID != m.ID {
+			add(&sh.Nodes[i], false)
+		}
+	}
+	return out
+}
+
+// myShardID is CLUSTER MYSHARDID's reply.
+func (cl *cluster) myShardID() string {
+	if cl.topo != nil {
+		if v := cl.topo.View(); v != nil {
+			return ShardID(cl.opts.Name, v.Self)
+		}
+	}
+	return cl.shard
+}
+
+// slotRanges lists every served slot range in slot order with its shard.
+func slotRanges(shards []clusterShard) []struct {
+	r  SlotRange
+	sh *clusterShard
+} {
+	var out []struct {
+		r  SlotRange
+		sh *clusterShard
+	}
+	for i := range shards {
+		if len(shards[i].nodes) == 0 {
+			continue
+		}
+		for _, r := range shards[i].ranges {
+			out = append(out, struct {
+				r  SlotRange
+				sh *clusterShard
+			}{r, &shards[i]})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].r.From < out[j].r.From })
+	return out
+}
+
 func clusterSlotsHandler(c *Conn, _ [][]byte, cl *cluster) {
 	st := cl.r.Status()
 	if st.LeaderID == 0 {
 		c.writeError(errNoLeaderSlots)
 		return
 	}
-	nodes := cl.nodes(&st)
-	c.WriteArray(1)
-	c.WriteArray(2 + len(nodes))
-	c.WriteInt(0)
-	c.WriteInt(NumSlots - 1)
-	for _, n := range nodes {
-		c.WriteArray(4)
-		c.WriteBulkString(n.host)
-		c.WriteInt(int64(n.port))
-		c.WriteBulkString(n.id)
-		c.WriteMap(0) // networking metadata (hostname): none
+	shards, v := cl.shards(&st)
+	if cl.topo != nil && v == nil {
+		c.writeError(msgNoMap)
+		return
+	}
+	ranges := slotRanges(shards)
+	c.WriteArray(len(ranges))
+	for _, sr := range ranges {
+		c.WriteArray(2 + len(sr.sh.nodes))
+		c.WriteInt(int64(sr.r.From))
+		c.WriteInt(int64(sr.r.To))
+		for _, n := range sr.sh.nodes {
+			c.WriteArray(4)
+			c.WriteBulkString(n.host)
+			c.WriteInt(int64(n.port))
+			c.WriteBulkString(n.id)
+			c.WriteMap(0) // networking metadata (hostname): none
+		}
 	}
 }
 
@@ -493,86 +643,142 @@ func clusterShardsHandler(c *Conn, _ [][]byte, cl *cluster) {
 		c.writeError(errNoLeaderSlots)
 		return
 	}
-	nodes := cl.nodes(&st)
-	c.WriteArray(1)
-	c.WriteMap(2)
-	c.WriteBulkString("slots")
-	c.WriteArray(2)
-	c.WriteInt(0)
-	c.WriteInt(NumSlots - 1)
-	c.WriteBulkString("nodes")
-	c.WriteArray(len(nodes))
-	for _, n := range nodes {
-		c.WriteMap(7)
-		c.WriteBulkString("id")
-		c.WriteBulkString(n.id)
-		c.WriteBulkString("port")
-		c.WriteInt(int64(n.port))
-		c.WriteBulkString("ip")
-		c.WriteBulkString(n.host)
-		c.WriteBulkString("endpoint")
-		c.WriteBulkString(n.host)
-		c.WriteBulkString("role")
-		c.WriteBulkString(map[bool]string{true: "master", false: "replica"}[n.master])
-		c.WriteBulkString("replication-offset")
-		c.WriteUint(n.offset)
-		c.WriteBulkString("health")
-		c.WriteBulkString(map[bool]string{true: "online", false: "failed"}[n.active])
+	shards, v := cl.shards(&st)
+	if cl.topo != nil && v == nil {
+		c.writeError(msgNoMap)
+		return
+	}
+	n := 0
+	for i := range shards {
+		if len(shards[i].nodes) > 0 {
+			n++
+		}
+	}
+	c.WriteArray(n)
+	for _, sh := range shards {
+		if len(sh.nodes) == 0 {
+			continue
+		}
+		c.WriteMap(2)
+		c.WriteBulkString("slots")
+		c.WriteArray(2 * len(sh.ranges))
+		for _, r := range sh.ranges {
+			c.WriteInt(int64(r.From))
+			c.WriteInt(int64(r.To))
+		}
+		c.WriteBulkString("nodes")
+		c.WriteArray(len(sh.nodes))
+		for _, n := range sh.nodes {
+			c.WriteMap(7)
+			c.WriteBulkString("id")
+			c.WriteBulkString(n.id)
+			c.WriteBulkString("port")
+			c.WriteInt(int64(n.port))
+			c.WriteBulkString("ip")
+			c.WriteBulkString(n.host)
+			c.WriteBulkString("endpoint")
+			c.WriteBulkString(n.host)
+			c.WriteBulkString("role")
+			c.WriteBulkString(map[bool]string{true: "master", false: "replica"}[n.master])
+			c.WriteBulkString("replication-offset")
+			c.WriteUint(n.offset)
+			c.WriteBulkString("health")
+			c.WriteBulkString(map[bool]string{true: "online", false: "failed"}[n.active])
+		}
 	}
 }
 
 func clusterNodesHandler(c *Conn, _ [][]byte, cl *cluster) {
 	st := cl.r.Status()
+	shards, v := cl.shards(&st)
+	epoch := st.Term
+	if v != nil {
+		epoch = v.Epoch
+	}
 	var b strings.Builder
-	for _, n := range cl.nodes(&st) {
-		flags := "slave"
-		if n.master {
-			flags = "master"
+	for _, sh := range shards {
+		for _, n := range sh.nodes {
+			flags := "slave"
+			if n.master {
+				flags = "master"
+			}
+			if n.self {
+				flags = "myself," + flags
+			}
+			if !n.active {
+				flags += ",fail?"
+			}
+			master := "-"
+			if !n.master {
+				master = n.masterID
+			}
+			link := "connected"
+			if !n.active {
+				link = "disconnected"
+			}
+			fmt.Fprintf(&b, "%s %s@0 %s %s 0 0 %d %s", n.id, net.JoinHostPort(n.host, strconv.Itoa(n.port)), flags, master, epoch, link)
+			if n.master {
+				for _, r := range sh.ranges {
+					if r.From == r.To {
+						fmt.Fprintf(&b, " %d", r.From)
+					} else {
+						fmt.Fprintf(&b, " %d-%d", r.From, r.To)
+					}
+				}
+			}
+			b.WriteByte('\n')
 		}
-		if n.self {
-			flags = "myself," + flags
-		}
-		if !n.active {
-			flags += ",fail?"
-		}
-		master := "-"
-		if !n.master {
-			master = n.masterID
-		}
-		link := "connected"
-		if !n.active {
-			link = "disconnected"
-		}
-		fmt.Fprintf(&b, "%s %s@0 %s %s 0 0 %d %s", n.id, net.JoinHostPort(n.host, strconv.Itoa(n.port)), flags, master, st.Term, link)
-		if n.master {
-			fmt.Fprintf(&b, " 0-%d", NumSlots-1)
-		}
-		b.WriteByte('\n')
 	}
 	c.WriteBulkString(b.String())
 }
 
 func clusterInfoHandler(c *Conn, _ [][]byte, cl *cluster) {
 	st := cl.r.Status()
+	shards, v := cl.shards(&st)
 	var b strings.Builder
 	line := func(k string, v any) { fmt.Fprintf(&b, "%s:%v\r\n", k, v) }
-	state, okSlots := "fail", 0
-	if st.LeaderID != 0 {
-		state, okSlots = "ok", NumSlots
+	// A slot is ok when its shard has a node to send it to; this node's
+	// own slots only while its group has a leader.
+	assigned, okSlots, known, size := 0, 0, 0, 0
+	for _, sh := range shards {
+		known += len(sh.nodes)
+		n := 0
+		for _, r := range sh.ranges {
+			n += r.To - r.From + 1
+		}
+		if n > 0 {
+			size++
+		}
+		assigned += n
+		if len(sh.nodes) > 0 && (!sh.self || st.LeaderID != 0) {
+			okSlots += n
+		}
+	}
+	state := "fail"
+	if okSlots == NumSlots {
+		state = "ok"
+	}
+	epoch := st.Term
+	if v != nil {
+		epoch = v.Epoch
 	}
 	line("cluster_state", state)
-	line("cluster_slots_assigned", NumSlots)
+	line("cluster_slots_assigned", assigned)
 	line("cluster_slots_ok", okSlots)
 	line("cluster_slots_pfail", 0)
-	line("cluster_slots_fail", NumSlots-okSlots)
-	line("cluster_known_nodes", len(cl.nodes(&st)))
-	line("cluster_size", 1)
-	line("cluster_current_epoch", st.Term)
-	line("cluster_my_epoch", st.Term)
+	line("cluster_slots_fail", assigned-okSlots)
+	line("cluster_known_nodes", known)
+	line("cluster_size", size)
+	line("cluster_current_epoch", epoch)
+	line("cluster_my_epoch", epoch)
 	line("cluster_stats_messages_sent", 0)
 	line("cluster_stats_messages_received", 0)
 	line("total_cluster_links_buffer_limit_exceeded", 0)
 	line("tally_cluster_name", cl.opts.Name)
+	if v != nil {
+		line("tally_shard", v.Self)
+		line("tally_shards", len(shards))
+	}
 	line("tally_role", st.Role)
 	line("tally_replica_id", st.ID)
 	line("tally_leader_id", st.LeaderID)
@@ -642,7 +848,7 @@ func (s *Server) replicationInfo(line func(string, any)) {
 		line("connected_slaves", 0)
 	}
 	line("master_failover_state", "no-failover")
-	line("master_replid", cl.shard)
+	line("master_replid", cl.myShardID())
 	line("master_replid2", strings.Repeat("0", 40))
 	line("master_repl_offset", st.Applied)
 	line("second_repl_offset", -1)

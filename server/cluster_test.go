@@ -493,10 +493,12 @@ func TestClusterRouting(t *testing.T) {
 	slot := Slot([]byte("posts:7"))
 	wantErr(t, fc, fmt.Sprintf("MOVED %d %s", slot, leader), "HINCRBY", "posts:7", "likes", 1)
 	wantErr(t, fc, fmt.Sprintf("MOVED %d %s", slot, leader), "HGET", "posts:7", "likes")
-	// Keyless commands name slot 0; a table command its key's slot.
-	wantErr(t, fc, "MOVED 0 "+leader, "TL.FOLLOW", 1, 2)
-	wantErr(t, fc, fmt.Sprintf("MOVED %d %s", Slot([]byte("video")), leader), "LIKE.LIKE", "video", 1, 2)
-	wantErr(t, fc, fmt.Sprintf("MOVED %d %s", Slot([]byte("views")), leader), "TALLY.COUNTER", "ADD", "views")
+	// Keyless commands name slot 0; a table command its key's slot (the
+	// user, the item, the counter row).
+	wantErr(t, fc, fmt.Sprintf("MOVED %d %s", Slot([]byte("1")), leader), "TL.FOLLOW", 1, 2)
+	wantErr(t, fc, fmt.Sprintf("MOVED %d %s", Slot([]byte("7")), leader), "LIKE.LIKE", "video", 7, 2)
+	wantErr(t, fc, fmt.Sprintf("MOVED %d %s", Slot([]byte("posts:9")), leader), "TALLY.INCR", "posts", 9, "likes")
+	wantErr(t, fc, "MOVED 0 "+leader, "TALLY.COUNTER", "ADD", "views")
 	// Local commands run on the follower.
 	mustDo(t, fc, "PING")
 	mustDo(t, fc, "CONFIG", "GET", "maxclients")

@@ -83,6 +83,12 @@ type Command struct {
 	// 1 for a command with one key first; LastKey -1 for "every argument
 	// from FirstKey on"; all 0 when there is no key).
 	FirstKey, LastKey, KeyStep int
+	// Keys, if set, gives a call's keys where no argument is one, calling
+	// key with each (the buffer is only valid during the call): TALLY.MGET
+	// COUNTER ID... names rows COUNTER:ID. Such a command has no key
+	// positions and COMMAND reports it "movablekeys", as Redis does; a
+	// sharded cluster routes by these keys (topology.go).
+	Keys func(args [][]byte, key func([]byte))
 	// Group, Summary, Since, Complexity and Args are returned by COMMAND
 	// DOCS.
 	Group      string

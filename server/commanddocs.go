@@ -61,6 +61,9 @@ func (c *Conn) writeCommandInfo(cmd *Command) {
 			flags = append(flags, f.name)
 		}
 	}
+	if cmd.Keys != nil {
+		flags = append(flags, "movablekeys")
+	}
 	c.WriteArray(len(flags))
 	for _, f := range flags {
 		c.WriteSimple(f)

@@ -80,8 +80,10 @@ type Conn struct {
 	applyReqs []request // Apply's scratch
 	cst       struct {  // the group's status for the batch being run
 		st     ReplicationStatus
-		ok     bool // st was read in this batch
-		fenced bool // a ReadIndex barrier was passed in this batch
+		ok     bool          // st was read in this batch
+		fenced bool          // a ReadIndex barrier was passed in this batch
+		view   *TopologyView // the slot map for this batch (topology.go)
+		viewOK bool          // view was read in this batch
 	}
 
 	// Scratch reused by commands.
@@ -201,7 +203,7 @@ func (c *Conn) execute(cmds []request) {
 		c.s.crossProtocol(c)
 		return
 	}
-	c.cst.ok, c.cst.fenced = false, false
+	c.cst.ok, c.cst.fenced, c.cst.viewOK = false, false, false
 	for i := 0; i < len(cmds) && !c.quit && c.werr == nil; {
 		args := cmds[i].Args
 		cmd, ok := c.resolve(args)

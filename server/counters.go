@@ -890,7 +890,7 @@ func counterCommands() []Command {
 			Args: []Arg{{Name: "key", Type: "key", Multiple: true}}, Handler: mgetHandler,
 		},
 		{
-			Name: "TALLY.MGET", Arity: -3, Flags: FlagReadOnly | FlagFast, Group: "tally",
+			Name: "TALLY.MGET", Arity: -3, Flags: FlagReadOnly | FlagFast, Group: "tally", Keys: rowKeys(1, 2, true),
 			Summary: "Returns every column of every id of a counter in one call (a feed page): an array with one array " +
 				"of column values per id, in request order.",
 			Since: "0.1.0", Complexity: "O(N) where N is the number of ids",

@@ -81,13 +81,18 @@ func renderCommand(db *tallydb.DB, tc *commands.Command, one bool) Command {
 	// Key positions count from the command's name, a subcommand's
 	// included (Redis's "memory|usage" has its key at 2).
 	for i, p := range tc.Positionals() {
-		if p.Key {
+		switch {
+		case p.Key:
 			cmd.FirstKey, cmd.LastKey, cmd.KeyStep = words+i, words+i, 1
 			if p.Multiple {
 				cmd.LastKey = -1
 			}
-			break
+		case p.RowKey:
+			cmd.Keys = rowKeys(words, words+i, p.Multiple)
+		default:
+			continue
 		}
+		break
 	}
 	cmd.Handler = func(c *Conn, args [][]byte) {
 		in, err := tc.ParseRESP(args[words:])
@@ -113,6 +118,26 @@ func renderCommand(db *tallydb.DB, tc *commands.Command, one bool) Command {
 		tc.Reply(c, in, out)
 	}
 	return cmd
+}
+
+// rowKeys is the Keys of a command on counter rows: the argument at name
+// is the counter, the one at id (every one from id on when multiple) a
+// row's id; each row's key is COUNTER:ID.
+func rowKeys(name, id int, multiple bool) func([][]byte, func([]byte)) {
+	return func(args [][]byte, key func([]byte)) {
+		if name >= len(args) {
+			return
+		}
+		var buf [128]byte
+		last := id
+		if multiple {
+			last = len(args) - 1
+		}
+		for j := id; j <= last && j < len(args); j++ {
+			k := append(append(append(buf[:0], args[name]...), ':'), args[j]...)
+			key(k)
+		}
+	}
 }
 
 func hasOptions(tc *commands.Command) bool {

@@ -105,9 +105,21 @@ type Param struct {
 	// Max bounds the number of values of a Multiple (0: no bound but the
 	// request's).
 	Max int
-	// Key marks the positional that names the data the command touches
-	// (COMMAND's key positions; the unit a cluster routes by).
+	// Key marks the positional that names the data the command touches:
+	// COMMAND's key positions, and the key a sharded cluster routes the
+	// command by (its slot). At most one positional of a command is a
+	// Key; a Multiple Key makes each of its values a key (the command
+	// must then have no options, which would come after them). The table
+	// test lists, per command, which positional is its key and why, and
+	// why a command has none.
 	Key bool
+	// RowKey marks the id positional of a command on counter rows: each
+	// of its values names a row whose key is COUNTER:ID, COUNTER being the
+	// command's first positional (HINCRBY's key for the same row). No
+	// argument is such a key, so COMMAND reports the command movablekeys
+	// without key positions; a sharded cluster routes by the rows' keys.
+	// A command has a Key or a RowKey, not both.
+	RowKey bool
 	// Help is one line for the CLI's help (options only).
 	Help string
 	// Aliases are other names of an option, accepted in both front ends

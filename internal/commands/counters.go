@@ -30,7 +30,7 @@ import (
 const counterGroup = "tally"
 
 var (
-	pCounterName = Param{Name: "name", Kind: String, Key: true}
+	pCounterName = Param{Name: "name", Kind: String}
 	pRangeBits   = Param{Name: "range-bits", Kind: Uint, Option: true,
 		Help: fmt.Sprintf("low id bits per row (%d..%d); fixed once given", limits.MinRangeBits, limits.MaxRangeBits)}
 	pKeepHot   = Param{Name: "keep-hot", Kind: Flag, Option: true, Help: "keep every range in memory (the default; for user ids)"}
@@ -360,7 +360,7 @@ Example:
 			CLI: "incr", RESP: "TALLY.INCR", Group: counterGroup, Mode: Write, Fast: true, Open: OpenExisting,
 			Summary:    "add to one column of a row and print the new value",
 			Complexity: "O(1)",
-			Params: []Param{pCounterName, {Name: "id", Kind: String}, {Name: "column", Kind: String, Optional: true},
+			Params: []Param{pCounterName, {Name: "id", Kind: String, RowKey: true}, {Name: "column", Kind: String, Optional: true},
 				{Name: "delta", Kind: Int, Optional: true},
 				{Name: "source", Kind: String, Option: true, Help: "with --seq: apply once per message of this source (a queue partition)"},
 				{Name: "seq", Kind: Uint, Option: true, Help: "the message's sequence number in SOURCE, from 1, growing"}},
@@ -441,7 +441,7 @@ Example:
 			CLI: "set", RESP: "TALLY.SET", Group: counterGroup, Mode: Write, Fast: true, Open: OpenExisting,
 			Summary:    "set every column of a row",
 			Complexity: "O(N) where N is the number of columns",
-			Params: []Param{pCounterName, {Name: "id", Kind: Uint},
+			Params: []Param{pCounterName, {Name: "id", Kind: Uint, RowKey: true},
 				{Name: "value", Kind: Uint, Optional: true, Multiple: true, Max: limits.MaxColumns}},
 			Check: checkUserCounterName,
 			Help: `Sets every column of row ID of counter NAME, in column order (see "counter
@@ -468,7 +468,7 @@ Example:
 			CLI: "get", RESP: "TALLY.GET", Group: counterGroup, Mode: Read, Fast: true, Open: OpenReadOnly,
 			Summary:    "print rows, or single columns",
 			Complexity: "O(N) where N is the number of ids",
-			Params:     []Param{pCounterName, {Name: "id", Kind: String, Multiple: true}},
+			Params:     []Param{pCounterName, {Name: "id", Kind: String, Multiple: true, RowKey: true}},
 			Check: func(in *Input) error {
 				if err := checkUserCounterName(in); err != nil {
 					return err
@@ -570,7 +570,7 @@ Example:
 			CLI: "delete", RESP: "TALLY.DELETE", Group: counterGroup, Mode: Write, Open: OpenExisting,
 			Summary:    "delete rows (every column reads 0 afterwards)",
 			Complexity: "O(N) where N is the number of ids",
-			Params:     []Param{pCounterName, {Name: "id", Kind: Uint, Multiple: true}},
+			Params:     []Param{pCounterName, {Name: "id", Kind: Uint, Multiple: true, RowKey: true}},
 			Check:      checkUserCounterName,
 			Help: `Deletes the rows ID... of counter NAME, atomically. Prints nothing (over
 RESP: OK; DEL counter:id ... is Redis's form, replying a count).

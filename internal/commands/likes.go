@@ -21,13 +21,18 @@ import (
 const likesGroup = "likes"
 
 var (
-	pBiz   = Param{Name: "biz", Kind: String, Key: true}
-	pItem  = Param{Name: "item", Kind: Uint}
+	pBiz = Param{Name: "biz", Kind: String}
+	// An item is the key of its likes (its counts, likers, states and
+	// owner live on its slot's shard); biz is not part of it.
+	pItem  = Param{Name: "item", Kind: Uint, Key: true}
 	pUser  = Param{Name: "user", Kind: Uint}
-	pItems = Param{Name: "item", Kind: Uint, Multiple: true}
-	pDay   = Param{Name: "day", Kind: String, Option: true, Help: "YYYY-MM-DD: that UTC day's board instead of the all-time board"}
-	pLimit = Param{Name: "limit", Kind: Int, Option: true, Help: "entries per page, 1..1000 (default 100)"}
-	pCur   = Param{Name: "cursor", Kind: String, Option: true, Help: `continue after the page that printed "next C"`}
+	pItems = Param{Name: "item", Kind: Uint, Multiple: true, Key: true}
+	// pRankItems are items ranked on a board: a rank sums every shard's
+	// board, so no shard owns the call (no key).
+	pRankItems = Param{Name: "item", Kind: Uint, Multiple: true}
+	pDay       = Param{Name: "day", Kind: String, Option: true, Help: "YYYY-MM-DD: that UTC day's board instead of the all-time board"}
+	pLimit     = Param{Name: "limit", Kind: Int, Option: true, Help: "entries per page, 1..1000 (default 100)"}
+	pCur       = Param{Name: "cursor", Kind: String, Option: true, Help: `continue after the page that printed "next C"`}
 )
 
 // checkBusiness checks the biz parameter before anything is opened.
@@ -434,7 +439,7 @@ Example:
 			CLI: "rank", RESP: "LIKE.MRANK", RESPOne: "LIKE.RANK", Group: likesGroup, Mode: Read, Open: OpenExisting,
 			Summary:    "items' rank and likes on a business's board",
 			Complexity: "O(S) per item where S is the number of distinct scores above the item's",
-			Params:     []Param{pBiz, pItems, pDay},
+			Params:     []Param{pBiz, pRankItems, pDay},
 			Check: func(in *Input) error {
 				if err := checkItems(in); err != nil {
 					return err

@@ -71,10 +71,13 @@ import (
 const timelineGroup = "timeline"
 
 var (
-	pUID       = Param{Name: "uid", Kind: Uint}
-	pUIDs      = Param{Name: "uid", Kind: Uint, Multiple: true}
+	// A user is the key of the data about it: its inbox, following list,
+	// outbox, follower set, mutes and unread counts live on its slot's
+	// shard (the slot of its decimal id).
+	pUID       = Param{Name: "uid", Kind: Uint, Key: true}
+	pUIDs      = Param{Name: "uid", Kind: Uint, Multiple: true, Key: true}
 	pFollowees = Param{Name: "followee", Kind: Uint, Multiple: true}
-	pAuthor    = Param{Name: "author", Kind: Uint}
+	pAuthor    = Param{Name: "author", Kind: Uint, Key: true}
 	pPosts     = Param{Name: "post", Kind: Uint, Multiple: true}
 	pTLLimit   = Param{Name: "limit", Kind: Int, Option: true,
 		Help: fmt.Sprintf("entries per page, 1..%d (default %d; 0 means the default)", timeline.MaxLimit, timeline.DefaultLimit)}
@@ -134,7 +137,7 @@ func pageCommand(cli, resp, what, summary, complexity, help string,
 	return &Command{
 		CLI: cli, RESP: resp, Group: timelineGroup, Mode: Read, Open: OpenWrite,
 		Summary: summary, Complexity: complexity, Help: help,
-		Params: []Param{{Name: what, Kind: Uint}, pTLLimit, pCur},
+		Params: []Param{{Name: what, Kind: Uint, Key: true}, pTLLimit, pCur},
 		Check:  checkPage(what),
 		Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
 			tl, err := timelineOf(db)
@@ -718,7 +721,7 @@ Example:
 			CLI: "repost", RESP: "TL.REPOST", Group: timelineGroup, Mode: Write, Open: OpenWrite,
 			Summary:    "repost a post: USER (the reposter) reposts AUTHOR's POST",
 			Complexity: "O(1); waiting adds the fan-out",
-			Params: []Param{{Name: "user", Kind: Uint, Key: true}, pAuthor, {Name: "post", Kind: Uint},
+			Params: []Param{{Name: "user", Kind: Uint, Key: true}, {Name: "author", Kind: Uint}, {Name: "post", Kind: Uint},
 				{Name: "repost", Kind: Uint, Optional: true},
 				{Name: "wait", Kind: Flag, Option: true, Help: "wait for the fan-out (the CLI's default)"},
 				{Name: "async", Kind: Flag, Option: true, Help: "return once the repost is published (the default over RESP)"}},
