@@ -90,12 +90,10 @@ func (cf *clusterFlags) sharding(dir string, logger *slog.Logger, tr **replica.T
 	s := &cluster.Sharding{Shard: uint32(cf.shard), MetaDir: metaDir, MetaRaftAddr: cf.metaRaftAddr,
 		MetaPeers: peers, MetaJoin: cf.metaJoin}
 	s.NewMetaTransport = func(h cluster.TransportHooks) (replica.Transport, error) {
-		var mpeers []replica.Peer
-		if !cf.metaJoin {
-			mpeers = peers
-		}
+		// A joining member reaches the voters from the start: it must
+		// answer the leader before the log tells it the members.
 		t, err := replica.NewTCPTransport(replica.TCPConfig{
-			ID: cf.id, Listen: cf.metaRaftAddr, Secret: []byte(cf.secret), Peers: mpeers,
+			ID: cf.id, Listen: cf.metaRaftAddr, Secret: []byte(cf.secret), Peers: peers,
 			Handler: h.Deliver, Unreachable: h.Unreachable, SnapshotStatus: h.SnapshotStatus, Logger: logger,
 		})
 		*tr = t
