@@ -18,7 +18,9 @@ package replica
 // entry shows up in its log (located sets it): a proposal forwarded in
 // term T may be appended by the leader of T+1 (a deposed leader forwards
 // it on). Until then the proposal is unlocated and the term rule skips it.
-// Once located it is settled like any proposal of its entry's term.
+// Once located it is settled like any proposal of its entry's term. A
+// snapshot install does not settle it either: its entry may come after
+// the snapshot's index.
 //
 // An unlocated proposal can be lost with no sign: the message or the
 // leader died, or the leader refused it (a leadership transfer). After

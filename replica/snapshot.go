@@ -215,9 +215,11 @@ func (c *core) install(s *pb.Snapshot, hs *pb.HardState) error {
 		c.lastTS = millis
 	}
 	// Proposals at or below the snapshot's index may be in it or not: the
-	// replica cannot tell. The others are settled by the term rule.
+	// replica cannot tell. The others are settled by the term rule. An
+	// unlocated forwarded proposal may still show up after the snapshot
+	// (forward.go): it waits on.
 	for _, id := range sortedKeys(c.pending) {
-		if p := c.pending[id]; p.index <= index {
+		if p := c.pending[id]; p.index <= index && !p.unlocated {
 			delete(c.pending, id)
 			delete(c.byIndex, p.index)
 			p.finish(nil, fmt.Errorf("%w: entry %d was covered by a snapshot", ErrResultUnknown, p.index))
