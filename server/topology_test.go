@@ -96,6 +96,17 @@ func keyOn(ranges []SlotRange, want int, format string, avoid ...string) string 
 	}
 }
 
+func TestRouteSlot(t *testing.T) {
+	for key, canon := range map[string]string{
+		"posts:017": "posts:17", "posts:0": "posts:0", "posts:000": "posts:0", "017": "17", "0": "0", "00": "0",
+		"posts:17": "posts:17", "a0:07": "a0:7", "x07": "x07", "{u}posts:07": "{u}posts:07", "posts:": "posts:", "": "",
+	} {
+		if got, want := routeSlot([]byte(key)), Slot([]byte(canon)); got != want {
+			t.Errorf("routeSlot(%q) = %d, want %d (%q)", key, got, want, canon)
+		}
+	}
+}
+
 func TestTopologyValidate(t *testing.T) {
 	node := func(id uint64) TopologyNode {
 		return TopologyNode{ID: id, Addr: "127.0.0.1:" + strconv.FormatUint(7000+id, 10)}
@@ -311,6 +322,12 @@ func TestShardRouting(t *testing.T) {
 		resp("TALLY.GET", "posts", strings.TrimPrefix(own, "posts:"), strings.TrimPrefix(on2, "posts:")) +
 		resp("TALLY.MGET", "posts", strings.TrimPrefix(own, "posts:")) + resp("PING"))
 	r.expect(moved(u2, 1), moved(u3, 2), "-CROSSSLOT", "-CROSSSLOT", ":2", moved(on3, 2), "-CROSSSLOT", "*1", "*3", ":0", ":0", ":3", "+PONG")
+
+	// An id with leading zeros names the same row: routed by its
+	// canonical key, whatever its literal slot.
+	padded := "posts:000" + strings.TrimPrefix(on2, "posts:")
+	r.send(resp("HGET", padded, "likes") + resp("HGET", "posts:0"+strings.TrimPrefix(own, "posts:"), "likes"))
+	r.expect(moved(on2, 1), "$1", "3")
 
 	// MOVED names the leader hint, or a node of a shard without one.
 	shards := slices.Clone(sc.shards)
