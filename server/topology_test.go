@@ -446,10 +446,9 @@ func TestShardClusterClient(t *testing.T) {
 	sc.set(t, 1, ranges)
 	ctx := context.Background()
 	var addrs []string
-	for i, g := range sc.groups {
+	for _, g := range sc.groups {
 		addrs = append(addrs, g.nodes[0].addr)
 		mustDo(t, g.client(t, 0), "LIKE.BUSINESS", "ADD", "video") // schema: on every shard
-		_ = i
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 8})
 	defer cc.Close()
