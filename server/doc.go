@@ -407,8 +407,8 @@
 //
 // Replies of the routing: a write on a follower, or a read without
 // READONLY, gets "-MOVED <slot> <leader host:port>", the slot of the
-// command's first key (COMMAND's first key position; 0 for a command
-// without keys); "-CLUSTERDOWN ..." while no leader is known; "-TRYAGAIN
+// command's keys (0 for a command without keys); "-CLUSTERDOWN ..." while
+// no leader is known; "-TRYAGAIN
 // ..." when the group says the write surely did not apply (ErrTryAgain)
 // or a read's barrier failed; and "-ERR tally: the write may or may not
 // have been applied: ..." when the outcome is unknown (the proposal's
@@ -427,8 +427,29 @@
 //	                                 cluster_size:1, epochs = the term, tally_*
 //	CLUSTER KEYSLOT key              CRC16/XMODEM of the key or its {hash tag}
 //	CLUSTER MYID, MYSHARDID          NodeID(replica id): 40 hex digits, stable
+//	                                 (MYSHARDID: ShardID with a topology)
 //	CLUSTER COUNTKEYSINSLOT, GETKEYSINSLOT  an error: keys are counter rows
 //	READONLY, READWRITE, ASKING      OK (per connection; ASKING does nothing)
+//
+// With ClusterOptions.Topology (many shards, topology.go) a command's
+// keys are checked first, per command: keys of different slots get
+// "-CROSSSLOT Keys in request don't hash to the same slot", a slot no
+// shard serves "-CLUSTERDOWN Hash slot not served", another shard's slot
+// "-MOVED <slot> <its leader hint's host:port>"; this shard's slot is
+// routed as above. CLUSTER SLOTS, SHARDS and NODES then list every shard
+// of the map (this one from the live Raft status, the others from the
+// map: the leader hint as master), NODES's config-epoch and INFO's epochs
+// are the map's epoch, cluster_size counts the shards with slots.
+//
+// Keys of the table's commands (internal/commands Param.Key): a counter
+// row COUNTER:ID (TALLY.INCR/SET/GET/DELETE and TALLY.MGET name no such
+// argument: COMMAND reports them "movablekeys" without key positions, and
+// they are routed by their rows' keys), the user a TL.*, UNREAD.*,
+// DOT.CLEAR/HAS or NOTICE.READ/UNREAD command is about (its decimal id),
+// a LIKE.* command's item (LIKE.LIKE's second argument: go-redis needs
+// Cmd.SetFirstKeyPos(2) to route it, or follows MOVED). Schema, node-local,
+// broadcast (DOT.MARK, NOTICE.POST) and scatter-gather (LIKE.TOP, RANK,
+// USERLIKES, RECEIVED) commands have no key and run where they are sent.
 //
 // INFO in cluster mode: redis_mode:cluster; cluster_enabled:1 (section
 // cluster; 0 standalone); replication has role:master with

@@ -184,7 +184,7 @@ const (
 func callSlot(cmd *Command, args [][]byte) int {
 	slot := noKeys
 	add := func(key []byte) {
-		switch s := Slot(key); {
+		switch s := routeSlot(key); {
 		case slot == noKeys:
 			slot = s
 		case slot != s:
@@ -207,6 +207,31 @@ func callSlot(cmd *Command, args [][]byte) int {
 		add(args[i])
 	}
 	return slot
+}
+
+// routeSlot is the slot a key is routed by: Slot of the key with its
+// decimal id written without leading zeros. tally parses ids with leading
+// zeros ("posts:017" and TL.HOME 017 name row 17 and user 17), so their
+// slots must be the canonical form's, or one row would live on two
+// shards. A key with a {hash tag} is hashed as it is. A Redis Cluster
+// client hashes the literal key and follows the MOVED this gives.
+func routeSlot(key []byte) int {
+	if indexByte(key, '{') >= 0 {
+		return Slot(key)
+	}
+	i := len(key)
+	for i > 0 && key[i-1] >= '0' && key[i-1] <= '9' {
+		i--
+	}
+	if i > 0 && key[i-1] != ':' || len(key)-i < 2 || key[i] != '0' {
+		return Slot(key) // no id, or one without a leading zero
+	}
+	j := i
+	for j < len(key)-1 && key[j] == '0' {
+		j++
+	}
+	var buf [128]byte
+	return Slot(append(append(buf[:0], key[:i]...), key[j:]...))
 }
 
 // Routing replies, in Redis's words.
