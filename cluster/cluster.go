@@ -41,6 +41,7 @@ import (
 	"github.com/tallydb/tally/shard/meta"
 	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/timeline"
+	"github.com/tallydb/tally/xshard"
 )
 
 // ErrInvalidConfig is returned by Start for a configuration that cannot
@@ -150,10 +151,14 @@ type Node struct {
 	}
 
 	// The multi-shard cluster's parts (nil without Config.Sharding).
-	meta      *meta.Group
-	topo      *topology
-	shardStop chan struct{}
-	shardDone chan struct{}
+	meta       *meta.Group
+	topo       *topology
+	streams    atomic.Pointer[xshard.Streams]
+	sender     *xshard.Sender
+	senderStop context.CancelFunc
+	senderDone chan struct{}
+	shardStop  chan struct{}
+	shardDone  chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -185,6 +190,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	so.Durability = cfg.Durability
 	so.Families = append(so.Families, replica.Families()...)
+	if cfg.Sharding != nil {
+		so.Families = append(so.Families, xshard.Families()...)
+	}
 	to := timeline.Options{}
 	if cfg.Timeline != nil {
 		to = *cfg.Timeline
@@ -276,6 +284,10 @@ func Start(cfg Config) (*Node, error) {
 		return nil, n.fail(err)
 	}
 	if n.meta != nil {
+		if err := n.startSender(); err != nil {
+			_ = r.Stop()
+			return nil, n.fail(err)
+		}
 		n.shardStop, n.shardDone = make(chan struct{}), make(chan struct{})
 		go n.shardLoop()
 	}
@@ -297,7 +309,7 @@ func (n *Node) open(dir string) error {
 		err = srv.Register(n.commands()...)
 	}
 	if err == nil && n.cfg.Sharding != nil {
-		err = srv.Register(n.shardCommands()...)
+		err = n.registerSharding(srv, db)
 	}
 	if err == nil {
 		err = srv.RegisterCollector(n.metrics)
@@ -352,6 +364,7 @@ func (n *Node) reopen(dir string) (*store.DB, error) {
 
 // fail closes what Start opened and returns err.
 func (n *Node) fail(err error) error {
+	n.stopSender()
 	n.Server().Close()
 	return errors.Join(err, n.DB().Close(), n.closeMeta())
 }
@@ -447,6 +460,7 @@ func (n *Node) Close(ctx context.Context) error {
 			close(n.shardStop)
 			<-n.shardDone
 		}
+		n.stopSender()
 		if err := n.Server().Shutdown(ctx); err != nil && !errors.Is(err, server.ErrServerClosed) {
 			errs = append(errs, err)
 		}

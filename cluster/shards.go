@@ -18,10 +18,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/replica"
 	"github.com/tallydb/tally/server"
 	"github.com/tallydb/tally/shard"
 	"github.com/tallydb/tally/shard/meta"
+	"github.com/tallydb/tally/xshard"
 )
 
 // Sharding places a replica in a multi-shard cluster.
@@ -147,6 +149,97 @@ func (n *Node) startSharding() error {
 	n.meta = grp
 	grp.OnChange(n.topo.update)
 	n.topo.update(grp.Map())
+	return nil
+}
+
+// registerSharding opens the cross-shard streams on a database the node
+// opened (Start's, or a snapshot install's) and registers the sharded
+// cluster's commands with its server.
+func (n *Node) registerSharding(srv *server.Server, db *tallydb.DB) error {
+	st, err := xshard.Open(db.Store(), n.cfg.Sharding.Shard, &xshard.Options{Now: n.clock.Now})
+	if err != nil {
+		return err
+	}
+	n.streams.Store(st)
+	if err := srv.Register(xshard.Commands(st)...); err != nil {
+		return err
+	}
+	return srv.Register(n.shardCommands()...)
+}
+
+// startSender starts the delivery of this shard's outboxes (it sends only
+// while this replica leads the shard).
+func (n *Node) startSender() error {
+	snd, err := xshard.NewSender(xshard.SenderConfig{
+		Streams:  n.streams.Load,
+		Leader:   leadership{n},
+		Peers:    shardPeers{n},
+		Proposer: proposer{n},
+		Password: n.cfg.password(),
+		Logger:   n.cfg.Logger.With("part", "xshard"),
+	})
+	if err != nil {
+		return err
+	}
+	n.sender = snd
+	ctx, cancel := context.WithCancel(context.Background())
+	n.senderStop = cancel
+	n.senderDone = make(chan struct{})
+	go func() {
+		defer close(n.senderDone)
+		_ = snd.Run(ctx)
+	}()
+	return nil
+}
+
+// stopSender stops the outbox delivery (Close).
+func (n *Node) stopSender() {
+	if n.senderStop != nil {
+		n.senderStop()
+		<-n.senderDone
+	}
+}
+
+type leadership struct{ n *Node }
+
+func (l leadership) IsLeader() bool { return l.n.rep.Status().Role == "leader" }
+
+type shardPeers struct{ n *Node }
+
+func (p shardPeers) LeaderAddr(_ context.Context, id uint32) (string, error) {
+	v := p.n.topo.View()
+	if v == nil {
+		return "", errors.New("cluster: no slot map yet")
+	}
+	s := v.Shard(id)
+	if s == nil {
+		return "", fmt.Errorf("cluster: no shard %d in the slot map", id)
+	}
+	for _, nd := range s.Nodes {
+		if nd.ID == s.Leader {
+			return nd.Addr, nil
+		}
+	}
+	if len(s.Nodes) == 0 {
+		return "", fmt.Errorf("cluster: shard %d has no replicas", id)
+	}
+	return s.Nodes[0].Addr, nil
+}
+
+type proposer struct{ n *Node }
+
+func (p proposer) Propose(ctx context.Context, argv [][]byte) error {
+	data, err := server.EncodeCommand(argv)
+	if err != nil {
+		return err
+	}
+	reply, err := p.n.ad.Propose(ctx, data)
+	if err != nil {
+		return err
+	}
+	if len(reply) > 0 && reply[0] == '-' {
+		return fmt.Errorf("cluster: %s", strings.TrimSpace(string(reply[1:])))
+	}
 	return nil
 }
 
