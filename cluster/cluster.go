@@ -213,6 +213,7 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		n.co.Topology = n.topo
+		n.co.Broadcast = n.broadcast
 	}
 	if err := n.open(cfg.Dir); err != nil {
 		return nil, errors.Join(err, n.closeMeta())

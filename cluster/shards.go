@@ -167,6 +167,54 @@ func (n *Node) registerSharding(srv *server.Server, db *tallydb.DB) error {
 	return srv.Register(n.shardCommands()...)
 }
 
+// mapWait bounds how long an apply waits for this node's first slot map
+// (a learner of the metadata group may apply its shard's entries before
+// the map reaches it).
+const mapWait = time.Minute
+
+// view returns the slot map's view, waiting for the first map if there is
+// none yet: an apply must decide from the map the leader decided from.
+func (n *Node) view() (*server.TopologyView, error) {
+	if v := n.topo.View(); v != nil {
+		return v, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), mapWait)
+	defer cancel()
+	m, err := n.meta.WaitEpoch(ctx, 1)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: no slot map after %v: %w", mapWait, err)
+	}
+	n.topo.update(m)
+	return n.topo.View(), nil
+}
+
+// broadcast is ClusterOptions.Broadcast: a write with no keys (a schema
+// change, DOT.MARK, NOTICE.POST) applied on this shard from a client's
+// entry goes on to every other shard through the cross-shard streams, in
+// the entry's first commit (before the command's own), so every shard
+// applies it exactly once. The streams' own commands and TALLY.EXEC (the
+// CLI's commands, classified one by one) are not broadcast.
+func (n *Node) broadcast(_ *server.Command, args [][]byte) error {
+	switch strings.ToUpper(string(args[0])) {
+	case xshard.CmdRecv, xshard.CmdAck, "TALLY.EXEC":
+		return nil
+	}
+	v, err := n.view()
+	if err != nil {
+		return err
+	}
+	st := n.streams.Load()
+	for _, s := range v.Shards {
+		if s.ID == v.Self {
+			continue
+		}
+		if _, err := st.Append(s.ID, args); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startSender starts the delivery of this shard's outboxes (it sends only
 // while this replica leads the shard).
 func (n *Node) startSender() error {

@@ -57,6 +57,9 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 			if cmd, msg, _ = c.find(args); msg != "" || cmd.stage == nil {
 				break
 			}
+			if c.applying && !cmd.hasKeys() && c.s.cluster != nil && c.s.cluster.opts.Broadcast != nil {
+				break // Apply runs it alone, after its broadcast
+			}
 		}
 		p := pending{cmd: cmd, args: args, op: b.Len()}
 		if !cmd.stage(c, args, b, &p) {

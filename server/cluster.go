@@ -57,6 +57,16 @@ type ClusterOptions struct {
 	// unassigned slot) and the CLUSTER replies list every shard. Nil: one
 	// shard serving every slot.
 	Topology Topology
+	// Broadcast, if set, runs in Apply before each command of a
+	// replicated entry that has no keys (a schema change such as
+	// TALLY.COUNTER ADD, a broadcast such as NOTICE.POST): it is how a
+	// sharded cluster sends such a command on to its other shards, in the
+	// same entry as its local effect. It runs before the command (so a
+	// re-applied entry numbers its commits the same whatever the command
+	// decides), must be deterministic, and an error refuses the command
+	// with that error as its reply. It does not run for the commands a
+	// command runs nested (Conn.RunNested: a message from another shard).
+	Broadcast func(cmd *Command, args [][]byte) error
 }
 
 // DefaultProposeTimeout is ClusterOptions.ProposeTimeout's default.

@@ -392,6 +392,17 @@ func (s *Server) Apply(data []byte) []byte {
 			i++
 			continue
 		}
+		if cl := s.cluster; cl != nil && cl.opts.Broadcast != nil && !cmd.hasKeys() {
+			if err := cl.opts.Broadcast(cmd, args); err != nil {
+				c.writeError(replyFor(err))
+				c.account(cmd, 0)
+				i++
+				continue
+			}
+			c.run(cmd, args) // alone: the next command may need its own broadcast
+			i++
+			continue
+		}
 		if cmd.stage != nil {
 			i += c.runBatch(cmd, reqs[i:])
 			continue
@@ -406,6 +417,10 @@ func (s *Server) Apply(data []byte) []byte {
 	}
 	return out
 }
+
+// hasKeys reports whether the command names keys (COMMAND's key
+// positions or a Keys function).
+func (c *Command) hasKeys() bool { return c.FirstKey > 0 || c.Keys != nil }
 
 // applyClass is ClassOf on Apply's path: Classify is not consulted there
 // (it may depend on this node); a command with one is replicated when its
