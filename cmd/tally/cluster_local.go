@@ -395,13 +395,13 @@ func stopLocalGroup(dir string) (int, error) {
 }
 
 // freeLocalPorts finds n consecutive free client ports on 127.0.0.1 whose
-// raft ports (+raftPortOffset) are free too.
+// raft ports (+raftPortOffset, +metaPortOffset) are free too.
 func freeLocalPorts(n int) (int, error) {
 	for range 50 {
 		base := 20000 + mrand.IntN(25000)
 		ok := true
 		for i := 0; i < n && ok; i++ {
-			for _, p := range []int{base + i, base + i + raftPortOffset} {
+			for _, p := range []int{base + i, base + i + raftPortOffset, base + i + metaPortOffset} {
 				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 				if err != nil {
 					ok = false

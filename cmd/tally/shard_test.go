@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tallydb/tally/server"
+)
+
+// shardProc is one process of a local sharded cluster as cluster local
+// start printed it.
+type shardProc struct {
+	addr, role string
+	pid, shard int
+}
+
+func parseShardProcs(t *testing.T, out string) []shardProc {
+	t.Helper()
+	var ps []shardProc
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			t.Fatalf("cluster local start printed %q, want ADDR PID ROLE SHARD", line)
+		}
+		pid, _ := strconv.Atoi(f[1])
+		sh, _ := strconv.Atoi(f[3])
+		ps = append(ps, shardProc{addr: f[0], pid: pid, role: f[2], shard: sh})
+	}
+	return ps
+}
+
+// TestShardedProcesses runs three shards of three "tally serve --cluster"
+// processes (tally cluster local start --shards 3), writes through
+// go-redis's ClusterClient from several goroutines while a shard's leader
+// is killed with SIGKILL (and started again) and another shard's replica
+// moves to a new node (cluster local add-node, cluster move), and checks
+// that every acknowledged increment is there, that each key lives on the
+// shard its slot maps to and on every replica of it, and that schema
+// commands reached every shard.
+func TestShardedProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	port := freePorts(t, 10)
+	ps := strconv.Itoa(port)
+	t.Cleanup(func() { tallyCmd(t, "-d", dir, "cluster", "local", "stop") })
+	procs := parseShardProcs(t, tallyCmd(t, "-d", dir, "cluster", "local", "start", "--shards", "3", "--replicas", "3", "--port", ps))
+	if len(procs) != 9 {
+		t.Fatalf("started %d processes, want 9", len(procs))
+	}
+	leaders := map[int]shardProc{}
+	var addrs []string
+	for _, p := range procs {
+		addrs = append(addrs, p.addr)
+		if p.role == "leader" {
+			leaders[p.shard] = p
+		}
+	}
+	if len(leaders) != 3 {
+		t.Fatalf("leaders %v: want one per shard", leaders)
+	}
+	ctx := context.Background()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 16,
+		DialTimeout: time.Second, ReadTimeout: 20 * time.Second})
+	defer c.Close()
+	retry := func(args ...any) (any, error) {
+		var v any
+		var err error
+		for range 500 {
+			v, err = c.Do(ctx, args...).Result()
+			if err == nil || strings.HasPrefix(err.Error(), "ERR ") {
+				return v, err
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return v, err
+	}
+	// Schema commands have no key: sent to one shard, they reach every
+	// shard through the cross-shard streams.
+	for _, cmd := range [][]any{{"TALLY.COUNTER", "ADD", "posts"}, {"TALLY.COLUMN", "ADD", "posts", "likes"}} {
+		if _, err := retry(cmd...); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	const keys = 60
+	var mu sync.Mutex
+	want := map[int]int64{}
+	write := func(n int, rng *rand.Rand) {
+		for range n {
+			id := rng.IntN(keys)
+			v, err := retry("HINCRBY", fmt.Sprint("posts:", id), "likes", 1)
+			if err != nil {
+				continue // unknown outcome: the truth is read back below
+			}
+			mu.Lock()
+			want[id] = max(want[id], v.(int64))
+			mu.Unlock()
+		}
+	}
+	// Until the broadcast reached a shard, its HINCRBY says "no such
+	// counter": wait for it on every shard.
+	deadline := time.Now().Add(20 * time.Second)
+	for id := 0; id < keys; id++ {
+		for {
+			_, err := c.Do(ctx, "HINCRBY", fmt.Sprint("posts:", id), "likes", 0).Result()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("HINCRBY posts:%d: %v (the schema did not reach its shard)", id, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	var wg sync.WaitGroup
+	load := func(n int) {
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				write(n, rand.New(rand.NewPCG(uint64(g), uint64(n))))
+			}()
+		}
+	}
+	load(100)
+	wg.Wait()
+
+	// SIGKILL shard 2's leader under load, then start it again.
+	load(100)
+	if err := syscall.Kill(leaders[2].pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	out := tallyCmd(t, "-d", dir, "cluster", "local", "start", "--shards", "3", "--replicas", "3", "--port", ps)
+	if !strings.Contains(out, leaders[2].addr) {
+		t.Fatalf("restart printed %q, without %s", out, leaders[2].addr)
+	}
+
+	// Move a follower of shard 3 to a new node under load.
+	var from shardProc
+	for _, p := range procs {
+		if p.shard == 3 && p.role != "leader" {
+			from = p
+			break
+		}
+	}
+	fromPort, _ := strconv.Atoi(from.addr[strings.LastIndex(from.addr, ":")+1:])
+	fromID := strconv.Itoa(fromPort - port + 1) // cluster local start's node ids
+	added := strings.Fields(tallyCmd(t, "-d", dir, "cluster", "local", "add-node", "--shard", "3"))
+	if len(added) != 4 {
+		t.Fatalf("add-node printed %q, want ADDR PID ID RAFT_ADDR", added)
+	}
+	load(100)
+	moved := tallyCmd(t, "cluster", "move", "3", fromID, added[2], added[3], added[0], "--addr", procs[0].addr)
+	wg.Wait()
+	if !strings.Contains(moved, "removed") {
+		t.Fatalf("cluster move printed %q", moved)
+	}
+	// The map lists the new replica (the shard's leader publishes it).
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		st, err := shardsStatus(procs[0].addr, "")
+		if err == nil && len(st.shards) == 3 && strings.Contains(strings.Join(st.shards[2].replicas, ","), "/"+added[0]) &&
+			!strings.Contains(strings.Join(st.shards[2].replicas, ","), "/"+from.addr) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the map does not show the move: %+v %v", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	load(50)
+	wg.Wait()
+
+	// Every acknowledged increment is there, read through the cluster.
+	truth := map[int]int64{}
+	for id, w := range want {
+		got, err := c.HGet(ctx, fmt.Sprint("posts:", id), "likes").Int64()
+		if err != nil || got < w {
+			t.Fatalf("posts:%d likes = %d (%v), want at least the acknowledged %d", id, got, err, w)
+		}
+		truth[id] = got
+	}
+	// Each key is on every replica of its shard (READONLY reads, once
+	// caught up) and on no other shard's replicas.
+	st, err := shardsStatus(procs[0].addr, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slotShard := func(slot int) int {
+		for _, s := range st.shards {
+			for _, r := range s.slots {
+				a, b, _ := strings.Cut(r, "-")
+				lo, _ := strconv.Atoi(a)
+				hi, _ := strconv.Atoi(b)
+				if slot >= lo && slot <= hi {
+					return int(s.id)
+				}
+			}
+		}
+		return 0
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for _, s := range st.shards {
+		for _, r := range s.replicas {
+			addr := r[strings.LastIndex(r, "/")+1:]
+			rc := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+			if err := rc.Do(ctx, "READONLY").Err(); err != nil {
+				t.Fatal(err)
+			}
+			for id, w := range truth {
+				key := fmt.Sprint("posts:", id)
+				mine := slotShard(server.Slot([]byte(key))) == int(s.id)
+				for {
+					got, err := rc.HGet(ctx, key, "likes").Int64()
+					if !mine {
+						if err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+							t.Fatalf("%s on shard %d (%s): %d, %v; want MOVED", key, s.id, addr, got, err)
+						}
+						break
+					}
+					if err == nil && got == w {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s on shard %d replica %s = %d (%v), want %d", key, s.id, addr, got, err, w)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			rc.Close()
+		}
+	}
+}
