@@ -60,7 +60,7 @@ type xShard struct {
 // xRemote is a shard's timeline.Remote.
 type xRemote struct{ sh *xShard }
 
-func (r *xRemote) Local(user uint64) bool      { return xShardOf(user) == r.sh.id }
+func (r *xRemote) Local(user uint64) bool     { return xShardOf(user) == r.sh.id }
 func (r *xRemote) ShardOf(user uint64) uint32 { return xShardOf(user) }
 func (r *xRemote) Send(b *store.Batch, shard uint32, argv [][]byte) error {
 	if shard == r.sh.id || shard == 0 || shard > xNumShards {
@@ -577,9 +577,71 @@ func (w *xWorld) compare(feedExact bool) {
 		}
 	}
 	for _, s := range w.shards[1:] {
+		// Every backfill ran: the inboxes hold the copies' posts, not
+		// reads by pull.
+		for _, st := range s.tl.Stats() {
+			if st.Key == "pending_backfills" && st.Value != "0" {
+				t.Fatalf("shard %d: %s pending backfills at quiescence", s.id, st.Value)
+			}
+		}
 		if err := s.tl.Check(); err != nil {
 			t.Fatalf("shard %d: %v", s.id, err)
 		}
 	}
 	must(t, m.Check())
+}
+
+// TestShardedRefusals: a write about a user of another shard, a bad
+// cross-shard message and a bulk load are refused with their named
+// errors, and change nothing.
+func TestShardedRefusals(t *testing.T) {
+	s := &xShard{id: 1, fs: vfs.NewMem()}
+	now := func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+	s.open(t, now)
+	defer s.close(t)
+	tl := s.tl
+	// 3 and 6 are shard 1's, 4 shard 2's.
+	for _, err := range []error{
+		func() error { _, err := tl.Follow(4, 3); return err }(),
+		func() error { _, err := tl.Publish(4, 100); return err }(),
+		func() error { _, _, err := tl.Unpublish(4, 100); return err }(),
+		func() error { _, err := tl.Mute(4, 3); return err }(),
+		func() error { _, err := tl.Hide(4, 3); return err }(),
+	} {
+		if !errors.Is(err, timeline.ErrNotLocal) {
+			t.Errorf("write for another shard's user: %v, want ErrNotLocal", err)
+		}
+	}
+	if _, err := tl.LoadFollows(context.Background(), []timeline.Edge{{Follower: 3, Followee: 6}}, nil); !errors.Is(err, timeline.ErrSharded) {
+		t.Errorf("LoadFollows: %v, want ErrSharded", err)
+	}
+	bad := []error{
+		func() error { _, err := tl.RemoteFollower(3, 4, 0, true); return err }(),
+		func() error { _, err := tl.RemoteFollower(3, 3, 2, true); return err }(),
+		tl.InstallCopy(4, 2, []timeline.Entry{{Post: 10, Author: 4}, {Post: 20, Author: 4}}),     // not newest first
+		tl.InstallCopy(4, 1, []timeline.Entry{{Post: 20, Author: 4}, {Post: 10, Author: 4}}),     // count below entries
+		tl.InstallCopy(4, 1, []timeline.Entry{{Post: 20, Author: 5}}),                            // another author
+		tl.InstallCopy(4, 1, []timeline.Entry{{Post: 20, Author: 4, Type: timeline.TypeRepost}}), // no reference
+		func() error { _, err := tl.PublishCopy(4, 9, 0, 0, 20); return err }(),
+		func() error { _, err := tl.PublishCopy(4, timeline.TypeRepost, 30, 5, 20); return err }(), // not above its original
+		func() error { _, err := tl.PublishCopy(4, timeline.TypePost, 0, 0); return err }(),
+		func() error { _, err := tl.UnpublishCopy(4); return err }(),
+	}
+	for i, err := range bad {
+		if !errors.Is(err, timeline.ErrBadMessage) && !errors.Is(err, timeline.ErrBadID) && !errors.Is(err, timeline.ErrSelfFollow) {
+			t.Errorf("bad message %d: %v", i, err)
+		}
+	}
+	if err := tl.InstallCopy(4, 1, []timeline.Entry{{Post: 0, Author: 4}}); !errors.Is(err, timeline.ErrBadID) {
+		t.Errorf("post 0: %v", err)
+	}
+	if info, err := tl.User(4); err != nil || info.Posts != 0 || info.Followers != 0 {
+		t.Errorf("after refusals: %+v %v", info, err)
+	}
+	if rf, err := tl.RemoteFollowers(3); err != nil || len(rf) != 0 {
+		t.Errorf("remote followers after refusals: %v %v", rf, err)
+	}
+	if err := tl.Check(); err != nil {
+		t.Fatal(err)
+	}
 }
