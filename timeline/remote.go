@@ -109,7 +109,18 @@ var (
 	// ErrSharded is returned for operations a sharded timeline does not
 	// support (LoadFollows).
 	ErrSharded = errors.New("timeline: not supported on a sharded timeline")
+	// ErrUnsharded is returned for a cross-shard message on a timeline
+	// without Options.Remote (one shard has no other to hear from).
+	ErrUnsharded = errors.New("timeline: cross-shard message on an unsharded timeline")
 )
+
+// sharded refuses a cross-shard message on a timeline of one shard.
+func (t *Timeline) sharded() error {
+	if t.remote == nil {
+		return ErrUnsharded
+	}
+	return nil
+}
 
 // checkLocal refuses a write about id when id lives on another shard.
 func (t *Timeline) checkLocal(what string, id uint64) error {
@@ -240,6 +251,9 @@ func (t *Timeline) RemoteFollower(author, follower uint64, shard uint32, add boo
 	if err := t.live(); err != nil {
 		return false, err
 	}
+	if err := t.sharded(); err != nil {
+		return false, err
+	}
 	t.graphMu.RLock()
 	defer t.graphMu.RUnlock()
 	am := &t.authorMu[stripe(author)]
@@ -306,7 +320,7 @@ func (t *Timeline) RemoteFollower(author, follower uint64, shard uint32, add boo
 	if err != nil {
 		return false, err
 	}
-	if add && cnt == 1 && t.remote != nil {
+	if add && cnt == 1 {
 		argv := argvOf(CmdXBackfill, author, rows[colPosts])
 		n := t.Config().InboxCap + 1
 		if err := t.postEntries(author, func(e store.TopEntry) bool {
@@ -430,6 +444,9 @@ func (t *Timeline) InstallCopy(author, posts uint64, entries []Entry) error {
 		return err
 	}
 	if err := t.live(); err != nil {
+		return err
+	}
+	if err := t.sharded(); err != nil {
 		return err
 	}
 	t.graphMu.Lock()
@@ -643,6 +660,9 @@ func (t *Timeline) PublishCopy(author uint64, typ EntryType, ref, refAuthor uint
 	if err := CheckCopyPublish(author, typ, ref, refAuthor, posts); err != nil {
 		return 0, err
 	}
+	if err := t.sharded(); err != nil {
+		return 0, err
+	}
 	meta := entryMeta{kind: typ, ref: ref, refAuthor: refAuthor}
 	res, err := t.publish(author, PublishOptions{}, &meta, posts)
 	if err != nil {
@@ -669,6 +689,9 @@ func (t *Timeline) UnpublishCopy(author uint64, posts ...uint64) (int, error) {
 	if len(posts) == 0 {
 		return 0, fmt.Errorf("%w: no post", ErrBadMessage)
 	}
+	if err := t.sharded(); err != nil {
+		return 0, err
+	}
 	res, err := t.unpublish(author, posts, true)
 	if err != nil {
 		return 0, err
@@ -686,6 +709,9 @@ func (t *Timeline) UnpublishCopy(author uint64, posts ...uint64) (int, error) {
 // another shard, hides (add) or unhides their posts from follower, whose
 // pages read the pair here. It reports whether anything changed.
 func (t *Timeline) RemoteHide(author, follower uint64, add bool) (bool, error) {
+	if err := t.sharded(); err != nil {
+		return false, err
+	}
 	n, err := t.setPairs(false, add, author, []uint64{follower}, false)
 	return n > 0, err
 }
