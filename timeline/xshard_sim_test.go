@@ -645,3 +645,85 @@ func TestShardedRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkShardedPost measures what sharding adds to a post, per op,
+// on settled stores (compacted after the follows, as the package's other
+// benchmarks):
+//
+//   - publish/remote: the author (shard 1) has 40 followers, all on
+//     shards 2 and 3, none live on shard 1: the publish reads tl_xfol and
+//     queues two messages in its batch (nothing is delivered while timed);
+//   - publish/none: the same author without followers;
+//   - copy: shard 2 applies TL.XPUBLISH for the author of shard 1, who
+//     has 20 live followers on shard 2 (PublishCopy: the publish into the
+//     copy and its fan-out's enqueue; the jobs are not run);
+//   - local: the same publish by a local author with 20 live followers.
+func BenchmarkShardedPost(b *testing.B) {
+	now := func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+	const author = 3 // shard 1
+	for _, bc := range []string{"publish/remote", "publish/none", "copy", "local"} {
+		b.Run(bc, func(b *testing.B) {
+			w := &xWorld{t: b}
+			for i := uint32(1); i <= xNumShards; i++ {
+				w.shards[i] = &xShard{id: i, fs: vfs.NewMem()}
+				w.shards[i].open(b, now)
+			}
+			defer func() {
+				for _, s := range w.shards[1:] {
+					s.close(b)
+				}
+			}()
+			// follow makes n users of shard sh follow a, live, and
+			// delivers every message.
+			follow := func(sh uint32, a uint64, n int) {
+				for u := uint64(4); n > 0; u++ {
+					if xShardOf(u) != sh || u == a {
+						continue
+					}
+					n--
+					_, err := w.shards[sh].tl.Follow(u, a)
+					must(b, err)
+					_, err = w.shards[sh].tl.Home(u, "", 1)
+					must(b, err)
+				}
+				for src := uint32(1); src <= xNumShards; src++ {
+					for dst := uint32(1); dst <= xNumShards; dst++ {
+						for src != dst && w.deliver(src, dst) {
+						}
+					}
+				}
+			}
+			switch bc {
+			case "publish/remote":
+				follow(2, author, 20)
+				follow(3, author, 20)
+			case "copy":
+				follow(2, author, 20)
+			case "local":
+				follow(3, 5, 20) // 5 is shard 3's
+			}
+			for _, s := range w.shards[1:] {
+				must(b, s.db.RunJobs(context.Background(), nil))
+				must(b, s.db.CompactDisk(context.Background()))
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p := uint64(1000 + i)
+				var err error
+				switch bc {
+				case "publish/remote", "publish/none":
+					_, err = w.shards[1].tl.Publish(author, p)
+				case "copy":
+					_, err = w.shards[2].tl.PublishCopy(author, timeline.TypePost, 0, 0, p)
+				case "local":
+					_, err = w.shards[3].tl.Publish(5, p)
+				}
+				must(b, err)
+			}
+			b.StopTimer()
+			if sent := w.shards[1].seq[2] + w.shards[1].seq[3]; bc == "publish/remote" && sent < uint64(2*b.N) {
+				b.Fatalf("%d messages for %d posts", sent, b.N)
+			}
+		})
+	}
+}
