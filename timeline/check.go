@@ -61,7 +61,7 @@ func (t *Timeline) check() error {
 		c.checkRemoved,
 		c.checkFanouts,
 		c.checkPairs,
-		c.checkXFol,
+		c.checkXShard,
 	} {
 		if err := phase(); err != nil {
 			return err
@@ -623,32 +623,47 @@ func (c *checker) remoteFollowers(author uint64, w, g *roaring.Bitmap) error {
 	return nil
 }
 
-// checkXFol checks tl_xfol: on a sharded timeline, a local author's count
-// of followers per other shard equals the followers of that shard in the
-// author's set; nothing else has entries.
-func (c *checker) checkXFol() error {
-	if c.t.fam.xfol == nil {
-		return nil // a store from before tl_xfol, opened read-only
+// checkXShard checks tl_xshard: on a sharded timeline, a local author's
+// count of followers per other shard equals the followers of that shard
+// in the author's set, and the shards holding reposts of a post are
+// recorded for a published post of a local author only.
+func (c *checker) checkXShard() error {
+	if c.t.fam.xshard == nil {
+		return nil // a store from before tl_xshard, opened read-only
 	}
 	got := map[uint64]map[uint32]uint64{}
-	if err := c.scan(c.t.fam.xfol, func(k, v []byte) bool {
-		a, s := binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint32(k[9:13])
+	subs := 0
+	if err := c.scan(c.t.fam.xshard, func(k, v []byte) bool {
+		id, s := binary.BigEndian.Uint64(k[2:10]), binary.BigEndian.Uint32(k[10:14])
 		n := binary.BigEndian.Uint64(v)
-		if n == 0 {
-			return c.failf("author %d: zero followers on shard %d kept", a, s)
+		switch k[1] {
+		case xsFollowers:
+			if n == 0 {
+				return c.failf("author %d: zero followers on shard %d kept", id, s)
+			}
+			if got[id] == nil {
+				got[id] = map[uint32]uint64{}
+			}
+			got[id][s] = n
+		case xsReposts:
+			subs++
+			if a, ok := c.outboxOf[id]; !ok || a != n {
+				return c.failf("shard %d holds reposts of post %d of %d, which is not published here", s, id, n)
+			}
+			if c.t.remote != nil && !c.t.remote.Local(n) {
+				return c.failf("shard %d holds reposts of post %d of %d, who is not local", s, id, n)
+			}
+		default:
+			return c.failf("tl_xshard key %x of unknown kind", k)
 		}
-		if got[a] == nil {
-			got[a] = map[uint32]uint64{}
-		}
-		got[a][s] = n
 		return true
 	}); err != nil {
 		return err
 	}
 	r := c.t.remote
 	if r == nil {
-		if len(got) > 0 {
-			return fmt.Errorf("%d authors with followers on other shards on an unsharded timeline", len(got))
+		if len(got) > 0 || subs > 0 {
+			return fmt.Errorf("%d authors with followers on other shards, %d shards with reposts, on an unsharded timeline", len(got), subs)
 		}
 		return nil
 	}
@@ -673,7 +688,7 @@ func (c *checker) checkXFol() error {
 			}
 		}
 		if !maps.Equal(want, got[id]) {
-			return fmt.Errorf("author %d: followers per other shard %v, tl_xfol says %v", id, want, got[id])
+			return fmt.Errorf("author %d: followers per other shard %v, tl_xshard says %v", id, want, got[id])
 		}
 	}
 	return nil

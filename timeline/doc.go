@@ -55,7 +55,8 @@
 //	0x2c    tl_mute       user id u64 | author id u64        empty: user mutes author (mute.go)
 //	0x2d    tl_hide       author id u64 | follower id u64    empty: author hides their posts from follower
 //	0x2e    tl_reposts    original post u64 | repost id u64  reposter id u64: the reposts of an original (repost.go)
-//	0x2f    tl_xfol       author id u64 | shard u32          count u64: the author's followers on another shard (remote.go)
+//	0x2f    tl_xshard     'f' | author id u64 | shard u32    count u64: the author's followers on another shard (remote.go)
+//	                      's' | post id u64 | shard u32      author id u64: the shard holds reposts of the post (remote.go)
 //
 // All integers are big-endian, so Pebble's key order is numeric order;
 // ^post is 2^64-1 − post. UsersCounter ("users", KeepHot, 48 range bits)
@@ -324,9 +325,9 @@
 // the machinery above, and every read stays local. Follows, unfollows,
 // posts, unpublishes and hides of users on other shards travel as
 // internal commands (TL.XFOLLOWER, TL.XBACKFILL, TL.XPUBLISH,
-// TL.XUNPUBLISH, TL.XHIDE: RemoteFollower, InstallCopy, PublishCopy,
-// UnpublishCopy, RemoteHide), queued by Remote.Send in the batch of
-// their cause. remote.go has the rules; docs/ARCHITECTURE.md ("Sharding:
+// TL.XUNPUBLISH, TL.XHIDE, TL.XSUBSCRIBE, TL.XGONE: RemoteFollower,
+// InstallCopy, PublishCopy, UnpublishCopy, RemoteHide, RemoteSubscribe,
+// OriginalGone), queued by Remote.Send in the batch of their cause. remote.go has the rules; docs/ARCHITECTURE.md ("Sharding:
 // timelines and unread") the reasons and what is not done. A nil Remote
 // is one shard, exactly as before.
 //

@@ -215,6 +215,9 @@ func (t *Timeline) publish(author uint64, opts PublishOptions, copyMeta *entryMe
 		if err := t.sendPublish(b, author, meta, ps); err != nil {
 			return nil, err
 		}
+		if err := t.subscribeRepost(b, author, meta); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.Commit(); err != nil {
 		return nil, err
@@ -513,6 +516,9 @@ func (t *Timeline) unpublish(author uint64, posts []uint64, copy bool) ([]Unpubl
 			ids[k] = posts[i]
 		}
 		if err := t.sendUnpublish(b, author, ids); err != nil {
+			return nil, err
+		}
+		if err := t.sendGone(b, author, ids); err != nil {
 			return nil, err
 		}
 	}

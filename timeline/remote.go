@@ -20,7 +20,7 @@ package timeline
 //
 // a's own shard A keeps a's full follower set (counts, FollowersPage,
 // remote followers get ordinals on A but never join A's push set, so A's
-// fan-outs skip them) and, in tl_xfol, the number of a's followers on
+// fan-outs skip them) and, in tl_xshard, the number of a's followers on
 // each other shard: the shards a's posts go to.
 //
 // Messages (commands of the table, run on the target shard through the
@@ -34,13 +34,16 @@ package timeline
 //	                                            to every shard with followers of a: a published the posts
 //	TL.XUNPUBLISH author post [post ...]        to every shard with followers of a: a unpublished the posts
 //	TL.XHIDE author follower 1|0                to follower's shard: a hides (1) or unhides (0) from follower
+//	TL.XSUBSCRIBE author post shard             to a's shard: shard holds reposts of a's post (see below)
+//	TL.XGONE author post                        to such a shard: a's post is not published (any more)
 //
 // type is an EntryType's number (0 post, 1 repost, 2 comment, 3 reply).
 // A message is sent with Remote.Send in the batch of the write that
 // causes it, so the message and its cause commit together (see Remote).
-// Every handler decides only from its arguments and the shard's state
-// (never from the slot map), so every replica of the target applies it
-// alike, and under the streams' exactly-once, in-order delivery per
+// Every handler decides what it changes only from its arguments and the
+// shard's state (never from the slot map; only the shard a reply goes to
+// is the map's, as for client commands), so every replica of the target
+// applies it alike, and under the streams' exactly-once, in-order delivery per
 // (source, target) pair:
 //
 //   - the stream from T to A carries T's follows and unfollows of a in
@@ -96,6 +99,8 @@ const (
 	CmdXPublish   = "TL.XPUBLISH"
 	CmdXUnpublish = "TL.XUNPUBLISH"
 	CmdXHide      = "TL.XHIDE"
+	CmdXSubscribe = "TL.XSUBSCRIBE"
+	CmdXGone      = "TL.XGONE"
 )
 
 var (
@@ -130,9 +135,23 @@ func (t *Timeline) checkLocal(what string, id uint64) error {
 	return fmt.Errorf("%w: %s %d is on shard %d", ErrNotLocal, what, id, t.remote.ShardOf(id))
 }
 
-func xfolKey(dst []byte, author uint64, shard uint32) []byte {
-	dst = binary.BigEndian.AppendUint64(append(dst, pfxXFol), author)
+// Kinds of tl_xshard keys: pfxXShard | kind | id u64 | shard u32.
+const (
+	xsFollowers = 'f' // author | shard -> count of author's followers on shard
+	xsReposts   = 's' // post | shard -> author of post: shard holds reposts of it
+)
+
+func xshardKey(dst []byte, kind byte, id uint64, shard uint32) []byte {
+	dst = binary.BigEndian.AppendUint64(append(dst, pfxXShard, kind), id)
 	return binary.BigEndian.AppendUint32(dst, shard)
+}
+
+func xfolKey(dst []byte, author uint64, shard uint32) []byte {
+	return xshardKey(dst, xsFollowers, author, shard)
+}
+
+func xsubKey(dst []byte, post uint64, shard uint32) []byte {
+	return xshardKey(dst, xsReposts, post, shard)
 }
 
 func argvOf(cmd string, nums ...uint64) [][]byte {
@@ -209,11 +228,11 @@ func (t *Timeline) sendUnpublish(b *store.Batch, author uint64, posts []uint64) 
 }
 
 // interestedShards returns the shards with followers of author, from
-// tl_xfol (on author's own shard), ascending.
+// tl_xshard (on author's own shard), ascending.
 func (t *Timeline) interestedShards(author uint64) ([]uint32, error) {
 	var out []uint32
-	err := t.scan(t.fam.xfol, xfolKey(nil, author, 0)[:9], func(k, _ []byte) bool {
-		out = append(out, binary.BigEndian.Uint32(k[9:13]))
+	err := t.scan(t.fam.xshard, xfolKey(nil, author, 0)[:10], func(k, _ []byte) bool {
+		out = append(out, binary.BigEndian.Uint32(k[10:14]))
 		return true
 	})
 	return out, err
@@ -226,8 +245,8 @@ func (t *Timeline) RemoteFollowers(author uint64) (map[uint32]uint64, error) {
 		return nil, err
 	}
 	out := map[uint32]uint64{}
-	err := t.scan(t.fam.xfol, xfolKey(nil, author, 0)[:9], func(k, v []byte) bool {
-		out[binary.BigEndian.Uint32(k[9:13])] = binary.BigEndian.Uint64(v)
+	err := t.scan(t.fam.xshard, xfolKey(nil, author, 0)[:10], func(k, v []byte) bool {
+		out[binary.BigEndian.Uint32(k[10:14])] = binary.BigEndian.Uint64(v)
 		return true
 	})
 	return out, err
@@ -286,7 +305,7 @@ func (t *Timeline) RemoteFollower(author, follower uint64, shard uint32, add boo
 	}
 	var cnt uint64
 	xk := xfolKey(nil, author, shard)
-	if v, ok, err := t.fam.xfol.Get(xk, nil); err != nil {
+	if v, ok, err := t.fam.xshard.Get(xk, nil); err != nil {
 		return false, err
 	} else if ok {
 		cnt = binary.BigEndian.Uint64(v)
@@ -313,9 +332,9 @@ func (t *Timeline) RemoteFollower(author, follower uint64, shard uint32, add boo
 		return false, err
 	}
 	if cnt == 0 {
-		err = t.fam.xfol.Delete(b, xk)
+		err = t.fam.xshard.Delete(b, xk)
 	} else {
-		err = t.fam.xfol.Put(b, xk, binary.BigEndian.AppendUint64(nil, cnt))
+		err = t.fam.xshard.Put(b, xk, binary.BigEndian.AppendUint64(nil, cnt))
 	}
 	if err != nil {
 		return false, err
@@ -323,14 +342,23 @@ func (t *Timeline) RemoteFollower(author, follower uint64, shard uint32, add boo
 	if add && cnt == 1 {
 		argv := argvOf(CmdXBackfill, author, rows[colPosts])
 		n := t.Config().InboxCap + 1
+		var reposts []store.TopEntry
 		if err := t.postEntries(author, func(e store.TopEntry) bool {
 			for _, x := range [4]uint64{e.Key, uint64(e.Kind), e.Ref, e.RefValue} {
 				argv = append(argv, strconv.AppendUint(nil, x, 10))
+			}
+			if EntryType(e.Kind) == TypeRepost {
+				reposts = append(reposts, e)
 			}
 			n--
 			return n > 0
 		}); err != nil {
 			return false, err
+		}
+		for _, e := range reposts {
+			if err := t.subscribe(b, e.RefValue, e.Ref, shard); err != nil {
+				return false, err
+			}
 		}
 		if err := t.remote.Send(b, shard, argv); err != nil {
 			return false, err
@@ -714,4 +742,185 @@ func (t *Timeline) RemoteHide(author, follower uint64, add bool) (bool, error) {
 	}
 	n, err := t.setPairs(false, add, author, []uint64{follower}, false)
 	return n > 0, err
+}
+
+// Reposts of another shard's posts (TL.XSUBSCRIBE, TL.XGONE).
+//
+// A home hides a repost whose original is unpublished (the removed-post
+// set). A shard holding a repost (the reposter's shard A, and every shard
+// with a copy of the reposter's outbox) must therefore learn of the
+// original's removal even when it follows nobody of the original
+// author's. A, which knows both the repost and the shards it sends it to,
+// subscribes each of them (itself included) to the original on the
+// original's shard B: a subscription is a tl_xshard entry there (post |
+// shard), and B's unpublish of the post sends TL.XGONE to every
+// subscriber (and drops the entries). A subscription that reaches B after
+// the post is gone (or names a post B never had) is answered with
+// TL.XGONE at once. TL.XGONE marks the post removed on its shard (a shard
+// with a live copy of the author's had it removed by TL.XUNPUBLISH, sent
+// before it on the same stream; a stale copy drops it), so its reposts
+// leave every home at once. The streams may deliver the repost and the TL.XGONE in either
+// order: the mark hides the repost whenever it arrives.
+
+// subscribe makes target hear of the removal of orig (by origAuthor), of
+// which this shard holds or sends a repost: locally if orig is this
+// shard's, else by TL.XSUBSCRIBE to orig's shard, in b. Nothing when
+// target is orig's own shard (its removed set has it).
+func (t *Timeline) subscribe(b *store.Batch, origAuthor, orig uint64, target uint32) error {
+	if t.remote == nil || target == t.remote.ShardOf(origAuthor) {
+		return nil
+	}
+	if t.remote.Local(origAuthor) {
+		_, err := t.subscribeHere(b, origAuthor, orig, target)
+		return err
+	}
+	return t.remote.Send(b, t.remote.ShardOf(origAuthor), argvOf(CmdXSubscribe, origAuthor, orig, uint64(target)))
+}
+
+// subscribeHere records, in b, that target holds reposts of author's
+// post, or sends target TL.XGONE when the post is not published (now,
+// or ever). It reports whether it recorded the subscription.
+func (t *Timeline) subscribeHere(b *store.Batch, author, post uint64, target uint32) (bool, error) {
+	owner, published, err := t.owner(post)
+	if err != nil {
+		return false, err
+	}
+	if published && owner == author {
+		return true, t.fam.xshard.Put(b, xsubKey(nil, post, target), binary.BigEndian.AppendUint64(nil, author))
+	}
+	return false, t.remote.Send(b, target, argvOf(CmdXGone, author, post))
+}
+
+// subscribeRepost subscribes, in b, the shards that hold author's new
+// reposts of orig (this one and every shard with followers of author).
+func (t *Timeline) subscribeRepost(b *store.Batch, author uint64, meta entryMeta) error {
+	if t.remote == nil || meta.kind != TypeRepost {
+		return nil
+	}
+	shards, err := t.interestedShards(author)
+	if err != nil {
+		return err
+	}
+	for _, s := range append(shards, t.remote.ShardOf(author)) {
+		if err := t.subscribe(b, meta.refAuthor, meta.ref, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendGone sends, in b, TL.XGONE for each of author's posts to every
+// shard subscribed to it, and drops the subscriptions.
+func (t *Timeline) sendGone(b *store.Batch, author uint64, posts []uint64) error {
+	if t.remote == nil {
+		return nil
+	}
+	for _, p := range posts {
+		var shards []uint32
+		if err := t.scan(t.fam.xshard, xsubKey(nil, p, 0)[:10], func(k, _ []byte) bool {
+			shards = append(shards, binary.BigEndian.Uint32(k[10:14]))
+			return true
+		}); err != nil {
+			return err
+		}
+		for _, s := range shards {
+			if err := t.remote.Send(b, s, argvOf(CmdXGone, author, p)); err != nil {
+				return err
+			}
+			if err := t.fam.xshard.Delete(b, xsubKey(nil, p, s)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// RemoteSubscribe applies TL.XSUBSCRIBE on author's shard: shard holds
+// reposts of author's post. It records the subscription (the post's
+// unpublish will send shard TL.XGONE) and reports true, or, when the
+// post is not published, sends TL.XGONE at once and reports false.
+func (t *Timeline) RemoteSubscribe(author, post uint64, shard uint32) (bool, error) {
+	if err := checkPostArgs(author, []uint64{post}); err != nil {
+		return false, err
+	}
+	if shard == 0 {
+		return false, fmt.Errorf("%w: shard 0", ErrBadMessage)
+	}
+	if err := t.live(); err != nil {
+		return false, err
+	}
+	if err := t.sharded(); err != nil {
+		return false, err
+	}
+	t.graphMu.RLock()
+	defer t.graphMu.RUnlock()
+	am := &t.authorMu[stripe(author)]
+	am.Lock()
+	defer am.Unlock()
+	unlock := t.lockPosts([]uint64{post})
+	defer unlock()
+	b := t.db.NewBatch()
+	defer b.Close()
+	ok, err := t.subscribeHere(b, author, post, shard)
+	if err != nil {
+		return false, err
+	}
+	return ok, b.Commit()
+}
+
+// OriginalGone applies TL.XGONE on a shard holding reposts of author's
+// post, a post of another shard that is not (or no longer) published: it
+// marks the post removed here, so its reposts leave every home at once.
+// A stale copy of author's that still publishes the post (this shard had
+// no follower of author's when it was unpublished) drops it, as
+// TL.XUNPUBLISH would have. It reports whether anything changed: nothing
+// when the post is marked already or another author holds the id here.
+func (t *Timeline) OriginalGone(author, post uint64) (bool, error) {
+	if err := checkPostArgs(author, []uint64{post}); err != nil {
+		return false, err
+	}
+	if err := t.live(); err != nil {
+		return false, err
+	}
+	if err := t.sharded(); err != nil {
+		return false, err
+	}
+	if owner, published, err := t.Owner(post); err != nil {
+		return false, err
+	} else if published && owner == author {
+		// A stale copy (this shard had no follower of author when the
+		// post was unpublished, so no TL.XUNPUBLISH came): the post
+		// leaves it as it would have.
+		res, err := t.unpublish(author, []uint64{post}, true)
+		return err == nil && res[0].Removed, err
+	}
+	t.graphMu.RLock()
+	defer t.graphMu.RUnlock()
+	am := &t.authorMu[stripe(author)]
+	am.Lock()
+	defer am.Unlock()
+	unlock := t.lockPosts([]uint64{post})
+	defer unlock()
+	owner, published, err := t.owner(post)
+	if err != nil || published || owner != 0 {
+		return false, err
+	}
+	b := t.db.NewBatch()
+	defer b.Close()
+	if err := t.fam.removed.Put(b, removedKey(nil, post), binary.BigEndian.AppendUint64(nil, author)); err != nil {
+		return false, err
+	}
+	t.removed.Lock()
+	t.removed.bm.Add(post)
+	t.removed.Unlock()
+	if err := b.Commit(); err != nil {
+		t.removed.Lock()
+		t.removed.bm.Remove(post)
+		t.removed.Unlock()
+		return false, err
+	}
+	if s := stripe(post); post > t.postHigh[s] {
+		t.postHigh[s] = post
+	}
+	return true, nil
 }

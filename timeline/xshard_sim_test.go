@@ -228,6 +228,12 @@ func (w *xWorld) dispatch(s *xShard, argv [][]byte) error {
 	case timeline.CmdXHide:
 		_, err := s.tl.RemoteHide(nums[0], nums[1], nums[2] == 1)
 		return err
+	case timeline.CmdXSubscribe:
+		_, err := s.tl.RemoteSubscribe(nums[0], nums[1], uint32(nums[2]))
+		return err
+	case timeline.CmdXGone:
+		_, err := s.tl.OriginalGone(nums[0], nums[1])
+		return err
 	}
 	return fmt.Errorf("unknown message %s", argv[0])
 }
@@ -371,7 +377,6 @@ func runSharded(t *testing.T, seed uint64, steps int) {
 		original bool
 	}
 	live := map[uint64]postInfo{} // published posts
-	reposted := map[uint64]bool{} // originals with reposts (never unpublished: see remote.go)
 	livePosts := func() []uint64 {
 		ps := make([]uint64, 0, len(live))
 		for p := range live {
@@ -393,9 +398,6 @@ func runSharded(t *testing.T, seed uint64, steps int) {
 			return
 		}
 		p := ps[rng.IntN(len(ps))]
-		if reposted[p] {
-			return
-		}
 		a := live[p].author
 		w.both(a, func(tl *timeline.Timeline) error { _, _, err := tl.Unpublish(a, p); return err })
 		delete(live, p)
@@ -428,7 +430,6 @@ func runSharded(t *testing.T, seed uint64, steps int) {
 			oa := live[o].author
 			w.both(u, func(tl *timeline.Timeline) error { _, _, err := tl.Repost(u, oa, o, rp); return err })
 			live[rp] = postInfo{author: u}
-			reposted[o] = true
 		case r < 50:
 			unpost()
 		case r < 53:

@@ -18,6 +18,8 @@ package commands
 //	TL.XPUBLISH author type ref refauthor post [post ...]      Timeline.PublishCopy
 //	TL.XUNPUBLISH author post [post ...]                       Timeline.UnpublishCopy
 //	TL.XHIDE author follower 1|0                               Timeline.RemoteHide (follower's shard)
+//	TL.XSUBSCRIBE author post shard                            Timeline.RemoteSubscribe (author's shard)
+//	TL.XGONE author post                                       Timeline.OriginalGone (a reposter's shard)
 //
 // type is an EntryType's number (0 post, 1 repost, 2 comment, 3 reply);
 // ref and refauthor are 0 for a post. Replies: an integer (1 or 0 for
@@ -40,6 +42,14 @@ cross-shard streams, never by clients. See timeline/remote.go.
 func checkFlag(in *Input, name string) error {
 	if v := in.Uint(name); v > 1 {
 		return fmt.Errorf("%w: %s %d (want 1 or 0)", timeline.ErrBadMessage, name, v)
+	}
+	return nil
+}
+
+// checkShard validates a shard argument.
+func checkShard(in *Input) error {
+	if s := in.Uint("shard"); s == 0 || s > 1<<32-1 {
+		return fmt.Errorf("%w: shard %d (want 1..%d)", timeline.ErrBadMessage, s, uint64(1<<32-1))
 	}
 	return nil
 }
@@ -105,8 +115,8 @@ func tlshardCommands() []*Command {
 				if err := (timeline.Edge{Follower: in.Uint("follower"), Followee: in.Uint("author")}).Check(); err != nil {
 					return err
 				}
-				if s := in.Uint("shard"); s == 0 || s > 1<<32-1 {
-					return fmt.Errorf("%w: shard %d (want 1..%d)", timeline.ErrBadMessage, s, uint64(1<<32-1))
+				if err := checkShard(in); err != nil {
+					return err
 				}
 				return checkFlag(in, "add")
 			},
@@ -165,6 +175,33 @@ func tlshardCommands() []*Command {
 			},
 			func(tl *timeline.Timeline, in *Input) (int64, error) {
 				return changed(tl.RemoteHide(in.Uint("author"), in.Uint("follower"), in.Uint("add") == 1))
+			}),
+		tlshardCommand("timeline xsubscribe", timeline.CmdXSubscribe,
+			"internal: a shard holds reposts of a local author's post",
+			[]Param{pAuthorKey, {Name: "post", Kind: Uint}, {Name: "shard", Kind: Uint}},
+			func(in *Input) error {
+				if err := timeline.CheckID("author", in.Uint("author")); err != nil {
+					return err
+				}
+				if err := timeline.CheckID("post", in.Uint("post")); err != nil {
+					return err
+				}
+				return checkShard(in)
+			},
+			func(tl *timeline.Timeline, in *Input) (int64, error) {
+				return changed(tl.RemoteSubscribe(in.Uint("author"), in.Uint("post"), uint32(in.Uint("shard"))))
+			}),
+		tlshardCommand("timeline xgone", timeline.CmdXGone,
+			"internal: a remote author's post, reposted here, is not published",
+			[]Param{pAuthor, {Name: "post", Kind: Uint}},
+			func(in *Input) error {
+				if err := timeline.CheckID("author", in.Uint("author")); err != nil {
+					return err
+				}
+				return timeline.CheckID("post", in.Uint("post"))
+			},
+			func(tl *timeline.Timeline, in *Input) (int64, error) {
+				return changed(tl.OriginalGone(in.Uint("author"), in.Uint("post")))
 			}),
 	}
 }

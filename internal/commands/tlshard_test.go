@@ -91,6 +91,10 @@ func TestTLShardMessages(t *testing.T) {
 		{[]string{"TL.XUNPUBLISH", "5"}, ErrUsage},
 		{[]string{"TL.XHIDE", "5", "5", "1"}, timeline.ErrSelfMute},
 		{[]string{"TL.XHIDE", "5", "6", "2"}, timeline.ErrBadMessage},
+		{[]string{"TL.XSUBSCRIBE", "8", "10", "0"}, timeline.ErrBadMessage},
+		{[]string{"TL.XSUBSCRIBE", "8", "0", "2"}, timeline.ErrBadID},
+		{[]string{"TL.XGONE", "5", "0"}, timeline.ErrBadID},
+		{[]string{"TL.XGONE", "5"}, ErrUsage},
 	} {
 		if _, err := runRESP(t, db, tc.argv...); !errors.Is(err, tc.want) {
 			t.Errorf("%v: %v, want %v", tc.argv, err, tc.want)
@@ -112,6 +116,9 @@ func TestTLShardMessages(t *testing.T) {
 		{[]string{"TL.XFOLLOWER", "8", "9", "2", "1"}, 0},
 		{[]string{"TL.XHIDE", "5", "6", "1"}, 1},
 		{[]string{"TL.XBACKFILL", "7", "0"}, 0},
+		{[]string{"TL.XSUBSCRIBE", "8", "40", "2"}, 0}, // not published: TL.XGONE to 2 at once
+		{[]string{"TL.XGONE", "9", "50"}, 1},
+		{[]string{"TL.XGONE", "9", "50"}, 0},
 	} {
 		got, err := runRESP(t, db, tc.argv...)
 		if err != nil || got.(int64) != tc.want {
@@ -125,9 +132,13 @@ func TestTLShardMessages(t *testing.T) {
 	if info, err := tl.User(8); err != nil || info.Followers != 1 {
 		t.Fatalf("author 8: %+v %v", info, err)
 	}
-	// Shard 2 gained its first follower of 8: a backfill of 8's (no) posts.
-	if len(remote.sent) != 1 || fmt.Sprint(remote.sent[0]) != "[2 TL.XBACKFILL 8 0]" {
+	// Shard 2 gained its first follower of 8: a backfill of 8's (no)
+	// posts; post 40 of 8 is not published.
+	if fmt.Sprint(remote.sent) != "[[2 TL.XBACKFILL 8 0] [2 TL.XGONE 8 40]]" {
 		t.Errorf("sent %v", remote.sent)
+	}
+	if _, published, err := tl.Owner(50); err != nil || published {
+		t.Errorf("post 50: published %v %v", published, err)
 	}
 	if tl.IsVisible(6, 5) {
 		t.Error("hide not applied")
