@@ -34,9 +34,11 @@ import (
 	"github.com/tallydb/tally/timeline"
 )
 
-const tlshardHelp = `Internal: sent by one shard of a cluster to another through the
-cross-shard streams, never by clients. See timeline/remote.go.
-`
+// tlshardHelp is a message's help: what it does, then an example.
+func tlshardHelp(what, example string) string {
+	return "Internal: sent by one shard of a cluster to another through the cross-shard\n" +
+		"streams, never by clients (timeline/remote.go). " + what + "\n\nExample:\n  " + example + "\n"
+}
 
 // checkFlag validates a 1|0 argument.
 func checkFlag(in *Input, name string) error {
@@ -74,11 +76,11 @@ func backfillEntries(in *Input) ([]timeline.Entry, error) {
 	return es, nil
 }
 
-func tlshardCommand(cli, resp, summary string, params []Param, check func(*Input) error,
+func tlshardCommand(cli, resp, summary, help string, params []Param, check func(*Input) error,
 	run func(tl *timeline.Timeline, in *Input) (int64, error)) *Command {
 	return &Command{
 		CLI: cli, RESP: resp, Group: timelineGroup, Mode: Write, Open: OpenWrite,
-		Summary: summary, Complexity: "O(N) where N is the number of ids", Help: tlshardHelp,
+		Summary: summary, Complexity: "O(N) where N is the number of ids", Help: help,
 		Params: params, Check: check,
 		Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
 			tl, err := timelineOf(db)
@@ -110,6 +112,8 @@ func tlshardCommands() []*Command {
 	return []*Command{
 		tlshardCommand("timeline xfollower", timeline.CmdXFollower,
 			"internal: a follower on another shard follows (1) or unfollows (0) a local author",
+			tlshardHelp("Prints 1 if the follower set of AUTHOR changed, else 0.",
+				"$ tally -d /var/lib/tally timeline xfollower 5 4 1 1   # 4, of shard 1, follows 5\n  1"),
 			[]Param{pAuthorKey, pFollower, {Name: "shard", Kind: Uint}, pAdd},
 			func(in *Input) error {
 				if err := (timeline.Edge{Follower: in.Uint("follower"), Followee: in.Uint("author")}).Check(); err != nil {
@@ -125,6 +129,8 @@ func tlshardCommands() []*Command {
 			}),
 		tlshardCommand("timeline xbackfill", timeline.CmdXBackfill,
 			"internal: install this shard's copy of a remote author's newest posts",
+			tlshardHelp("Each ENTRY is four numbers: post, type (0 post, 1 repost, 2 comment,\n3 reply), reference, its author. Prints the number of entries.",
+				"$ tally -d /var/lib/tally timeline xbackfill 5 2 1002 0 0 0 1001 0 0 0\n  2"),
 			[]Param{pAuthor, {Name: "posts", Kind: Uint}, {Name: "entry", Kind: Uint, Multiple: true, Optional: true}},
 			func(in *Input) error {
 				es, err := backfillEntries(in)
@@ -142,6 +148,8 @@ func tlshardCommands() []*Command {
 			}),
 		tlshardCommand("timeline xpublish", timeline.CmdXPublish,
 			"internal: a remote author's posts join this shard's copy and fan out here",
+			tlshardHelp("TYPE is 0 post, 1 repost, 2 comment, 3 reply. Prints the posts added.",
+				"$ tally -d /var/lib/tally timeline xpublish 5 0 0 0 1003\n  1"),
 			[]Param{pAuthor, {Name: "type", Kind: Uint}, {Name: "ref", Kind: Uint}, {Name: "refauthor", Kind: Uint}, pPosts},
 			func(in *Input) error {
 				if in.Uint("type") > 255 {
@@ -155,6 +163,8 @@ func tlshardCommands() []*Command {
 			}),
 		tlshardCommand("timeline xunpublish", timeline.CmdXUnpublish,
 			"internal: a remote author's posts leave this shard's copy",
+			tlshardHelp("Prints the posts the copy held.",
+				"$ tally -d /var/lib/tally timeline xunpublish 5 1003\n  1"),
 			[]Param{pAuthor, pPosts}, checkAuthorPosts,
 			func(tl *timeline.Timeline, in *Input) (int64, error) {
 				n, err := tl.UnpublishCopy(in.Uint("author"), in.Uints("post")...)
@@ -162,6 +172,8 @@ func tlshardCommands() []*Command {
 			}),
 		tlshardCommand("timeline xhide", timeline.CmdXHide,
 			"internal: a remote author hides (1) or unhides (0) their posts from a local follower",
+			tlshardHelp("Prints 1 if the pair changed, else 0.",
+				"$ tally -d /var/lib/tally timeline xhide 5 4 1\n  1"),
 			[]Param{pAuthor, {Name: "follower", Kind: Uint, Key: true}, pAdd},
 			func(in *Input) error {
 				a, f := in.Uint("author"), in.Uint("follower")
@@ -178,6 +190,8 @@ func tlshardCommands() []*Command {
 			}),
 		tlshardCommand("timeline xsubscribe", timeline.CmdXSubscribe,
 			"internal: a shard holds reposts of a local author's post",
+			tlshardHelp("Prints 1 if the subscription was recorded, 0 if the post is not\npublished (TL.XGONE is sent to SHARD instead).",
+				"$ tally -d /var/lib/tally timeline xsubscribe 5 1003 2\n  1"),
 			[]Param{pAuthorKey, {Name: "post", Kind: Uint}, {Name: "shard", Kind: Uint}},
 			func(in *Input) error {
 				if err := timeline.CheckID("author", in.Uint("author")); err != nil {
@@ -193,6 +207,8 @@ func tlshardCommands() []*Command {
 			}),
 		tlshardCommand("timeline xgone", timeline.CmdXGone,
 			"internal: a remote author's post, reposted here, is not published",
+			tlshardHelp("Prints 1 if the post was marked removed here, else 0.",
+				"$ tally -d /var/lib/tally timeline xgone 5 1003\n  1"),
 			[]Param{pAuthor, {Name: "post", Kind: Uint}},
 			func(in *Input) error {
 				if err := timeline.CheckID("author", in.Uint("author")); err != nil {
