@@ -541,13 +541,18 @@ func (t *Timeline) InstallCopy(author, posts uint64, entries []Entry) error {
 	}
 	// The old copy's posts the new one lacks: unpublished while this
 	// shard followed nobody of author's (or older than the window).
+	// In post order, so every replica writes the same batch (and queues
+	// the removal jobs in the same order).
 	var dropped []uint64
-	droppedReposts := map[uint64]uint64{}
-	for p, e := range old {
-		if keep[p] {
-			continue
+	for p := range old {
+		if !keep[p] {
+			dropped = append(dropped, p)
 		}
-		dropped = append(dropped, p)
+	}
+	slices.Sort(dropped)
+	droppedReposts := map[uint64]uint64{}
+	for _, p := range dropped {
+		e := old[p]
 		if EntryType(e.Kind) == TypeRepost {
 			droppedReposts[p] = e.Ref
 			if err := t.fam.reposts.Delete(b, repostKey(nil, e.Ref, p)); err != nil {
@@ -572,7 +577,6 @@ func (t *Timeline) InstallCopy(author, posts uint64, entries []Entry) error {
 			}
 		}
 	}
-	slices.Sort(dropped)
 	if d := int64(posts) - int64(ar[colPosts]); d != 0 {
 		if err := b.Incr(UsersCounter, author, ColPosts, d); err != nil {
 			return err
