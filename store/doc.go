@@ -83,6 +83,7 @@
 //	0x2c    tl_mute       timeline  user id u64 | author id u64                   empty (user mutes author)
 //	0x2d    tl_hide       timeline  author id u64 | follower id u64               empty (author hides from follower)
 //	0x2e    tl_reposts    timeline  original post u64 | repost id u64            reposter id u64
+//	0x2f    tl_xshard     timeline  'f' | author u64 | shard u32 / 's' | post u64 | shard u32  count / author (sharding)
 //	0x30    unread_meta   unread    name ("config")                               unread config (flags)
 //	0x31    unread_feed   unread    user id u64                                   feed snapshot: custom merge 0xB1
 //	                                                                              (snapshot or operation list)

@@ -55,6 +55,8 @@
 //	0x2c    tl_mute       user id u64 | author id u64        empty: user mutes author (mute.go)
 //	0x2d    tl_hide       author id u64 | follower id u64    empty: author hides their posts from follower
 //	0x2e    tl_reposts    original post u64 | repost id u64  reposter id u64: the reposts of an original (repost.go)
+//	0x2f    tl_xshard     'f' | author id u64 | shard u32    count u64: the author's followers on another shard (remote.go)
+//	                      's' | post id u64 | shard u32      author id u64: the shard holds reposts of the post (remote.go)
 //
 // All integers are big-endian, so Pebble's key order is numeric order;
 // ^post is 2^64-1 − post. UsersCounter ("users", KeepHot, 48 range bits)
@@ -313,6 +315,22 @@
 // array takes them in ascending stripe order. Fan-out chunks of a post's
 // own job take no lock; shared jobs run one at a time (shared.run).
 //
+// # Shards
+//
+// With Options.Remote (issue 23), the timeline is one shard of many: a
+// user's data lives on the shard of their slot. Each shard keeps, for
+// every author of another shard with followers on it, a copy of that
+// author's outbox and post count and the author's local follower set, so
+// a post is one message per shard with followers, fanned out there by
+// the machinery above, and every read stays local. Follows, unfollows,
+// posts, unpublishes and hides of users on other shards travel as
+// internal commands (TL.XFOLLOWER, TL.XBACKFILL, TL.XPUBLISH,
+// TL.XUNPUBLISH, TL.XHIDE, TL.XSUBSCRIBE, TL.XGONE: RemoteFollower,
+// InstallCopy, PublishCopy, UnpublishCopy, RemoteHide, RemoteSubscribe,
+// OriginalGone), queued by Remote.Send in the batch of their cause. remote.go has the rules; docs/ARCHITECTURE.md ("Sharding:
+// timelines and unread") the reasons and what is not done. A nil Remote
+// is one shard, exactly as before.
+//
 // # Tests
 //
 // go test ./timeline runs in about ten seconds: behaviour tests per
@@ -334,6 +352,7 @@
 //	TALLY_TL_INLINE_RACE_POSTS=50000                    publishes racing activations (default 5,000)
 //	TALLY_TL_BENCH_USERS=1000000                        benchmark world (default 20,000 users)
 //	TALLY_TL_BENCH_FOLLOWEES=20, TALLY_TL_BENCH_POSTS=3 its mean followees and posts per user
+//	TALLY_TL_XSHARD_STEPS=3000, TALLY_TL_XSHARD_SEED=S  the sharded simulation (default 500 steps × 2 seeds)
 //
 // go test -fuzz=FuzzRecords ./timeline fuzzes the decoders. The Redis
 // comparison is bench/cmd/timelinebench (--quick for a smoke run); figures

@@ -74,6 +74,9 @@ func (t *Timeline) FollowMany(user uint64, followees ...uint64) (int, error) {
 	if err := t.live(); err != nil {
 		return 0, err
 	}
+	if err := t.checkLocal("user", user); err != nil {
+		return 0, err
+	}
 	t.graphMu.RLock()
 	defer t.graphMu.RUnlock()
 	added, followers, err := t.followLocked(user, fs)
@@ -168,6 +171,9 @@ func (t *Timeline) followLocked(user uint64, fs []uint64) (added, followers []ui
 			}
 			pend = append(pend, f)
 		}
+		if err := t.sendFollower(b, f, user, true); err != nil {
+			return nil, nil, err
+		}
 	}
 	for _, f := range pend {
 		t.pendingAdd(uOrd, f) // before the commit: readers pull f from now on
@@ -224,6 +230,9 @@ func (t *Timeline) UnfollowMany(user uint64, followees ...uint64) (int, error) {
 		return 0, err
 	}
 	if err := t.live(); err != nil {
+		return 0, err
+	}
+	if err := t.checkLocal("user", user); err != nil {
 		return 0, err
 	}
 	t.graphMu.RLock()
@@ -300,6 +309,9 @@ func (t *Timeline) UnfollowMany(user uint64, followees ...uint64) (int, error) {
 			if err := b.Enqueue(jobPair, pairKey(user, f), appendPayload(nil, opRemove, user, f), 1); err != nil {
 				return 0, err
 			}
+		}
+		if err := t.sendFollower(b, f, user, false); err != nil {
+			return 0, err
 		}
 	}
 	t.fcache.hold(uOrd)

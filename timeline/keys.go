@@ -26,6 +26,7 @@ const (
 	pfxMute      = 0x2c
 	pfxHide      = 0x2d
 	pfxReposts   = 0x2e
+	pfxXShard    = 0x2f
 )
 
 // Job kinds.
@@ -38,7 +39,7 @@ const (
 )
 
 type families struct {
-	config, ords, followees, followers, active, pulled, posts, outbox, inbox, pending, removed, fanq, mute, hide, reposts *store.Family
+	config, ords, followees, followers, active, pulled, posts, outbox, inbox, pending, removed, fanq, mute, hide, reposts, xshard *store.Family
 }
 
 // Families returns the FamilySpecs the package uses, for
@@ -61,6 +62,7 @@ func Families() []store.FamilySpec {
 		{Name: "tl_mute", Prefix: pfxMute, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1, CheckValue: checkEmptyValue},
 		{Name: "tl_hide", Prefix: pfxHide, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 1, CheckValue: checkEmptyValue},
 		{Name: "tl_reposts", Prefix: pfxReposts, MinKeyLen: 16, MaxKeyLen: 16, MaxValueLen: 8, CheckValue: checkOrdValue},
+		{Name: "tl_xshard", Prefix: pfxXShard, MinKeyLen: 13, MaxKeyLen: 13, MaxValueLen: 8, CheckValue: checkOrdValue},
 	}
 }
 
@@ -72,14 +74,14 @@ func (t *Timeline) registerFamilies() error {
 		"tl_followers": &t.fam.followers, "tl_active": &t.fam.active, "tl_pulled": &t.fam.pulled,
 		"tl_posts": &t.fam.posts, "tl_outbox": &t.fam.outbox, "tl_inbox": &t.fam.inbox,
 		"tl_pending": &t.fam.pending, "tl_removed": &t.fam.removed, "tl_fanq": &t.fam.fanq,
-		"tl_mute": &t.fam.mute, "tl_hide": &t.fam.hide, "tl_reposts": &t.fam.reposts,
+		"tl_mute": &t.fam.mute, "tl_hide": &t.fam.hide, "tl_reposts": &t.fam.reposts, "tl_xshard": &t.fam.xshard,
 	}
 	for _, spec := range Families() {
 		f, err := t.db.Family(spec.Name)
 		if errors.Is(err, store.ErrFamilyNotFound) {
 			f, err = t.db.RegisterFamily(spec)
 		}
-		if (spec.Prefix == pfxFanq || spec.Prefix == pfxMute || spec.Prefix == pfxHide || spec.Prefix == pfxReposts) && errors.Is(err, store.ErrReadOnly) {
+		if (spec.Prefix == pfxFanq || spec.Prefix == pfxMute || spec.Prefix == pfxHide || spec.Prefix == pfxReposts || spec.Prefix == pfxXShard) && errors.Is(err, store.ErrReadOnly) {
 			// NB: a store from before issue 18 opened read-only: it has no
 			// tl_fanq, so no post waits for the shared job (fam.fanq stays
 			// nil and reads as empty; nothing writes it read-only).

@@ -63,11 +63,16 @@ const loadBatchEdges = 64 << 10
 // A follower whose inbox is live gets it dropped (their next read rebuilds
 // it by pull, including the new followees' posts) instead of one backfill
 // job per edge. A load that fails or crashes part-way leaves some batches
-// loaded; running it again converges (follows are idempotent).
+// loaded; running it again converges (follows are idempotent). A sharded
+// timeline (Options.Remote) refuses it with ErrSharded.
 func (t *Timeline) LoadFollows(ctx context.Context, edges []Edge, progress func(done int)) (LoadStats, error) {
 	st := LoadStats{Edges: len(edges)}
 	if err := t.live(); err != nil {
 		return st, err
+	}
+	if t.remote != nil {
+		// Its edges would need the cross-shard messages of FollowMany.
+		return st, fmt.Errorf("%w: LoadFollows (use FollowMany)", ErrSharded)
 	}
 	for i, e := range edges {
 		if err := e.Check(); err != nil {

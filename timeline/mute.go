@@ -126,30 +126,42 @@ func pairArgs(owner uint64, ownerWhat, otherWhat string, others []uint64) ([]uin
 // page. Errors, each refusing the whole command before anything is
 // written: ErrBadID, ErrSelfMute.
 func (t *Timeline) Mute(user uint64, authors ...uint64) (int, error) {
-	return t.setPairs(true, true, user, authors)
+	return t.setLocalPairs(true, true, user, authors)
 }
 
 // Unmute undoes Mute for every account of authors and returns the number
 // of mutes removed. Their recent posts show again at the next page, as
 // after a follow. Errors as Mute's.
 func (t *Timeline) Unmute(user uint64, authors ...uint64) (int, error) {
-	return t.setPairs(true, false, user, authors)
+	return t.setLocalPairs(true, false, user, authors)
 }
 
 // Hide stops author's posts from showing in the homes of every account of
 // followers, in one batch, and returns the number of hides added. The
 // follow graph is unchanged. Errors as Mute's.
 func (t *Timeline) Hide(author uint64, followers ...uint64) (int, error) {
-	return t.setPairs(false, true, author, followers)
+	return t.setLocalPairs(false, true, author, followers)
 }
 
 // Unhide undoes Hide for every account of followers and returns the
 // number of hides removed. Errors as Mute's.
 func (t *Timeline) Unhide(author uint64, followers ...uint64) (int, error) {
-	return t.setPairs(false, false, author, followers)
+	return t.setLocalPairs(false, false, author, followers)
 }
 
-func (t *Timeline) setPairs(mute, add bool, owner uint64, others []uint64) (int, error) {
+// setLocalPairs is setPairs for a command of a local owner (the muting
+// user, the hiding author): a hide from a follower on another shard is
+// also sent there (TL.XHIDE), where that follower's pages read it.
+func (t *Timeline) setLocalPairs(mute, add bool, owner uint64, others []uint64) (int, error) {
+	if err := t.checkLocal("user", owner); err != nil {
+		return 0, err
+	}
+	return t.setPairs(mute, add, owner, others, !mute)
+}
+
+// setPairs writes the pairs; with send, a hide's change for a follower on
+// another shard is sent there in the same batch.
+func (t *Timeline) setPairs(mute, add bool, owner uint64, others []uint64, send bool) (int, error) {
 	ownerWhat, otherWhat, f, pfx := "user", "author", t.fam.mute, byte(pfxMute)
 	if !mute {
 		ownerWhat, otherWhat, f, pfx = "author", "follower", t.fam.hide, pfxHide
@@ -212,6 +224,11 @@ func (t *Timeline) setPairs(mute, add bool, owner uint64, others []uint64) (int,
 		}
 		if err := t.observeVisibilityLocked(b, u, a, mute, add); err != nil {
 			return 0, err
+		}
+		if send {
+			if err := t.sendHide(b, owner, o, add); err != nil {
+				return 0, err
+			}
 		}
 	}
 	if err := b.Commit(); err != nil {

@@ -69,6 +69,20 @@ func (t *Timeline) PublishMany(author uint64, posts ...uint64) ([]PublishResult,
 // published with. Errors: those of PublishMany; ErrBadRef (see
 // PublishOptions, Repost); ErrInvalidOption for an unknown type.
 func (t *Timeline) PublishWith(author uint64, opts PublishOptions, posts ...uint64) ([]PublishResult, error) {
+	if err := t.checkLocal("author", author); err != nil {
+		return nil, err
+	}
+	return t.publish(author, opts, nil, posts)
+}
+
+// publish is PublishWith. With copyMeta non-nil, the posts are a copy of
+// a remote author's posts (TL.XPUBLISH, remote.go): they carry copyMeta
+// as given (the reference was checked on the author's shard), a post id
+// another author holds here is skipped (Duplicate) rather than refusing
+// the message, and nothing is sent on; else a local author's posts are
+// sent to every shard with followers of the author, in the publish's
+// batch.
+func (t *Timeline) publish(author uint64, opts PublishOptions, copyMeta *entryMeta, posts []uint64) ([]PublishResult, error) {
 	if err := checkPostArgs(author, posts); err != nil {
 		return nil, err
 	}
@@ -82,9 +96,15 @@ func (t *Timeline) PublishWith(author uint64, opts PublishOptions, posts ...uint
 	defer am.Unlock()
 	unlock := t.lockPosts(posts)
 	defer unlock()
-	meta, err := t.checkRef(opts, posts)
-	if err != nil {
-		return nil, err
+	var meta entryMeta
+	if copyMeta != nil {
+		meta = *copyMeta
+	} else {
+		m, err := t.checkRef(opts, posts)
+		if err != nil {
+			return nil, err
+		}
+		meta = m
 	}
 	res := make([]PublishResult, len(posts))
 	type pub struct {
@@ -108,6 +128,10 @@ func (t *Timeline) PublishWith(author uint64, opts PublishOptions, posts ...uint
 			return nil, err
 		}
 		if owner != 0 && owner != author {
+			if copyMeta != nil {
+				res[i].Duplicate = true // an id collision across shards (remote.go)
+				continue
+			}
 			return nil, fmt.Errorf("%w: post %d is author %d's; nothing published", ErrPostTaken, p, owner)
 		}
 		if published {
@@ -186,6 +210,14 @@ func (t *Timeline) PublishWith(author uint64, opts PublishOptions, posts ...uint
 	}
 	if err := b.Incr(UsersCounter, author, ColPosts, int64(len(fresh))); err != nil {
 		return nil, err
+	}
+	if copyMeta == nil {
+		if err := t.sendPublish(b, author, meta, ps); err != nil {
+			return nil, err
+		}
+		if err := t.subscribeRepost(b, author, meta); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.Commit(); err != nil {
 		return nil, err
@@ -369,6 +401,19 @@ type UnpublishResult struct {
 // per post, in order. Errors, each refusing the whole command: ErrBadID,
 // ErrPostTaken (another author has one of the ids).
 func (t *Timeline) UnpublishMany(author uint64, posts ...uint64) ([]UnpublishResult, error) {
+	if err := t.checkLocal("author", author); err != nil {
+		return nil, err
+	}
+	return t.unpublish(author, posts, false)
+}
+
+// unpublish is UnpublishMany. With copy set, the posts are a remote
+// author's (TL.XUNPUBLISH, remote.go): a post id another author holds
+// here is skipped, a post the copy does not hold (older than the copy's
+// window) still decrements the author's count, which is the author's real
+// count, and nothing is sent on; else the removal of a local author's
+// posts is sent to every shard with followers of the author.
+func (t *Timeline) unpublish(author uint64, posts []uint64, copy bool) ([]UnpublishResult, error) {
 	if err := checkPostArgs(author, posts); err != nil {
 		return nil, err
 	}
@@ -384,6 +429,7 @@ func (t *Timeline) UnpublishMany(author uint64, posts ...uint64) ([]UnpublishRes
 	defer unlock()
 	res := make([]UnpublishResult, len(posts))
 	var gone []int // indexes in posts of the posts to remove
+	beyond := 0    // posts of a copy that it does not hold (copy only)
 	repeat := repeats(posts)
 	for i, p := range posts {
 		if repeat(i) {
@@ -394,13 +440,18 @@ func (t *Timeline) UnpublishMany(author uint64, posts ...uint64) ([]UnpublishRes
 			return nil, err
 		}
 		if owner != 0 && owner != author {
+			if copy {
+				continue // an id collision across shards (remote.go)
+			}
 			return nil, fmt.Errorf("%w: post %d is author %d's; nothing unpublished", ErrPostTaken, p, owner)
 		}
 		if published {
 			gone = append(gone, i)
+		} else if copy {
+			beyond++
 		}
 	}
-	if len(gone) == 0 {
+	if len(gone) == 0 && beyond == 0 {
 		return res, nil
 	}
 	var buf [numCols]uint64
@@ -448,8 +499,31 @@ func (t *Timeline) UnpublishMany(author uint64, posts ...uint64) ([]UnpublishRes
 			}
 		}
 	}
-	if err := b.Incr(UsersCounter, author, ColPosts, -int64(len(gone))); err != nil {
-		return nil, err
+	dec := int64(len(gone))
+	if room := int64(r[colPosts]) - dec; beyond > 0 && room > 0 {
+		// The author's real count counts them; never below the copy's
+		// own posts (r[colPosts] counts the gone ones).
+		dec += min(int64(beyond), room)
+	}
+	if dec != 0 {
+		if err := b.Incr(UsersCounter, author, ColPosts, -dec); err != nil {
+			return nil, err
+		}
+	}
+	if !copy && len(gone) > 0 {
+		ids := make([]uint64, len(gone))
+		for k, i := range gone {
+			ids[k] = posts[i]
+		}
+		if err := t.sendUnpublish(b, author, ids); err != nil {
+			return nil, err
+		}
+		if err := t.sendGone(b, author, ids); err != nil {
+			return nil, err
+		}
+	}
+	if b.Empty() {
+		return res, nil
 	}
 	// Readers drop the posts from the moment the commit may be visible.
 	t.removed.Lock()

@@ -457,6 +457,19 @@ func (t *Timeline) checkRef(opts PublishOptions, posts []uint64) (entryMeta, err
 			return entryMeta{}, err
 		}
 	}
+	if t.remote != nil && opts.RefAuthor != 0 && !t.remote.Local(opts.RefAuthor) {
+		// The reference lives on its author's shard: this shard cannot
+		// check that it is published or not itself a repost (remote.go;
+		// the client's word is taken, as the id order is checked).
+		if opts.Type == TypeRepost {
+			for _, p := range posts {
+				if p <= opts.Ref {
+					return entryMeta{}, fmt.Errorf("%w: repost id %d is not above the original %d (ids are time-ordered)", ErrBadRef, p, opts.Ref)
+				}
+			}
+		}
+		return entryMeta{kind: opts.Type, ref: opts.Ref, refAuthor: opts.RefAuthor}, nil
+	}
 	owner, published, err := t.owner(opts.Ref)
 	if err != nil {
 		return entryMeta{}, err

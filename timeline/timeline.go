@@ -219,6 +219,10 @@ type Options struct {
 	// followee list from the store (see fcache.go). Negative disables
 	// the cache. The default is DefaultFolloweeCache.
 	FolloweeCache int
+	// Remote reaches the users whose data lives on other shards of a
+	// sharded cluster (remote.go); nil (the default) is one shard: every
+	// user is local and nothing is ever sent.
+	Remote Remote
 }
 
 // Defaults and limits of Options.InlineFanout.
@@ -331,6 +335,8 @@ type Timeline struct {
 	}
 	// reposts mirrors tl_reposts (repost.go), for de-duplication on read.
 	reposts repostIndex
+	// remote is Options.Remote: nil on one shard (remote.go).
+	remote Remote
 	// fcache keeps followee lists for page reads (fcache.go).
 	fcache followeeCache
 	// lastGenID is the last post id newPostID generated.
@@ -427,7 +433,7 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 		o.ExpireInterval = time.Hour
 	}
 	t := &Timeline{db: db, now: o.Now, stop: make(chan struct{}), inlineMax: max(o.InlineFanout, 0),
-		sharedMax: uint64(max(o.SharedFanout, 0))}
+		sharedMax: uint64(max(o.SharedFanout, 0)), remote: o.Remote}
 	t.removed.bm = roaring64.New()
 	t.push.bm = roaring.New()
 	if o.FolloweeCache == 0 {

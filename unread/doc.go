@@ -90,6 +90,21 @@
 // read is one hot-table read; a user with gen 0 in a complete store (below)
 // has no snapshot and reads 0 without touching Pebble.
 //
+// # Shards
+//
+// On a sharded cluster (issue 23) a user's snapshot lives on the user's
+// shard, and so do the post counts Feed reads: timeline keeps, on every
+// shard with followers of an author of another shard, a copy of that
+// author's post count equal to the real one (installed by the backfill
+// that starts the copy, kept by the author's publish and unpublish
+// messages; timeline/remote.go), stale by the cross-shard stream's lag.
+// So Feed stays one local read. "The moment u followed f" is read on u's
+// shard: when f's copy is installed there, timeline tells the observer
+// of each visible local follower's follow anew at the installed count
+// (f's posts from before the copy reached the shard are not unread).
+// After a FeedReset, feed unread equals the single-shard model exactly
+// (timeline's TestShardedSimulation). Nothing in this package changes.
+//
 // # Users whose follows predate unread
 //
 // unread must see every follow-graph change: every process that changes the

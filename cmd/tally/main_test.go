@@ -174,8 +174,8 @@ pebble_compactions \d+
 pebble_read_amp \d+
 pebble_l0_files \d+
 pebble_compaction_debt \d+
-families 31
-(family\.\S+ prefix=0x[0-9a-f]{2} merge=\S+ declared=false\n){31}background_errors 0
+families 32
+(family\.\S+ prefix=0x[0-9a-f]{2} merge=\S+ declared=false\n){32}background_errors 0
 counter\.posts\.columns reposts,likes
 counter\.posts\.ranges_hot 1
 counter\.posts\.ranges_cold 0

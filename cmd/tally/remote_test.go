@@ -129,6 +129,14 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("timeline", "config"),
 		c("timeline", "config", "--inbox-cap", "500"),
 		c("timeline", "expire"),
+		// The cross-shard messages refuse to run on one shard.
+		c("timeline", "xfollower", "2", "7", "2", "1"),
+		c("timeline", "xbackfill", "7", "1", "3001", "0", "0", "0"),
+		c("timeline", "xpublish", "7", "0", "0", "0", "3002"),
+		c("timeline", "xunpublish", "7", "3002"),
+		c("timeline", "xhide", "7", "1", "1"),
+		c("timeline", "xsubscribe", "2", "1001", "2"),
+		c("timeline", "xgone", "7", "3002"),
 		// Likes.
 		c("business", "add", "clips", "--hot-ranges", "2"),
 		c("business", "list"),

@@ -6,6 +6,7 @@ func All() []*Command {
 	var t []*Command
 	t = append(t, counterCommands()...)
 	t = append(t, timelineCommands()...)
+	t = append(t, tlshardCommands()...)
 	t = append(t, likesCommands()...)
 	t = append(t, unreadCommands()...)
 	t = append(t, adminCommands()...)
