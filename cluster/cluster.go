@@ -198,6 +198,9 @@ func Start(cfg Config) (*Node, error) {
 		to = *cfg.Timeline
 	}
 	to.Now = n.clock.Now
+	if cfg.Sharding != nil {
+		to.Remote = &remote{n: n}
+	}
 	lo := likes.Options{}
 	if cfg.Likes != nil {
 		lo = *cfg.Likes

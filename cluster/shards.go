@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/tallydb/tally/server"
 	"github.com/tallydb/tally/shard"
 	"github.com/tallydb/tally/shard/meta"
+	"github.com/tallydb/tally/store"
 	"github.com/tallydb/tally/xshard"
 )
 
@@ -213,6 +215,55 @@ func (n *Node) broadcast(_ *server.Command, args [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// remote is the timeline's Remote on a sharded replica: a user's shard is
+// the slot map's for Slot(decimal id), and messages go into the cross-shard
+// outbox in the batch of the write that causes them.
+type remote struct {
+	n *Node
+	// stage is the outbox stage of the batch being built: the timeline
+	// may send several messages from one batch (one Stage per batch use,
+	// so their sequence numbers follow each other). Only the serial apply
+	// sends.
+	stage struct {
+		sync.Mutex
+		b   *store.Batch
+		use uint64
+		st  *xshard.Stage
+	}
+}
+
+func (r *remote) Local(user uint64) bool { return r.ShardOf(user) == r.n.cfg.Sharding.Shard }
+
+func (r *remote) ShardOf(user uint64) uint32 {
+	v, err := r.n.view()
+	if err != nil {
+		// No map after mapWait: nothing can be routed here either; the
+		// apply goes on as if the user were local rather than stall the
+		// shard.
+		r.n.cfg.Logger.Error("timeline: no slot map for a user's shard", "user", user, "err", err)
+		return r.n.cfg.Sharding.Shard
+	}
+	s := v.ShardOf(server.Slot(strconv.AppendUint(nil, user, 10)))
+	if s == nil {
+		return r.n.cfg.Sharding.Shard
+	}
+	return s.ID
+}
+
+func (r *remote) Send(b *store.Batch, shard uint32, argv [][]byte) error {
+	r.stage.Lock()
+	defer r.stage.Unlock()
+	if r.stage.b != b || r.stage.use != b.Use() || r.stage.st == nil {
+		st := r.n.streams.Load()
+		if st == nil {
+			return fmt.Errorf("cluster: no cross-shard streams on this store")
+		}
+		r.stage.b, r.stage.use, r.stage.st = b, b.Use(), st.Stage(b)
+	}
+	_, err := r.stage.st.Append(shard, argv)
+	return err
 }
 
 // startSender starts the delivery of this shard's outboxes (it sends only

@@ -32,6 +32,12 @@ const (
 	// its other flags, and is never replicated or redirected. COMMAND
 	// reports it as "local". See Command.ClassOf for the whole rule.
 	FlagLocal
+	// FlagInternal marks a command one shard sends another through the
+	// cross-shard streams (TL.XPUBLISH, ...): it runs only nested inside
+	// a replicated apply (Conn.RunNested), and a client that sends it, or
+	// an entry that carries it, gets an error. COMMAND reports it as
+	// "internal".
+	FlagInternal
 )
 
 // redisFlagNames are the names COMMAND reports, in Redis's words.
@@ -45,6 +51,7 @@ var redisFlagNames = []struct {
 	{FlagNoAuth, "no_auth"},
 	{FlagFast, "fast"},
 	{FlagLocal, "local"},
+	{FlagInternal, "internal"},
 }
 
 // Arg documents one argument of a command for COMMAND DOCS (redis-cli

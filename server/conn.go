@@ -77,6 +77,7 @@ type Conn struct {
 	// Cluster mode (cluster.go).
 	readonly  bool      // READONLY: reads run on a follower
 	applying  bool      // the Conn of Server.Apply: no network
+	nested    bool      // running a command of RunNested (FlagInternal allowed)
 	applyReqs []request // Apply's scratch
 	cst       struct {  // the group's status for the batch being run
 		st     ReplicationStatus
@@ -288,6 +289,9 @@ func (c *Conn) find(args [][]byte) (*Command, string, dropReason) {
 	}
 	if !arityOK(cmd.Arity, len(args)) {
 		return cmd, fmt.Sprintf("ERR wrong number of arguments for '%s' command", cmd.fullName), ""
+	}
+	if cmd.Flags&FlagInternal != 0 && !c.nested {
+		return cmd, fmt.Sprintf("ERR %s: '%s' is sent by one shard to another, not by clients", ErrInternal.Error(), cmd.fullName), ""
 	}
 	return cmd, "", ""
 }

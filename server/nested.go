@@ -9,6 +9,10 @@ import (
 // applying a replicated entry.
 var ErrNotApplying = errors.New("tally: nested command outside a replicated apply")
 
+// ErrInternal is the error of a client's (or a client's entry's) command
+// marked FlagInternal: only another shard sends it.
+var ErrInternal = errors.New("tally: internal command")
+
 // RunNested runs argv as one more command of the replicated entry c is
 // applying (Server.Apply's connection, c.Replicated()), as if the entry had
 // carried it, and returns its RESP reply. The caller's pending reply is
@@ -34,7 +38,8 @@ func (c *Conn) RunNested(argv [][]byte) ([]byte, error) {
 	}
 	saved, savedErr := c.out, c.errReply
 	c.out = nil
-	defer func() { c.out, c.errReply = saved, savedErr }()
+	c.nested = true
+	defer func() { c.out, c.errReply, c.nested = saved, savedErr, false }()
 	cmd, msg, _ := c.find(argv)
 	if msg != "" {
 		c.reject(cmd, msg)

@@ -64,3 +64,46 @@ func TestRunNested(t *testing.T) {
 		t.Fatalf("RunNested from a client: %v", err)
 	}
 }
+
+// TestInternalRefused: a command marked FlagInternal (one shard's message
+// to another) is refused from a client and from a client's replicated
+// entry, and runs nested.
+func TestInternalRefused(t *testing.T) {
+	ran := 0
+	cmds := []Command{
+		{Name: "TEST.XMSG", Arity: 1, Flags: FlagWrite | FlagInternal, Summary: "test", Group: "test",
+			Handler: func(c *Conn, _ [][]byte) { ran++; c.WriteOK() }},
+		{Name: "TEST.OUTER", Arity: 1, Flags: FlagWrite, Summary: "test", Group: "test",
+			Handler: func(c *Conn, _ [][]byte) {
+				reply, err := c.RunNested([][]byte{[]byte("TEST.XMSG")})
+				if err != nil {
+					c.WriteErr(err)
+					return
+				}
+				c.WriteBulk(reply)
+			}},
+	}
+	ts := newTestServer(t, nil)
+	ts.s.mu.Lock()
+	err := ts.s.cmds.register(ts.s.metrics, cmds)
+	ts.s.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := EncodeCommand([][]byte{[]byte("TEST.XMSG")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(ts.s.Apply(entry)); !strings.Contains(got, "internal command") || ran != 0 {
+		t.Fatalf("an entry's TEST.XMSG replied %q and ran %d times, want refused", got, ran)
+	}
+	entry, _ = EncodeCommand([][]byte{[]byte("TEST.OUTER")})
+	if got := string(ts.s.Apply(entry)); !strings.Contains(got, "+OK") || ran != 1 {
+		t.Fatalf("nested TEST.XMSG replied %q and ran %d times, want OK once", got, ran)
+	}
+	c := redis.NewClient(&redis.Options{Addr: ts.addr})
+	defer c.Close()
+	if err := c.Do(t.Context(), "TEST.XMSG").Err(); err == nil || !strings.Contains(err.Error(), "internal command") || ran != 1 {
+		t.Fatalf("a client's TEST.XMSG: %v (ran %d), want refused", err, ran)
+	}
+}

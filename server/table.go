@@ -78,6 +78,9 @@ func renderCommand(db *tallydb.DB, tc *commands.Command, one bool) Command {
 	if tc.Local {
 		cmd.Flags |= FlagLocal
 	}
+	if tc.Internal {
+		cmd.Flags |= FlagInternal
+	}
 	// Key positions count from the command's name, a subcommand's
 	// included (Redis's "memory|usage" has its key at 2).
 	for i, p := range tc.Positionals() {

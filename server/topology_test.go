@@ -165,8 +165,8 @@ func TestTopologyValidate(t *testing.T) {
 var tableKeys = map[string]string{
 	// Counters: the row COUNTER:ID (HINCRBY's key for the same row).
 	"tally.incr": "row", "tally.set": "row", "tally.get": "row", "tally.delete": "row",
-	// Schema is every shard's: no key (it runs where it is sent; the
-	// cluster tool applies it on every shard).
+	// Schema is every shard's: no key (it runs where it is sent, and the
+	// cluster broadcasts it to every other shard).
 	"tally.counter|add": "schema", "tally.counter|list": "schema", "tally.column|add": "schema",
 	"like.business|add": "schema", "like.business|list": "schema", "unread.kind|add": "schema",
 	"unread.kind|list": "schema", "tl.config": "schema", "tl.expire": "maintenance of every shard",
@@ -189,6 +189,10 @@ var tableKeys = map[string]string{
 	"dot.clear": "1", "dot.has": "1", "notice.read": "1", "notice.unread": "1",
 	// A channel's mark or notice is every user's: broadcast, no key.
 	"dot.mark": "broadcast", "notice.post": "broadcast",
+	// Messages between shards (FlagInternal): delivered by the streams,
+	// never routed; their key is the user they are about.
+	"tl.xfollower": "1", "tl.xbackfill": "1", "tl.xpublish": "1", "tl.xunpublish": "1",
+	"tl.xhide": "1", "tl.xsubscribe": "1", "tl.xgone": "1",
 	// This node's own state and maintenance.
 	"tally.jobs|list": "local", "tally.jobs|wait": "local", "tally.compact": "local", "tally.verify": "local",
 	"tally.replay": "local", "tally.stats": "local", "tally.checkpoint": "local",

@@ -101,6 +101,7 @@ type Batch struct {
 	local    bool             // SetLocal: node-local derived state, never an entry's commit (apply.go)
 	record   bool             // write a log record even without counter ops
 	gen      uint64           // DB.Generation when the batch was made or reset
+	use      uint64           // Use: this use of the (pooled) batch
 	buf      []byte
 	key      []byte
 	err      error
@@ -113,8 +114,16 @@ func (db *DB) NewBatch() *Batch {
 	b := batchPool.Get().(*Batch)
 	b.db = db
 	b.gen = db.Generation()
+	b.use = db.batchUses.Add(1)
 	return b
 }
+
+// Use identifies this use of the batch: different for every NewBatch and
+// Reset of one store while it is open (batches are pooled, so a pointer
+// alone does not tell one use from the next). A package that keeps state
+// per batch being built (xshard's outbox stage) keys it by the pointer
+// and Use.
+func (b *Batch) Use() uint64 { return b.use }
 
 // Generation returns the store generation the batch was built in
 // (DB.Generation when NewBatch or Reset ran). A batch of an older
@@ -161,6 +170,7 @@ func (b *Batch) Reset() {
 	b.err = nil
 	if b.db != nil {
 		b.gen = b.db.Generation()
+		b.use = b.db.batchUses.Add(1)
 	}
 }
 

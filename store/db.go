@@ -38,7 +38,9 @@ type DB struct {
 	mergers  *mergerTable      // merge operators by id, shared with Pebble (merge.go)
 	queue    queue             // the durable job queue (queue.go)
 	sources  map[string]uint64 // idempotent-write sources (once.go), guarded by commit
-	applying applyState        // the replicated entry being applied (apply.go), guarded by commit
+	// batchUses numbers the uses of batches (Batch.Use).
+	batchUses atomic.Uint64
+	applying  applyState // the replicated entry being applied (apply.go), guarded by commit
 
 	// commit serializes writers; see commit.go for the ordering rules.
 	commit struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,6 +183,8 @@ func TestShardedProcesses(t *testing.T) {
 	load(50)
 	wg.Wait()
 
+	checkShardedTimelines(t, ctx, c)
+
 	// Every acknowledged increment is there, read through the cluster.
 	truth := map[int]int64{}
 	for id, w := range want {
@@ -239,6 +242,103 @@ func TestShardedProcesses(t *testing.T) {
 				}
 			}
 			rc.Close()
+		}
+	}
+}
+
+// checkShardedTimelines follows and posts across shards through the
+// cluster client and checks that every home shows exactly its followees'
+// posts, newest first, each once, and that every author's followers are
+// its followers' followees (the two sides of the edges, kept on different
+// shards).
+func checkShardedTimelines(t *testing.T, ctx context.Context, c *redis.ClusterClient) {
+	t.Helper()
+	const users = 12
+	rng := rand.New(rand.NewPCG(7, 7))
+	follows := map[int]map[int]bool{}
+	do := func(args ...any) any {
+		t.Helper()
+		var v any
+		var err error
+		for range 200 {
+			if v, err = c.Do(ctx, args...).Result(); err == nil {
+				return v
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("%v: %v", args, err)
+		return nil
+	}
+	for u := 1; u <= users; u++ {
+		follows[u] = map[int]bool{}
+		for len(follows[u]) < 3 {
+			a := 1 + rng.IntN(users)
+			if a != u && !follows[u][a] {
+				follows[u][a] = true
+				do("TL.FOLLOW", u, a)
+			}
+		}
+	}
+	posts := map[int][]int{}
+	next := 1000
+	for round := 0; round < 2; round++ {
+		for a := 1; a <= users; a++ {
+			next++
+			do("TL.POST", a, next)
+			posts[a] = append(posts[a], next)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for u := 1; u <= users; u++ {
+		var want []int
+		for a := range follows[u] {
+			want = append(want, posts[a]...)
+		}
+		slices.SortFunc(want, func(x, y int) int { return y - x })
+		for {
+			v := do("TL.HOME", u, "LIMIT", 100)
+			var got []int
+			if page, ok := v.([]any); ok && len(page) == 2 {
+				items, _ := page[1].([]any)
+				for i := 0; i < len(items); i++ {
+					if rec, ok := items[i].([]any); ok { // [post author ...]
+						id, _ := strconv.Atoi(fmt.Sprint(rec[0]))
+						got = append(got, id)
+						continue
+					}
+					id, _ := strconv.Atoi(fmt.Sprint(items[i])) // post author, flat
+					got = append(got, id)
+					i++
+				}
+			}
+			if slices.Equal(got, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("TL.HOME %d = %v, want %v (followees %v)", u, got, want, follows[u])
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for a := 1; a <= users; a++ {
+		var want []int
+		for u := 1; u <= users; u++ {
+			if follows[u][a] {
+				want = append(want, u)
+			}
+		}
+		v := do("TL.FOLLOWERS", a, "LIMIT", 100)
+		var got []int
+		if page, ok := v.([]any); ok && len(page) == 2 {
+			items, _ := page[1].([]any)
+			for _, it := range items {
+				id, _ := strconv.Atoi(fmt.Sprint(it))
+				got = append(got, id)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("TL.FOLLOWERS %d = %v, want %v", a, got, want)
 		}
 	}
 }

@@ -199,6 +199,9 @@ type Command struct {
 	Local bool
 	// Fast marks a command whose cost does not grow with the data.
 	Fast bool
+	// Internal marks a message one shard sends another (tlshard.go):
+	// the RESP server runs it only inside a cross-shard stream's apply.
+	Internal bool
 	// Open is how the CLI opens the database.
 	Open Open
 	// Summary is one line: the CLI's synopsis and COMMAND DOCS's summary.

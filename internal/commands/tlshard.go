@@ -79,7 +79,7 @@ func backfillEntries(in *Input) ([]timeline.Entry, error) {
 func tlshardCommand(cli, resp, summary, help string, params []Param, check func(*Input) error,
 	run func(tl *timeline.Timeline, in *Input) (int64, error)) *Command {
 	return &Command{
-		CLI: cli, RESP: resp, Group: timelineGroup, Mode: Write, Open: OpenWrite,
+		CLI: cli, RESP: resp, Group: timelineGroup, Mode: Write, Internal: true, Open: OpenWrite,
 		Summary: summary, Complexity: "O(N) where N is the number of ids", Help: help,
 		Params: params, Check: check,
 		Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
