@@ -193,8 +193,9 @@ func TestSubmitBatchOneAppend(t *testing.T) {
 }
 
 // TestProposeConcurrent proposes from many goroutines at once through
-// Node.Propose (the queue the loop drains in bulk): every caller gets its
-// own entry's reply and nothing applies twice.
+// Node.Propose (the queue the loop drains in bulk), the replicas applying
+// runs of entries in one commit each (Config.ApplyRun): every caller gets
+// its own entry's reply and nothing applies twice.
 func TestProposeConcurrent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -219,6 +220,27 @@ func TestProposeConcurrent(t *testing.T) {
 			Apply: func(_ uint64, data []byte) ([]byte, error) {
 				v, err := cnt.Incr(binary.BigEndian.Uint64(data), "v", 1)
 				return binary.BigEndian.AppendUint64(nil, v), err
+			},
+			// Runs fold into one commit: replies come from the batch.
+			ApplyRun: func(first uint64, cmds [][]byte) (int, [][]byte, bool, error) {
+				b := db.NewBatch()
+				defer b.Close()
+				for _, data := range cmds {
+					if err := b.Incr("c", binary.BigEndian.Uint64(data), "v", 1); err != nil {
+						return 0, nil, false, err
+					}
+				}
+				if err := b.MarkEntries(first, first+uint64(len(cmds))-1); err != nil {
+					return 0, nil, false, err
+				}
+				if err := b.Commit(); err != nil {
+					return 0, nil, false, err
+				}
+				replies := make([][]byte, len(cmds))
+				for k := range cmds {
+					replies[k] = binary.BigEndian.AppendUint64(nil, b.Result(k))
+				}
+				return len(cmds), replies, true, nil
 			},
 		})
 		if err != nil {
