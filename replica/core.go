@@ -690,12 +690,9 @@ func (c *core) applyRun(ents []*pb.Entry) (int, error) {
 		}
 		hs[k], cmds[k] = h, cmd
 	}
-	// The clock at the run's latest timestamp: ApplyRun folds only
-	// commands that do not read it, and the entries it leaves to Apply
-	// would only move it forward.
-	for _, h := range hs {
-		c.cfg.Clock.advance(h.millis)
-	}
+	// The clock is not moved before ApplyRun: it folds only commands that
+	// do not read it, and an entry it leaves to Apply must see its own
+	// timestamp (apply sets it), whatever run the entry was handed in.
 	start := time.Now()
 	n, replies, folded, err := c.cfg.ApplyRun(first, cmds)
 	if err != nil {
@@ -715,6 +712,7 @@ func (c *core) applyRun(ents []*pb.Entry) (int, error) {
 	c.m.runDone(n, time.Since(start))
 	for k, e := range ents[:n] {
 		h := hs[k]
+		c.cfg.Clock.advance(h.millis)
 		c.settle(e.GetIndex(), e.GetTerm(), h, h.node == c.cfg.ID, replies[k])
 		c.applied, c.appliedT = e.GetIndex(), e.GetTerm()
 	}

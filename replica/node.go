@@ -109,9 +109,10 @@ type Config struct {
 	// first+n-1), or folded false, having changed nothing: the replica then
 	// applies those n entries through Apply one at a time. It is never
 	// called inside store.DB.ApplyEntry, and only for entries above the
-	// store's AppliedIndex. Clock is at the latest timestamp of the cmds
-	// while it runs, so it must fold only commands that do not read the
-	// clock. An error is treated as Apply's.
+	// store's AppliedIndex. Clock is not set to the entries' timestamps
+	// while it runs (it is at the last applied entry's; an entry left to
+	// Apply gets its own), so it must fold only commands that do not read
+	// the clock. An error is treated as Apply's.
 	ApplyRun func(first uint64, cmds [][]byte) (n int, replies [][]byte, folded bool, err error)
 	// Snapshots creates and installs snapshots; nil: a replica behind the
 	// truncated log cannot catch up (see snapshot.go).
