@@ -634,11 +634,10 @@ func (c *core) finishReads() {
 func (c *core) applyEntries(ents []*pb.Entry) error {
 	for i := 0; i < len(ents); {
 		if n := c.runLen(ents[i:]); n > 0 {
-			took, err := c.applyRun(ents[i : i+n])
-			if err != nil {
+			if err := c.applyRun(ents[i : i+n]); err != nil {
 				return err
 			}
-			i += took
+			i += n
 			continue
 		}
 		if err := c.apply(ents[i]); err != nil {
@@ -676,48 +675,52 @@ func (c *core) runLen(ents []*pb.Entry) int {
 	return n
 }
 
-// applyRun applies entries (a run, runLen) through Config.ApplyRun and
-// returns how many it applied: a run the host folded into one store
-// commit, or the entries it left to Apply, applied one by one.
-func (c *core) applyRun(ents []*pb.Entry) (int, error) {
-	first := ents[0].GetIndex()
+// applyRun applies every entry of a run (runLen) through Config.ApplyRun,
+// calling it again on what it did not take: each part it takes is either
+// folded into one store commit or left to Apply, one entry at a time.
+func (c *core) applyRun(ents []*pb.Entry) error {
 	hs := make([]header, len(ents))
 	cmds := make([][]byte, len(ents))
 	for k, e := range ents {
 		h, cmd, err := decodeHeader(e.GetData())
 		if err != nil {
-			return 0, fmt.Errorf("entry %d: %w", e.GetIndex(), err)
+			return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
 		}
 		hs[k], cmds[k] = h, cmd
 	}
-	// The clock is not moved before ApplyRun: it folds only commands that
-	// do not read it, and an entry it leaves to Apply must see its own
-	// timestamp (apply sets it), whatever run the entry was handed in.
-	start := time.Now()
-	n, replies, folded, err := c.cfg.ApplyRun(first, cmds)
-	if err != nil {
-		return 0, fmt.Errorf("replica: apply entries %d..%d: %w", first, first+uint64(len(ents))-1, err)
-	}
-	if n < 1 || n > len(ents) || folded && len(replies) != n {
-		return 0, fmt.Errorf("replica: apply entries %d..%d: ApplyRun took %d entries with %d replies", first, first+uint64(len(ents))-1, n, len(replies))
-	}
-	if !folded {
-		for _, e := range ents[:n] {
-			if err := c.apply(e); err != nil {
-				return 0, err
-			}
+	for i := 0; i < len(ents); {
+		// The clock is not moved before ApplyRun: it folds only commands
+		// that do not read it, and an entry it leaves to Apply must see its
+		// own timestamp (apply sets it), whatever run it was handed in.
+		first, last := ents[i].GetIndex(), ents[len(ents)-1].GetIndex()
+		start := time.Now()
+		n, replies, folded, err := c.cfg.ApplyRun(first, cmds[i:])
+		if err != nil {
+			return fmt.Errorf("replica: apply entries %d..%d: %w", first, last, err)
 		}
-		return n, nil
+		if n < 1 || n > len(ents)-i || folded && len(replies) != n {
+			return fmt.Errorf("replica: apply entries %d..%d: ApplyRun took %d entries with %d replies", first, last, n, len(replies))
+		}
+		if !folded {
+			for _, e := range ents[i : i+n] {
+				if err := c.apply(e); err != nil {
+					return err
+				}
+			}
+			i += n
+			continue
+		}
+		c.m.runDone(n, time.Since(start))
+		for k, e := range ents[i : i+n] {
+			h := hs[i+k]
+			c.cfg.Clock.advance(h.millis)
+			c.settle(e.GetIndex(), e.GetTerm(), h, h.node == c.cfg.ID, replies[k])
+			c.applied, c.appliedT = e.GetIndex(), e.GetTerm()
+		}
+		c.lastMark = max(c.lastMark, c.applied) // the run's commit carries its mark
+		i += n
 	}
-	c.m.runDone(n, time.Since(start))
-	for k, e := range ents[:n] {
-		h := hs[k]
-		c.cfg.Clock.advance(h.millis)
-		c.settle(e.GetIndex(), e.GetTerm(), h, h.node == c.cfg.ID, replies[k])
-		c.applied, c.appliedT = e.GetIndex(), e.GetTerm()
-	}
-	c.lastMark = max(c.lastMark, c.applied) // the run's commit carries its mark
-	return n, nil
+	return nil
 }
 
 // apply applies one committed entry.
