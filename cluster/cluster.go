@@ -8,7 +8,9 @@
 //   - writes a client sends are encoded by the server and proposed to the
 //     replica; every replica applies committed entries through
 //     server.Server.Apply, serially, inside store.DB.ApplyEntry (exactly
-//     once through crashes);
+//     once through crashes), or a run of them at once through
+//     server.Server.ApplyRun, in one store commit that marks every entry
+//     of the run applied (store.Batch.MarkEntries);
 //   - the packages' clocks (timeline and likes Options.Now) are the
 //     replica's Clock, set to each entry's timestamp before it applies, so
 //     every replica evaluates a command at the same time;
@@ -264,6 +266,7 @@ func Start(cfg Config) (*Node, error) {
 		Join:           cfg.Join,
 		Transport:      tr,
 		Apply:          n.apply,
+		ApplyRun:       n.applyRun,
 		Snapshots:      snaps,
 		Clock:          n.clock,
 		Sync:           cfg.Durability == store.SyncAlways,
@@ -391,6 +394,18 @@ func (n *Node) apply(_ uint64, data []byte) ([]byte, error) {
 		return nil, err
 	}
 	return reply, nil
+}
+
+// applyRun is the replica's ApplyRun: the server folds a run of entries
+// of batchable writes into one store commit (server.Server.ApplyRun); a
+// store that failed makes the run fail as in apply.
+func (n *Node) applyRun(first uint64, cmds [][]byte) (int, [][]byte, bool, error) {
+	took, replies, folded := n.Server().ApplyRun(first, cmds)
+	if err := n.DB().Store().Writable(); err != nil {
+		n.failed.Store(&err)
+		return 0, nil, false, err
+	}
+	return took, replies, folded, nil
 }
 
 // DB returns the database (a new one after a snapshot install).

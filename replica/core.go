@@ -20,7 +20,9 @@ package replica
 //  3. Messages to the other replicas.
 //  4. Committed entries, applied in log order through store.ApplyEntry
 //     (exactly once through crashes), with Clock set to each entry's
-//     timestamp first.
+//     timestamp first; runs of commands go to Config.ApplyRun when it is
+//     set, which may apply a run in one store commit marked as the
+//     complete apply of all of its entries (store.Batch.MarkEntries).
 //  5. Read states: the reads waiting for them get their index and
 //     complete once it is applied.
 //
@@ -536,10 +538,8 @@ func (c *core) handle(rd *raft.Ready) error {
 	if len(rd.Messages) > 0 && !sent {
 		c.cfg.Transport.Send(rd.Messages)
 	}
-	for _, e := range rd.CommittedEntries {
-		if err := c.apply(e); err != nil {
-			return err
-		}
+	if err := c.applyEntries(rd.CommittedEntries); err != nil {
+		return err
 	}
 	for _, rs := range rd.ReadStates {
 		if f := c.readFlight; f != nil && string(rs.RequestCtx) == f.rctx {
@@ -607,15 +607,14 @@ func (c *core) persist(rd *raft.Ready) (sent bool, err error) {
 		if len(rd.Entries) > 0 {
 			durable = min(durable, rd.Entries[0].GetIndex()-1)
 		}
-		var applyErr error
+		ready := 0
 		for _, e := range rd.CommittedEntries {
 			if e.GetIndex() > durable || e.GetType() != pb.EntryNormal {
 				break
 			}
-			if applyErr = c.apply(e); applyErr != nil {
-				break
-			}
+			ready++
 		}
+		applyErr := c.applyEntries(rd.CommittedEntries[:ready])
 		if c.cfg.serialPersist {
 			write()
 		}
@@ -642,6 +641,100 @@ func (c *core) finishReads() {
 	}
 	clear(c.readWaiting[len(kept):])
 	c.readWaiting = kept
+}
+
+// applyEntries applies committed entries in order: runs of commands
+// through Config.ApplyRun when it is set (runLen), the others one by one.
+func (c *core) applyEntries(ents []*pb.Entry) error {
+	for i := 0; i < len(ents); {
+		if n := c.runLen(ents[i:]); n > 0 {
+			if err := c.applyRun(ents[i : i+n]); err != nil {
+				return err
+			}
+			i += n
+			continue
+		}
+		if err := c.apply(ents[i]); err != nil {
+			return err
+		}
+		i++
+	}
+	return nil
+}
+
+// runLen returns how many entries at the start of ents may go to
+// Config.ApplyRun as one run: consecutive commands (normal entries with a
+// command, which a new leader's empty entry is not) not applied yet, the
+// first above the store's AppliedIndex (the entry at AppliedIndex may be
+// partly applied, and only ApplyEntry skips the part that is). 0: apply the
+// first alone.
+func (c *core) runLen(ents []*pb.Entry) int {
+	if c.cfg.ApplyRun == nil || len(ents) == 0 {
+		return 0
+	}
+	first := ents[0].GetIndex()
+	if first <= c.applied || first <= c.db.AppliedIndex() {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 || e.GetIndex() != first+uint64(n) {
+			break
+		}
+		if _, _, err := decodeHeader(e.GetData()); err != nil {
+			break // apply reports it
+		}
+		n++
+	}
+	return n
+}
+
+// applyRun applies every entry of a run (runLen) through Config.ApplyRun,
+// calling it again on what it did not take: each part it takes is either
+// folded into one store commit or left to Apply, one entry at a time.
+func (c *core) applyRun(ents []*pb.Entry) error {
+	hs := make([]header, len(ents))
+	cmds := make([][]byte, len(ents))
+	for k, e := range ents {
+		h, cmd, err := decodeHeader(e.GetData())
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
+		}
+		hs[k], cmds[k] = h, cmd
+	}
+	for i := 0; i < len(ents); {
+		// The clock is not moved before ApplyRun: it folds only commands
+		// that do not read it, and an entry it leaves to Apply must see its
+		// own timestamp (apply sets it), whatever run it was handed in.
+		first, last := ents[i].GetIndex(), ents[len(ents)-1].GetIndex()
+		start := time.Now()
+		n, replies, folded, err := c.cfg.ApplyRun(first, cmds[i:])
+		if err != nil {
+			return fmt.Errorf("replica: apply entries %d..%d: %w", first, last, err)
+		}
+		if n < 1 || n > len(ents)-i || folded && len(replies) != n {
+			return fmt.Errorf("replica: apply entries %d..%d: ApplyRun took %d entries with %d replies", first, last, n, len(replies))
+		}
+		if !folded {
+			for _, e := range ents[i : i+n] {
+				if err := c.apply(e); err != nil {
+					return err
+				}
+			}
+			i += n
+			continue
+		}
+		c.m.runDone(n, time.Since(start))
+		for k, e := range ents[i : i+n] {
+			h := hs[i+k]
+			c.cfg.Clock.advance(h.millis)
+			c.settle(e.GetIndex(), e.GetTerm(), h, h.node == c.cfg.ID, replies[k])
+			c.applied, c.appliedT = e.GetIndex(), e.GetTerm()
+		}
+		c.lastMark = max(c.lastMark, c.applied) // the run's commit carries its mark
+		i += n
+	}
+	return nil
 }
 
 // apply applies one committed entry.

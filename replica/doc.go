@@ -18,8 +18,10 @@
 //
 //   - Exactly-once apply: each entry applies inside store.DB.ApplyEntry,
 //     which marks its commits so a re-apply after a crash skips what is
-//     already in the store; the replica restarts its apply at the store's
-//     AppliedIndex (store/apply.go).
+//     already in the store, or, a run of commands through Config.ApplyRun,
+//     in one store commit marked as the complete apply of the whole run
+//     (store.Batch.MarkEntries); the replica restarts its apply at the
+//     store's AppliedIndex (store/apply.go).
 //   - Durability: the Raft log and hard state live in the store's own
 //     Pebble (storage.go) and, with Config.Sync, are fsynced before the
 //     messages that acknowledge them are sent.

@@ -34,6 +34,18 @@ type metrics struct {
 	observe func(time.Duration)
 }
 
+// runDone counts n entries applied as one run in d, each observed as
+// taking its share of d.
+func (m *metrics) runDone(n int, d time.Duration) {
+	m.applied.Add(int64(n))
+	m.applyNanos.Add(int64(d))
+	if m.observe != nil {
+		for range n {
+			m.observe(d / time.Duration(n))
+		}
+	}
+}
+
 func (m *metrics) applyDone(d time.Duration) {
 	m.applied.Add(1)
 	m.applyNanos.Add(int64(d))

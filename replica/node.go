@@ -99,6 +99,21 @@ type Config struct {
 	// recording the entry as applied, and applies it again when restarted,
 	// so no replica skips an entry another applied.
 	Apply func(index uint64, data []byte) ([]byte, error)
+	// ApplyRun, if set, applies a run of consecutive committed commands at
+	// once (cmds[k] is entry first+k's command, as Apply gets it), so a
+	// Ready's many small entries cost one store commit instead of one each.
+	// It returns how many entries n (1 <= n <= len(cmds)) at the start of
+	// cmds it took, and either folded true with their replies (replies[k]
+	// is what Apply would have returned for entry first+k), having applied
+	// them in one store commit marked with store.Batch.MarkEntries(first,
+	// first+n-1), or folded false, having changed nothing: the replica then
+	// applies those n entries through Apply one at a time. It is never
+	// called inside store.DB.ApplyEntry, and only for entries above the
+	// store's AppliedIndex. Clock is not set to the entries' timestamps
+	// while it runs (it is at the last applied entry's; an entry left to
+	// Apply gets its own), so it must fold only commands that do not read
+	// the clock. An error is treated as Apply's.
+	ApplyRun func(first uint64, cmds [][]byte) (n int, replies [][]byte, folded bool, err error)
 	// Snapshots creates and installs snapshots; nil: a replica behind the
 	// truncated log cannot catch up (see snapshot.go).
 	Snapshots Snapshotter

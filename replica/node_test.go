@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,8 +195,9 @@ func TestSubmitBatchOneAppend(t *testing.T) {
 }
 
 // TestProposeConcurrent proposes from many goroutines at once through
-// Node.Propose (the queue the loop drains in bulk): every caller gets its
-// own entry's reply and nothing applies twice.
+// Node.Propose (the queue the loop drains in bulk), the replicas applying
+// runs of entries in one commit each (Config.ApplyRun): every caller gets
+// its own entry's reply and nothing applies twice.
 func TestProposeConcurrent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -219,6 +222,27 @@ func TestProposeConcurrent(t *testing.T) {
 			Apply: func(_ uint64, data []byte) ([]byte, error) {
 				v, err := cnt.Incr(binary.BigEndian.Uint64(data), "v", 1)
 				return binary.BigEndian.AppendUint64(nil, v), err
+			},
+			// Runs fold into one commit: replies come from the batch.
+			ApplyRun: func(first uint64, cmds [][]byte) (int, [][]byte, bool, error) {
+				b := db.NewBatch()
+				defer b.Close()
+				for _, data := range cmds {
+					if err := b.Incr("c", binary.BigEndian.Uint64(data), "v", 1); err != nil {
+						return 0, nil, false, err
+					}
+				}
+				if err := b.MarkEntries(first, first+uint64(len(cmds))-1); err != nil {
+					return 0, nil, false, err
+				}
+				if err := b.Commit(); err != nil {
+					return 0, nil, false, err
+				}
+				replies := make([][]byte, len(cmds))
+				for k := range cmds {
+					replies[k] = binary.BigEndian.AppendUint64(nil, b.Result(k))
+				}
+				return len(cmds), replies, true, nil
 			},
 		})
 		if err != nil {
@@ -315,4 +339,77 @@ func pumpNetwork(t *testing.T, net *memtransport.Network, nodes map[uint64]*Node
 		}
 	}()
 	t.Cleanup(func() { close(stop); <-pumped })
+}
+
+// TestApplyRunHandedBackSeesOwnClock: entries of a run that ApplyRun hands
+// back to Apply apply each at its own timestamp (Clock), not at a later
+// entry's of the same run, so a replica's clock for an entry does not
+// depend on how the entries were grouped into runs.
+func TestApplyRunHandedBackSeesOwnClock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, err := store.Open("n", &store.Options{FS: vfs.NewMem(), DisableBackground: true, CacheSize: 1 << 20, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms atomic.Int64 // every entry gets a timestamp 1 ms after the last
+	var mu sync.Mutex
+	var seen []int64 // Clock as each entry applied
+	longest := 0     // the longest run handed back
+	clock := NewClock()
+	net := memtransport.New()
+	n, err := Start(Config{
+		ID: 1, DB: db, Peers: []Peer{{ID: 1, RaftAddr: "r1", ClientAddr: "c1"}}, Transport: net.Endpoint(1), Sync: true,
+		TickInterval: 5 * time.Millisecond, Clock: clock,
+		Now: func() time.Time { return time.UnixMilli(1_000_000 + ms.Add(1)) },
+		Apply: func(_ uint64, data []byte) ([]byte, error) {
+			mu.Lock()
+			seen = append(seen, clock.Now().UnixMilli())
+			mu.Unlock()
+			return nil, nil
+		},
+		ApplyRun: func(first uint64, cmds [][]byte) (int, [][]byte, bool, error) {
+			mu.Lock()
+			longest = max(longest, len(cmds))
+			mu.Unlock()
+			return len(cmds), nil, false, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Stop(); _ = db.Close() })
+	for n.Status().Role != "leader" {
+		if ctx.Err() != nil {
+			t.Fatal("no leader")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 50 {
+				if _, err := n.Propose(ctx, []byte("x")); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if longest < 2 {
+		t.Skip("no run of two entries formed; nothing to check")
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Fatalf("entries %d and %d applied at clock %d and %d: each has its own, later timestamp", i-1, i, seen[i-1], seen[i])
+		}
+	}
 }

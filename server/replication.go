@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"time"
+
+	"github.com/tallydb/tally/store"
 )
 
 // Replicated writes.
@@ -421,6 +424,154 @@ func (s *Server) Apply(data []byte) []byte {
 // hasKeys reports whether the command names keys (COMMAND's key
 // positions or a Keys function).
 func (c *Command) hasKeys() bool { return c.FirstKey > 0 || c.Keys != nil }
+
+// maxApplyRun bounds the commands ApplyRun folds into one store batch.
+// Past imageScan rows the store keeps a batch's rows in a map, so a larger
+// batch than a client's pipeline (maxBatch) costs no more per command.
+const maxApplyRun = 1024
+
+// ApplyRun runs a run of consecutive replicated entries (entries[k] is
+// entry first+k, each as encoded by EncodeCommand) in one store commit
+// when it can. It returns n, how many entries at the start of entries it
+// took (1 <= n <= len(entries); 0 only for no entries or first 0).
+//
+// With folded true it has applied those n entries: every command of each
+// is a batchable replicated write (HINCRBY, INCR, HSET, ...: what a
+// client's pipeline folds into one batch) with valid arguments, at most
+// maxApplyRun commands in all; their effects are one store batch,
+// committed with store.Batch.MarkEntries(first, first+n-1), so the run is
+// in the store completely or not at all; and replies[k] is entry first+k's
+// reply, byte for byte what Apply would have returned for it on the same
+// state.
+//
+// With folded false it has changed nothing, and the caller applies the n
+// entries one by one with Apply (inside store.DB.ApplyEntry): the first
+// entry does not qualify (n is 1), or the store refused the run (an
+// increment past a column's cap fails the whole batch; the run is not
+// above the store's applied index). It must be called where Apply is,
+// never inside store.DB.ApplyEntry, and it never proposes.
+func (s *Server) ApplyRun(first uint64, entries [][]byte) (n int, replies [][]byte, folded bool) {
+	if len(entries) == 0 || first == 0 {
+		return 0, nil, false
+	}
+	s.apply.Lock()
+	defer s.apply.Unlock()
+	c := s.apply.conn
+	if c == nil {
+		c = &Conn{s: s, addr: "replication", opened: time.Now(), authed: true, applying: true}
+		s.apply.conn = c
+	}
+	if c.batch == nil {
+		c.batch = s.db.NewBatch()
+	}
+	b := c.batch
+	defer func() {
+		b.Reset()
+		clear(c.pend)
+		c.pend = c.pend[:0]
+	}()
+	t0 := time.Now()
+	var endsBuf [64]int
+	ends := endsBuf[:0] // ends[k]: len(c.pend) after entry k
+	n, partial := c.stageRun(b, entries, &ends)
+	if n == 0 {
+		return 1, nil, false
+	}
+	if partial {
+		// Entry n staged part of its commands before one failed: stage
+		// the n whole entries again on a clean batch.
+		ends = ends[:0]
+		if m, partial := c.stageRun(b, entries[:n], &ends); m != n || partial {
+			return n, nil, false
+		}
+	}
+	if err := b.MarkEntries(first, first+uint64(n)-1); err != nil {
+		return n, nil, false
+	}
+	c.locks = c.locks[:0]
+	for i := range c.pend {
+		if l := c.pend[i].lock; l != 0 {
+			c.locks = append(c.locks, l-1)
+		}
+	}
+	slices.Sort(c.locks)
+	c.locks = slices.Compact(c.locks)
+	for _, l := range c.locks {
+		s.rows.stripe(l).RLock()
+	}
+	err := b.Commit()
+	for _, l := range c.locks {
+		s.rows.stripe(l).RUnlock()
+	}
+	if err != nil {
+		return n, nil, false
+	}
+	d := time.Since(t0)
+	c.out = c.out[:0]
+	var outEndsBuf [64]int
+	outEnds := outEndsBuf[:0]
+	p := 0
+	for _, end := range ends {
+		for ; p < end; p++ {
+			pe := &c.pend[p]
+			c.errReply = false
+			pe.cmd.finish(c, b, pe)
+			c.account(pe.cmd, d)
+		}
+		outEnds = append(outEnds, len(c.out))
+	}
+	s.slow.record(c, c.pend[0].args, d)
+	out := append([]byte(nil), c.out...)
+	replies = make([][]byte, n)
+	start := 0
+	for k, end := range outEnds {
+		replies[k] = out[start:end:end]
+		start = end
+	}
+	if cap(c.out) > maxKeptBuffer {
+		c.out = nil
+	}
+	return n, replies, true
+}
+
+// stageRun resets b and stages whole entries from the start of entries
+// while every command of each is a batchable replicated write that
+// stages, up to maxApplyRun commands: c.pend holds the staged commands
+// and *ends each staged entry's end in it. It returns the number of
+// entries staged whole, and partial true when the next entry staged some
+// of its commands into b before one failed to stage (b is then not fit to
+// commit).
+func (c *Conn) stageRun(b *store.Batch, entries [][]byte, ends *[]int) (whole int, partial bool) {
+	b.Reset()
+	c.pend = c.pend[:0]
+	for k, data := range entries {
+		cmds, err := DecodeCommand(data)
+		if err != nil || len(c.pend)+len(cmds) > maxApplyRun {
+			return k, false
+		}
+		// Every command must be a batchable write before any is staged, so
+		// that an entry of other commands leaves b as it was.
+		for _, argv := range cmds {
+			cmd, msg, _ := c.find(argv)
+			if msg != "" || cmd.stage == nil || (!cmd.hasKeys() && c.s.cluster != nil && c.s.cluster.opts.Broadcast != nil) {
+				return k, false
+			}
+			if class, err := cmd.applyClass(argv); class != ClassWrite || err != nil {
+				return k, false
+			}
+		}
+		for _, argv := range cmds {
+			cmd, _, _ := c.find(argv)
+			p := pending{cmd: cmd, args: argv, op: b.Len()}
+			if !cmd.stage(c, argv, b, &p) {
+				return k, true
+			}
+			c.pend = append(c.pend, p)
+		}
+		*ends = append(*ends, len(c.pend))
+	}
+	return len(entries), false
+}
 
 // applyClass is ClassOf on Apply's path: Classify is not consulted there
 // (it may depend on this node); a command with one is replicated when its

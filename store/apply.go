@@ -46,6 +46,28 @@ package store
 //     Batch commit and takes no mark; re-applying it reports that the
 //     counter or column exists, and changes nothing.
 
+// A run of entries in one commit (Batch.MarkEntries). Most entries are a
+// few counter writes that fold into one batch, and one Pebble commit per
+// entry is most of a replica's apply cost; a host may instead stage the
+// effects of several consecutive entries into one batch and commit it once,
+// marked as the complete apply of entries first..last: the batch carries
+// the mark Once("raft", last<<16 | applyCompleteN), as if SetAppliedIndex
+// (last) were written with it. It is all or nothing: after a crash either
+// the whole run is in the store (AppliedIndex is last, and every entry up
+// to it is complete, so a re-apply of any of them commits nothing) or none
+// of it is (AppliedIndex is below first, and the entries apply again, one
+// by one or in runs grouped differently: what a run commits must be exactly
+// what its entries would commit one after another). The run's commit is
+// refused (ErrValueRange, nothing changed) when any part of an entry of
+// the run is in the store already (AppliedIndex >= first: the entry at
+// AppliedIndex may be partly applied, and a run cannot skip the part that
+// is), while ApplyEntry runs, and when first is not above the last index
+// given to ApplyEntry or a run; the caller then applies those entries one
+// by one with ApplyEntry. Invariants 1, 3 and 4 hold for runs as for
+// entries: runs and ApplyEntry calls are serial with increasing indexes,
+// a run's commit waits for no fsync, and its mark is written only with
+// the whole run's effects.
+
 import "fmt"
 
 // ApplySource is the Once source of replicated entries' apply marks.
@@ -107,11 +129,46 @@ func (db *DB) ApplyEntry(index uint64, fn func() error) error {
 // replica when an entry is applied again after a crash. Reset forgets it.
 func (b *Batch) SetLocal() { b.local = true }
 
+// entryRun is the run of replicated entries a batch's commit applies
+// completely (MarkEntries); last == 0 for none.
+type entryRun struct{ first, last uint64 }
+
+// MarkEntries makes the batch's commit the complete apply of the
+// replicated entries first..last (see apply.go, "A run of entries in one
+// commit"): the commit carries their apply mark, and is refused with
+// ErrValueRange, changing nothing, if the run cannot be marked (part of it
+// is in the store already, an ApplyEntry is running, or first is not above
+// the last index applied through this DB). A batch holding nothing else
+// still commits the mark. Invalid indexes fail the batch (its Commit
+// returns the error). Reset forgets it.
+func (b *Batch) MarkEntries(first, last uint64) error {
+	if first == 0 || last < first || last > MaxApplyIndex {
+		return b.fail(fmt.Errorf("%w: entry run %d..%d (want 1 <= first <= last <= %d)", ErrValueRange, first, last, uint64(MaxApplyIndex)))
+	}
+	if b.local || b.progress != nil {
+		return b.fail(fmt.Errorf("%w: a node-local batch cannot apply entries", ErrValueRange))
+	}
+	b.run = entryRun{first: first, last: last}
+	return nil
+}
+
 // applyMarkLocked returns the apply mark b's commit carries, if an entry is
-// applying and b is not a job's progress commit. It counts the commit in
-// the entry. The caller holds DB.commit.
+// applying and b is not a job's progress commit, or b applies a run of
+// entries (MarkEntries). It counts the commit in the entry. The caller
+// holds DB.commit.
 func (db *DB) applyMarkLocked(b *Batch) (onceMark, bool, error) {
 	a := &db.applying
+	if r := b.run; r.last != 0 {
+		switch {
+		case a.active:
+			return onceMark{}, false, fmt.Errorf("%w: entries %d..%d committed while entry %d applies", ErrValueRange, r.first, r.last, a.index)
+		case r.first <= a.index:
+			return onceMark{}, false, fmt.Errorf("%w: entries %d..%d not above %d", ErrValueRange, r.first, r.last, a.index)
+		case db.sources[ApplySource]>>16 >= r.first:
+			return onceMark{}, false, fmt.Errorf("%w: entries %d..%d: entry %d is applied already", ErrValueRange, r.first, r.last, db.sources[ApplySource]>>16)
+		}
+		return onceMark{source: ApplySource, seq: r.last<<16 | applyCompleteN}, true, nil
+	}
 	if !a.active || b.progress != nil || b.local {
 		return onceMark{}, false, nil
 	}
@@ -122,6 +179,16 @@ func (db *DB) applyMarkLocked(b *Batch) (onceMark, bool, error) {
 	}
 	a.n++
 	return onceMark{source: ApplySource, seq: a.index<<16 | a.n}, true, nil
+}
+
+// appliedLocked records m, the apply mark of b's commit, once the commit
+// is in Pebble; a run's last entry becomes the last index applied. The
+// caller holds DB.commit.
+func (db *DB) appliedLocked(b *Batch, m *onceMark) {
+	db.applyOnceLocked(m)
+	if b.run.last > db.applying.index {
+		db.applying.index = b.run.last
+	}
 }
 
 // AppliedIndex returns the highest entry index whose first commit (or an

@@ -99,6 +99,7 @@ type Batch struct {
 	dup      bool             // the commit was a redelivery and changed nothing
 	sync     bool             // SetSync: fsync this commit whatever the durability (apply.go)
 	local    bool             // SetLocal: node-local derived state, never an entry's commit (apply.go)
+	run      entryRun         // MarkEntries: the commit applies these entries (apply.go)
 	record   bool             // write a log record even without counter ops
 	gen      uint64           // DB.Generation when the batch was made or reset
 	use      uint64           // Use: this use of the (pooled) batch
@@ -166,6 +167,7 @@ func (b *Batch) Reset() {
 	b.dup = false
 	b.sync = false
 	b.local = false
+	b.run = entryRun{}
 	b.record = false
 	b.err = nil
 	if b.db != nil {
@@ -179,7 +181,7 @@ func (b *Batch) Len() int { return len(b.ops) }
 
 // Empty reports whether the batch holds nothing to commit.
 func (b *Batch) Empty() bool {
-	return len(b.ops) == 0 && b.pb == nil && len(b.jobs) == 0 && b.progress == nil && !b.record
+	return len(b.ops) == 0 && b.pb == nil && len(b.jobs) == 0 && b.progress == nil && !b.record && b.run.last == 0
 }
 
 // pebble returns the Pebble batch that holds the family writes.
@@ -579,7 +581,7 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 		db.applyOnceLocked(&b.once)
 	}
 	if marked {
-		db.applyOnceLocked(&raft)
+		db.appliedLocked(b, &raft)
 	}
 	return c, nil
 }
