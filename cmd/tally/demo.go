@@ -63,7 +63,12 @@ Runs a microblog's counters end to end and prints a report:
      --clients Redis Cluster clients (go-redis ClusterClient); the leader
      is killed with SIGKILL under the writes and started again; reports
      writes/s, p50/p99 and the failover time, and checks every replica
-     holds every acknowledged write;
+     holds every acknowledged write; then a sharded cluster of
+     --cluster-shards shards × 3 replicas (tally cluster local start
+     --shards, in DIR/shards): the schema sent to one node reaches every
+     shard, increments spread over the shards by slot, users on different
+     shards follow each other and post, and every home holds its
+     followees' posts;
  10. timelines, on a store of their own: a power-law follow graph of
      --tl-users users bulk-loaded, 20% of them active, two posts per user
      fanned out, one post of the author everyone follows, home pages from
@@ -84,6 +89,7 @@ Flags:
   --tl-users N       users of the timeline part (default items/60; 0 skips it)
   --cluster-replicas N  replicas of the replication part (default 3; 0
                      skips it)
+  --cluster-shards N    shards of the sharded part (default 2; 0 skips it)
   --durability MODE  sync, interval or nosync (default interval, like Redis
                      "appendfsync everysec")
 
@@ -117,6 +123,9 @@ type demo struct {
 	// clusterReplicas is the size of the replication part's group (0
 	// skips it; demo_cluster.go).
 	clusterReplicas int
+	// clusterShards is the sharded part's number of shards (0 skips it;
+	// demo_shards.go).
+	clusterShards int
 
 	posts, people *workload.Workload
 	postCols      []string
@@ -145,6 +154,7 @@ func runDemo(e *env, args []string) error {
 	fs.Uint64Var(&d.seed, "seed", 1, "")
 	tlUsers := fs.Int("tl-users", -1, "")
 	fs.IntVar(&d.clusterReplicas, "cluster-replicas", 3, "")
+	fs.IntVar(&d.clusterShards, "cluster-shards", 2, "")
 	pos, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -176,6 +186,9 @@ func runDemo(e *env, args []string) error {
 	}
 	if d.clusterReplicas < 0 || d.clusterReplicas == 2 || d.clusterReplicas > 9 {
 		return usagef("--cluster-replicas must be 0 (skip), 1 or 3..9")
+	}
+	if d.clusterShards < 0 || d.clusterShards == 1 || d.clusterShards > 4 {
+		return usagef("--cluster-shards must be 0 (skip) or 2..4")
 	}
 	if d.duration < 0 || d.clients < 1 {
 		return usagef("--duration must be ≥ 0 and --clients ≥ 1")
@@ -251,7 +264,12 @@ func (d *demo) phases() error {
 	unreadPart := func() error { return demoUnread(d) }
 	likesPart := func() error { return demoLikes(d) }
 	likesVerify := func() error { return demoLikesVerify(d) }
-	clusterPart := func() error { return demoCluster(d) }
+	clusterPart := func() error {
+		if err := demoCluster(d); err != nil {
+			return err
+		}
+		return demoShards(d)
+	}
 	for _, phase := range []func() error{d.schema, d.load, d.runMixed, d.age, d.runCold, likesPart, d.restart, likesVerify, unreadPart, clusterPart} {
 		if err := phase(); err != nil {
 			return err

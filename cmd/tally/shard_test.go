@@ -296,20 +296,9 @@ func checkShardedTimelines(t *testing.T, ctx context.Context, c *redis.ClusterCl
 		}
 		slices.SortFunc(want, func(x, y int) int { return y - x })
 		for {
-			v := do("TL.HOME", u, "LIMIT", 100)
 			var got []int
-			if page, ok := v.([]any); ok && len(page) == 2 {
-				items, _ := page[1].([]any)
-				for i := 0; i < len(items); i++ {
-					if rec, ok := items[i].([]any); ok { // [post author ...]
-						id, _ := strconv.Atoi(fmt.Sprint(rec[0]))
-						got = append(got, id)
-						continue
-					}
-					id, _ := strconv.Atoi(fmt.Sprint(items[i])) // post author, flat
-					got = append(got, id)
-					i++
-				}
+			for _, id := range homePosts(do("TL.HOME", u, "LIMIT", 100)) {
+				got = append(got, int(id))
 			}
 			if slices.Equal(got, want) {
 				break
