@@ -157,6 +157,7 @@ type Node struct {
 	topo       *topology
 	streams    atomic.Pointer[xshard.Streams]
 	sender     *xshard.Sender
+	caller     *shardCaller // gathered reads' parts (gather.go); nil unsharded
 	senderStop context.CancelFunc
 	senderDone chan struct{}
 	shardStop  chan struct{}
@@ -219,6 +220,8 @@ func Start(cfg Config) (*Node, error) {
 		}
 		n.co.Topology = n.topo
 		n.co.Broadcast = n.broadcast
+		n.caller = newShardCaller(cfg.password())
+		n.co.Gather = n.caller
 	}
 	if err := n.open(cfg.Dir); err != nil {
 		return nil, errors.Join(err, n.closeMeta())
@@ -482,6 +485,9 @@ func (n *Node) Close(ctx context.Context) error {
 		n.stopSender()
 		if err := n.Server().Shutdown(ctx); err != nil && !errors.Is(err, server.ErrServerClosed) {
 			errs = append(errs, err)
+		}
+		if n.caller != nil {
+			n.caller.Close()
 		}
 		if err := n.rep.Stop(); err != nil && !errors.Is(err, replica.ErrStopped) {
 			errs = append(errs, err)

@@ -214,35 +214,11 @@ func (l *Likes) rank(business string, day uint32, item uint64) (e Entry, ok bool
 			return err
 		}
 		e.Likes, ok = s[0], true
-		bucket := bucketOf(e.Likes)
-		above, err := l.histAbove(b.id, day, bucket)
+		above, err := l.countAbove(b, day, e.Likes)
 		if err != nil {
 			return err
 		}
 		rank := 1 + above
-		if _, w := bucketRange(bucket); w > 1 {
-			var items []uint64
-			it, err := l.fam.board.NewIter(&store.IterOptions{Prefix: appendBoardBucketPrefix(nil, b.id, day, bucket)})
-			if err != nil {
-				return err
-			}
-			for it.Next() {
-				_, other := boardKeyBucketItem(it.Key())
-				items = append(items, other)
-			}
-			if err := it.Close(); err != nil {
-				return err
-			}
-			scores, err := l.scores(b, day, items)
-			if err != nil {
-				return err
-			}
-			for _, s := range scores {
-				if s > e.Likes {
-					rank++
-				}
-			}
-		}
 		e.Rank = int(rank)
 		return nil
 	})

@@ -44,3 +44,9 @@ var (
 	// Redis key.
 	ErrUnknownBusiness = errors.New("likes: unknown business")
 )
+
+// ErrCursorShards is returned for a cursor of a gathered list (a sharded
+// cluster's user likes) made under a slot map with other shards than the
+// current one: the shards' positions in it no longer describe the list;
+// start again from the first page.
+var ErrCursorShards = errors.New("likes: cursor made for another set of shards (start from the first page)")

@@ -67,6 +67,12 @@ type ClusterOptions struct {
 	// with that error as its reply. It does not run for the commands a
 	// command runs nested (Conn.RunNested: a message from another shard).
 	Broadcast func(cmd *Command, args [][]byte) error
+	// Gather, if set with a Topology, answers the reads whose data is
+	// spread over every shard (LIKE.TOP, LIKE.RANK, LIKE.USERLIKES,
+	// LIKE.RECEIVED, ...) on the node a client asks, by sending their
+	// per-shard parts to every shard through it and merging the replies
+	// (gather.go). Nil: they answer from this node's store alone.
+	Gather ShardCaller
 }
 
 // DefaultProposeTimeout is ClusterOptions.ProposeTimeout's default.
@@ -225,6 +231,9 @@ func (c *Conn) route(cmd *Command, cmds []request) int {
 		if msg := c.routeShard(cmd, args); msg != "" {
 			c.reject(cmd, msg)
 			return 1
+		}
+		if cl.gathers(cmd) {
+			return 0 // it asks every shard's leader itself
 		}
 	}
 	class, err := cmd.ClassOf(args)

@@ -118,6 +118,10 @@ type Command struct {
 	// anything is proposed, and never on Server.Apply's path.
 	Classify func(args [][]byte) (Class, error)
 
+	// gather marks a read gathered from every shard in a sharded cluster
+	// (gather.go): route lets it run on the node it is sent to.
+	gather bool
+
 	// stage and finish, when set, let the server fold a run of such
 	// commands within one pipeline into one store batch (see batch.go).
 	stage  stageFunc

@@ -97,6 +97,7 @@ func renderCommand(db *tallydb.DB, tc *commands.Command, one bool) Command {
 		}
 		break
 	}
+	cmd.gather = tc.Gather != nil
 	cmd.Handler = func(c *Conn, args [][]byte) {
 		in, err := tc.ParseRESP(args[words:])
 		if err == nil && one && in.Repeated() != 1 {
@@ -109,10 +110,14 @@ func renderCommand(db *tallydb.DB, tc *commands.Command, one bool) Command {
 			c.WriteErr(err)
 			return
 		}
-		out, err := tc.Run(c.Context(), db, in)
-		if err != nil {
-			c.WriteErr(err)
-			return
+		out, gathered := c.runGather(tc, in)
+		if !gathered {
+			if out, err = tc.Run(c.Context(), db, in); err != nil {
+				c.WriteErr(err)
+				return
+			}
+		} else if out == nil {
+			return // runGather replied its error
 		}
 		if one {
 			tc.Reply(&unwrapReplier{Replier: c}, in, out)

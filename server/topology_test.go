@@ -183,6 +183,9 @@ var tableKeys = map[string]string{
 	// every shard's part: no key.
 	"like.userlikes": "scatter", "like.top": "scatter", "like.mrank": "scatter", "like.rank": "scatter",
 	"like.mreceived": "scatter", "like.received": "scatter",
+	// Their per-shard parts answer for the shard they are sent to.
+	"like.part|top": "shard part", "like.part|above": "shard part", "like.part|scores": "shard part",
+	"like.part|userlikes": "shard part", "like.part|received": "shard part",
 	// Unread: the user.
 	"unread.incr": "1", "unread.reset": "1", "unread.mget": "1-", "unread.get": "1-", "unread.mfeed": "1-",
 	"unread.feed": "1-", "unread.feedreset": "1", "unread.forget": "1-",

@@ -229,6 +229,10 @@ type Command struct {
 	Text func(w io.Writer, in *Input, out any) error
 	// Reply writes Run's result as one RESP reply.
 	Reply func(w Replier, in *Input, out any)
+	// Gather, if set, is how a sharded cluster answers the command when
+	// its data is spread over every shard (gather.go): it returns Run's
+	// result type, merged from the shards' parts sent through g.
+	Gather func(ctx context.Context, g Gatherer, in *Input) (any, error)
 }
 
 // Positionals returns the command's positional parameters.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -187,6 +188,10 @@ Over RESP the reply is a record: likes N dislikes M changed 1|0.
 }
 
 func likesCommands() []*Command {
+	return append(likesReadCommands(), likesPartCommands()...)
+}
+
+func likesReadCommands() []*Command {
 	return []*Command{
 		likeWrite("like", "LIKE.LIKE", "USER likes ITEM of business BIZ (replaces a dislike)",
 			`Records that USER likes ITEM (a dislike is replaced by the like). OWNER,
@@ -370,7 +375,8 @@ Example:
 					return l.UserLikes(biz, in.Uint("user"), cursor, limit)
 				})
 			},
-			Text: textPage, Reply: replyPage,
+			Gather: gatherUserLikes,
+			Text:   textPage, Reply: replyPage,
 		},
 		{
 			CLI: "top", RESP: "LIKE.TOP", Group: likesGroup, Mode: Read, Open: OpenExisting,
@@ -413,6 +419,7 @@ Example:
 				}
 				return l.Top(in.String("biz"), n)
 			},
+			Gather: gatherTop,
 			Text: func(w io.Writer, _ *Input, out any) error {
 				var b strings.Builder
 				for _, t := range out.([]likes.Entry) {
@@ -482,6 +489,7 @@ Example:
 				}
 				return out, nil
 			},
+			Gather: gatherRank,
 			Text: func(w io.Writer, in *Input, out any) error {
 				var b strings.Builder
 				for i, e := range out.([]rankEntry) {
@@ -526,21 +534,9 @@ Example:
   $ tally -d /var/lib/tally received 7
   7 5120
 `,
-			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
-				owners := in.Uints("owner")
-				out := make([]uint64, len(owners))
-				if l := db.Likes(); l != nil {
-					for i, o := range owners {
-						n, err := l.Received(o)
-						if err != nil {
-							return nil, err
-						}
-						out[i] = n
-					}
-				}
-				return out, nil
-			},
-			Text: textPerID("owner"), Reply: replyUints,
+			Run:    receivedHere,
+			Gather: gatherReceived,
+			Text:   textPerID("owner"), Reply: replyUints,
 		},
 	}
 }
@@ -589,4 +585,422 @@ func replyUints(w Replier, _ *Input, out any) {
 	for _, n := range ns {
 		w.WriteUint(n)
 	}
+}
+
+// Per-shard parts of the gathered likes reads (LIKE.PART ...): what one
+// shard holds of a business's board, a user's likes and an owner's
+// received total. A sharded cluster's node sends them to every shard and
+// merges the replies (the Gather functions below; likes/merge.go); on one
+// node they answer the node's own part. Their replies are flat arrays of
+// integers, the same over RESP2 and RESP3.
+
+const partContainer = "LIKE.PART"
+
+var (
+	pPartDay      = Param{Name: "day", Kind: String, Option: true, Help: "YYYY-MM-DD: that UTC day's board instead of the all-time board"}
+	pAfterMs      = Param{Name: "after-ms", Kind: Int, Option: true, Help: "with --after-item: list after that like, made at this time (Unix ms)"}
+	pAfterItem    = Param{Name: "after-item", Kind: Uint, Option: true, Help: "with --after-ms: list after the like of this item"}
+	checkPartDays = func(in *Input) error {
+		if err := checkBusiness(in); err != nil {
+			return err
+		}
+		_, err := checkDay(in)
+		return err
+	}
+)
+
+func likesPartCommands() []*Command {
+	return []*Command{
+		{
+			CLI: "likes-part top", RESP: partContainer + " TOP", Group: likesGroup, Mode: Read, Open: OpenExisting,
+			Summary:    "this shard's part of a leaderboard: its N items with the most likes",
+			Complexity: "O(N)", Params: []Param{pBiz, {Name: "n", Kind: Int}, pPartDay},
+			Check: func(in *Input) error {
+				if n := in.Int("n"); n < 1 || n > likes.MaxTop {
+					return fmt.Errorf("%w: top %d (want 1..%d)", likes.ErrLimit, n, likes.MaxTop)
+				}
+				return checkPartDays(in)
+			},
+			Help: `Prints this store's (one shard's) N items of business BIZ with the most
+likes, best first (ties by item id), one "ITEM LIKES" line each; with
+--day, that UTC day's board. A sharded cluster's LIKE.TOP merges every
+shard's part. Over RESP: a flat array ITEM LIKES ITEM LIKES ...
+
+Example:
+  $ tally -d /var/lib/tally likes-part top video 2
+  1234 5120
+  999 4000
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				l := db.Likes()
+				if l == nil {
+					return []likes.Entry(nil), nil
+				}
+				if in.Has("day") {
+					day, _ := checkDay(in)
+					return l.TopDay(in.String("biz"), day, int(in.Int("n")))
+				}
+				return l.Top(in.String("biz"), int(in.Int("n")))
+			},
+			Text: func(w io.Writer, _ *Input, out any) error {
+				var b strings.Builder
+				for _, e := range out.([]likes.Entry) {
+					fmt.Fprintf(&b, "%d %d\n", e.Item, e.Likes)
+				}
+				_, err := io.WriteString(w, b.String())
+				return err
+			},
+			Reply: func(w Replier, _ *Input, out any) {
+				es := out.([]likes.Entry)
+				w.WriteArray(2 * len(es))
+				for _, e := range es {
+					w.WriteUint(e.Item)
+					w.WriteUint(e.Likes)
+				}
+			},
+		},
+		{
+			CLI: "likes-part above", RESP: partContainer + " ABOVE", Group: likesGroup, Mode: Read, Open: OpenExisting,
+			Summary:    "this shard's number of items with more likes than each score",
+			Complexity: "O(S) per score where S is the number of distinct scores above it",
+			Params:     []Param{pBiz, {Name: "score", Kind: Uint, Multiple: true, Max: likes.MaxStates}, pPartDay},
+			Check:      checkPartDays,
+			Help: `Prints, per SCORE, the number of this store's (one shard's) items of
+business BIZ with strictly more likes than SCORE on the all-time board
+(or, with --day, that UTC day's board): "SCORE N". An item's rank in a
+sharded cluster is 1 + the sum of every shard's count above its likes.
+Over RESP: an array of integers, one per score.
+
+Example:
+  $ tally -d /var/lib/tally likes-part above video 4000
+  4000 1
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				scores := in.Uints("score")
+				l := db.Likes()
+				if l == nil {
+					return make([]uint64, len(scores)), nil
+				}
+				if in.Has("day") {
+					day, _ := checkDay(in)
+					return l.AboveDay(in.String("biz"), day, scores, nil)
+				}
+				return l.Above(in.String("biz"), scores, nil)
+			},
+			Text: textPerID("score"), Reply: replyUints,
+		},
+		{
+			CLI: "likes-part scores", RESP: partContainer + " SCORES", Group: likesGroup, Mode: Read, Open: OpenExisting,
+			Summary:    "items' scores on this shard's board",
+			Complexity: "O(N) where N is the number of items",
+			Params:     []Param{pBiz, {Name: "item", Kind: Uint, Multiple: true, Max: likes.MaxStates}, pPartDay},
+			Check:      checkPartDays,
+			Help: `Prints, per ITEM, its score on this store's (one shard's) all-time board
+of business BIZ (its likes) or, with --day, on that UTC day's board (its
+likes made that day and still standing): "ITEM N", 0 for an item with
+none here. Over RESP: an array of integers, one per item.
+
+Example:
+  $ tally -d /var/lib/tally likes-part scores video 1234 5
+  1234 5120
+  5 0
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				items := in.Uints("item")
+				l := db.Likes()
+				if l == nil {
+					return make([]uint64, len(items)), nil
+				}
+				if in.Has("day") {
+					day, _ := checkDay(in)
+					return l.ScoresDay(in.String("biz"), day, items, nil)
+				}
+				return l.Scores(in.String("biz"), items, nil)
+			},
+			Text: textPerID("item"), Reply: replyUints,
+		},
+		{
+			CLI: "likes-part user-likes", RESP: partContainer + " USERLIKES", Group: likesGroup, Mode: Read, Open: OpenExisting,
+			Summary:    "this shard's part of a user's likes, newest first, after a position",
+			Complexity: "O(N) where N is the page size",
+			Params:     []Param{pBiz, pUser, pLimit, pAfterMs, pAfterItem},
+			Check: func(in *Input) error {
+				if in.Has("after-ms") != in.Has("after-item") {
+					return Usagef("--after-ms and --after-item go together")
+				}
+				if in.Has("after-ms") && in.Int("after-ms") < 0 {
+					return fmt.Errorf("%w: position time %d", likes.ErrBadCursor, in.Int("after-ms"))
+				}
+				return checkBusiness(in)
+			},
+			Help: `Prints the items USER likes in business BIZ on this store (one shard),
+newest like first, after the like at --after-ms of --after-item (both or
+neither), one "ITEM MS" line each (MS: the like's time, Unix ms), then
+"more" if more follow or "end". A sharded cluster's LIKE.USERLIKES merges
+every shard's part by like time. Over RESP: [more 1|0, [ITEM MS ...]].
+
+Example:
+  $ tally -d /var/lib/tally likes-part user-likes video 42 --limit 1
+  1234 1741608000000
+  more
+`,
+			Run: func(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+				limit, err := pageLimit(in, 100)
+				if err != nil {
+					return nil, err
+				}
+				l := db.Likes()
+				if l == nil {
+					return likes.ShardLikes{}, nil
+				}
+				var pos *likes.Position
+				if in.Has("after-ms") {
+					pos = &likes.Position{Ms: in.Int("after-ms"), Item: in.Uint("after-item")}
+				}
+				pg, more, err := l.UserLikesBefore(in.String("biz"), in.Uint("user"), pos, limit)
+				return likes.ShardLikes{Page: pg, More: more}, err
+			},
+			Text: func(w io.Writer, _ *Input, out any) error {
+				p := out.(likes.ShardLikes)
+				var b strings.Builder
+				for i, id := range p.Page.IDs {
+					fmt.Fprintf(&b, "%d %d\n", id, p.Page.Times[i])
+				}
+				if p.More {
+					b.WriteString("more\n")
+				} else {
+					b.WriteString("end\n")
+				}
+				_, err := io.WriteString(w, b.String())
+				return err
+			},
+			Reply: func(w Replier, _ *Input, out any) {
+				p := out.(likes.ShardLikes)
+				w.WriteArray(2)
+				if p.More {
+					w.WriteInt(1)
+				} else {
+					w.WriteInt(0)
+				}
+				w.WriteArray(2 * len(p.Page.IDs))
+				for i, id := range p.Page.IDs {
+					w.WriteUint(id)
+					w.WriteInt(p.Page.Times[i])
+				}
+			},
+		},
+		{
+			CLI: "likes-part received", RESP: partContainer + " RECEIVED", Group: likesGroup, Mode: Read, Fast: true, Open: OpenExisting,
+			Summary:    "this shard's part of the likes owners' items received",
+			Complexity: "O(N) where N is the number of owners",
+			Params:     []Param{{Name: "owner", Kind: Uint, Multiple: true, Max: likes.MaxStates}},
+			Help: `Prints, per OWNER, the likes received by the items it owns that this store
+(one shard) holds: "OWNER N". A sharded cluster's LIKE.RECEIVED sums every
+shard's part. Over RESP: an array of integers, one per owner.
+
+Example:
+  $ tally -d /var/lib/tally likes-part received 7
+  7 5120
+`,
+			Run:  receivedHere,
+			Text: textPerID("owner"), Reply: replyUints,
+		},
+	}
+}
+
+// receivedHere is the received totals of in's owners in db.
+func receivedHere(_ context.Context, db *tallydb.DB, in *Input) (any, error) {
+	owners := in.Uints("owner")
+	out := make([]uint64, len(owners))
+	if l := db.Likes(); l != nil {
+		for i, o := range owners {
+			n, err := l.Received(o)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = n
+		}
+	}
+	return out, nil
+}
+
+// dayArgs is the DAY option of a part, if in has --day.
+func dayArgs(argv []string, in *Input) []string {
+	if in.Has("day") {
+		argv = append(argv, "DAY", in.String("day"))
+	}
+	return argv
+}
+
+// uintArgs appends ids in decimal.
+func uintArgs(argv []string, ids []uint64) []string {
+	for _, id := range ids {
+		argv = append(argv, strconv.FormatUint(id, 10))
+	}
+	return argv
+}
+
+// gatherTop is LIKE.TOP over every shard: the merge of each shard's top N
+// (likes.MergeTop), ranked over the merge.
+func gatherTop(ctx context.Context, g Gatherer, in *Input) (any, error) {
+	n := int(in.IntOr("n", 10))
+	argv := dayArgs([]string{partContainer, "TOP", in.String("biz"), strconv.Itoa(n)}, in)
+	replies, err := callAll(ctx, g, argv)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([][]likes.Entry, len(replies))
+	for i, r := range replies {
+		vals, err := partUints(g.Shards()[i], r, -1)
+		if err != nil {
+			return nil, err
+		}
+		if len(vals)%2 != 0 || len(vals) > 2*n {
+			return nil, fmt.Errorf("tally: shard %d's top part has %d values for a top %d", g.Shards()[i], len(vals), n)
+		}
+		for j := 0; j < len(vals); j += 2 {
+			parts[i] = append(parts[i], likes.Entry{Item: vals[j], Likes: vals[j+1]})
+		}
+	}
+	return likes.MergeTop(parts, n), nil
+}
+
+// gatherRank is LIKE.MRANK over every shard: the items' scores (each
+// lives on one shard; the others read 0), then 1 + the sum of every
+// shard's count of items scoring more.
+func gatherRank(ctx context.Context, g Gatherer, in *Input) (any, error) {
+	items := in.Uints("item")
+	biz := in.String("biz")
+	out := make([]rankEntry, len(items))
+	replies, err := callAll(ctx, g, dayArgs(uintArgs([]string{partContainer, "SCORES", biz}, items), in))
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range replies {
+		scores, err := partUints(g.Shards()[i], r, len(items))
+		if err != nil {
+			return nil, err
+		}
+		for j, s := range scores {
+			out[j].Likes += s
+		}
+	}
+	var scores []uint64 // distinct non-zero scores
+	for j := range out {
+		out[j].Item = items[j]
+		if s := out[j].Likes; s > 0 && !slices.Contains(scores, s) {
+			scores = append(scores, s)
+		}
+	}
+	if len(scores) == 0 {
+		return out, nil
+	}
+	replies, err = callAll(ctx, g, dayArgs(uintArgs([]string{partContainer, "ABOVE", biz}, scores), in))
+	if err != nil {
+		return nil, err
+	}
+	above := make([]uint64, len(scores))
+	for i, r := range replies {
+		ns, err := partUints(g.Shards()[i], r, len(scores))
+		if err != nil {
+			return nil, err
+		}
+		for k, n := range ns {
+			above[k] += n
+		}
+	}
+	for j := range out {
+		if k := slices.Index(scores, out[j].Likes); k >= 0 {
+			out[j].Rank, out[j].ranked = int(1+above[k]), true
+		}
+	}
+	return out, nil
+}
+
+// gatherUserLikes is LIKE.USERLIKES over every shard: a k-way merge of
+// each shard's page by like time, its cursor holding every shard's
+// position (likes.GatherCursor).
+func gatherUserLikes(ctx context.Context, g Gatherer, in *Input) (any, error) {
+	limit, err := pageLimit(in, 100)
+	if err != nil {
+		return nil, err
+	}
+	biz, user, shards := in.String("biz"), in.Uint("user"), g.Shards()
+	cur := likes.GatherCursor{Business: biz, User: user}
+	if in.Has("cursor") {
+		if cur, err = likes.DecodeGatherCursor(in.String("cursor")); err != nil {
+			return nil, err
+		}
+		if err := cur.Check(biz, user, shards); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, id := range shards {
+			cur.Shards = append(cur.Shards, likes.ShardPos{Shard: id})
+		}
+	}
+	argvs := make([][]string, len(shards))
+	base := []string{partContainer, "USERLIKES", biz, strconv.FormatUint(user, 10), "LIMIT", strconv.Itoa(limit)}
+	for i, s := range cur.Shards {
+		switch {
+		case s.Done:
+		case s.After != nil:
+			argvs[i] = append(slices.Clip(base), "AFTERMS", strconv.FormatInt(s.After.Ms, 10), "AFTERITEM", strconv.FormatUint(s.After.Item, 10))
+		default:
+			argvs[i] = base
+		}
+	}
+	replies, err := g.Call(ctx, argvs)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]likes.ShardLikes, len(shards))
+	for i, r := range replies {
+		if argvs[i] == nil {
+			continue
+		}
+		a, err := partArray(shards[i], r, 2)
+		if err != nil {
+			return nil, err
+		}
+		more, err := partUint(shards[i], a[0])
+		if err != nil {
+			return nil, err
+		}
+		vals, err := partUints(shards[i], a[1], -1)
+		if err != nil {
+			return nil, err
+		}
+		if len(vals)%2 != 0 || len(vals) > 2*limit {
+			return nil, fmt.Errorf("tally: shard %d's user likes part has %d values for a page of %d", shards[i], len(vals), limit)
+		}
+		p := likes.ShardLikes{More: more != 0}
+		for j := 0; j < len(vals); j += 2 {
+			p.Page.IDs = append(p.Page.IDs, vals[j])
+			p.Page.Times = append(p.Page.Times, int64(vals[j+1]))
+		}
+		parts[i] = p
+	}
+	return likes.MergeUserLikes(cur, parts, limit)
+}
+
+// gatherReceived is LIKE.MRECEIVED over every shard: the sum of the
+// shards' totals.
+func gatherReceived(ctx context.Context, g Gatherer, in *Input) (any, error) {
+	owners := in.Uints("owner")
+	replies, err := callAll(ctx, g, uintArgs([]string{partContainer, "RECEIVED"}, owners))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint64, len(owners))
+	for i, r := range replies {
+		ns, err := partUints(g.Shards()[i], r, len(owners))
+		if err != nil {
+			return nil, err
+		}
+		for j, n := range ns {
+			out[j] += n
+		}
+	}
+	return out, nil
 }
