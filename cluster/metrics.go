@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -40,6 +41,15 @@ var (
 	descHasLeader   = prometheus.NewDesc("tally_raft_has_leader", "1 when this replica knows a leader.", nil, nil)
 	descLag         = prometheus.NewDesc("tally_raft_member_lag_entries", "Entries a member is behind the leader's log (leader only).", []string{"member"}, nil)
 	descContact     = prometheus.NewDesc("tally_raft_leader_contact_seconds", "Time since this follower last heard from the leader.", nil, nil)
+
+	// A sharded node's figures (Config.Sharding).
+	descShard      = prometheus.NewDesc("tally_shard_info", "1, labelled with this node's shard.", []string{"shard"}, nil)
+	descMapEpoch   = prometheus.NewDesc("tally_shard_map_epoch", "Epoch of the slot map this node holds (0: none yet).", nil, nil)
+	descOutPending = prometheus.NewDesc("tally_xshard_pending_messages", "Cross-shard messages appended for a target shard and not yet acknowledged.", []string{"target"}, nil)
+	descOutAge     = prometheus.NewDesc("tally_xshard_oldest_pending_seconds", "Age of the oldest unacknowledged message for a target shard.", []string{"target"}, nil)
+	descInApplied  = prometheus.NewDesc("tally_xshard_applied_seq", "Last sequence applied from a source shard.", []string{"source"}, nil)
+	descSent       = prometheus.NewDesc("tally_xshard_sent_messages_total", "Messages this replica delivered and had acknowledged while it led.", nil, nil)
+	descSendRetry  = prometheus.NewDesc("tally_xshard_send_retries_total", "Failed cross-shard sends or acknowledgements, retried.", nil, nil)
 )
 
 func newRaftCollector(n *Node) *raftCollector {
@@ -53,7 +63,8 @@ func newRaftCollector(n *Node) *raftCollector {
 func (rc *raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	rc.apply.Describe(ch)
 	for _, d := range []*prometheus.Desc{descProposals, descDropped, descApplied, descLeaderChg, descInstalls,
-		descSnapFetched, descSnapServed, descTerm, descCommit, descAppliedIdx, descLeader, descHasLeader, descLag, descContact} {
+		descSnapFetched, descSnapServed, descTerm, descCommit, descAppliedIdx, descLeader, descHasLeader, descLag, descContact,
+		descShard, descMapEpoch, descOutPending, descOutAge, descInApplied, descSent, descSendRetry} {
 		ch <- d
 	}
 }
@@ -97,6 +108,39 @@ func (rc *raftCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	} else if st.Leader.ID != 0 {
 		gauge(descContact, st.LastLeaderContact.Seconds())
+	}
+	rc.collectShard(gauge, counter)
+}
+
+// collectShard adds a sharded node's figures: its shard, the map's
+// epoch, the cross-shard outboxes and inbox records, the sender's counts.
+func (rc *raftCollector) collectShard(gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, float64)) {
+	n := rc.n
+	if n.cfg.Sharding == nil {
+		return
+	}
+	gauge(descShard, 1, strconv.FormatUint(uint64(n.cfg.Sharding.Shard), 10))
+	var epoch uint64
+	if v := n.topo.View(); v != nil {
+		epoch = v.Epoch
+	}
+	gauge(descMapEpoch, float64(epoch))
+	if st := n.streams.Load(); st != nil {
+		if xs, err := st.Status(time.Now()); err == nil {
+			for _, t := range xs.Targets {
+				id := strconv.FormatUint(uint64(t.Target), 10)
+				gauge(descOutPending, float64(t.Pending), id)
+				gauge(descOutAge, t.OldestAge.Seconds(), id)
+			}
+			for _, s := range xs.Sources {
+				gauge(descInApplied, float64(s.LastApplied), strconv.FormatUint(uint64(s.Source), 10))
+			}
+		}
+	}
+	if n.sender != nil {
+		ss := n.sender.Stats()
+		counter(descSent, float64(ss.Messages))
+		counter(descSendRetry, float64(ss.Retries))
 	}
 }
 

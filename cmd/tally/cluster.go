@@ -273,7 +273,10 @@ var (
 Prints the group as the replica at --addr sees it (TALLY.CLUSTER STATUS):
 "key value" lines (id, role, term, leader, leader_addr, commit, applied,
 log), then one "member ID RAFT_ADDR CLIENT_ADDR voter|learner MATCH LAG"
-line per replica (MATCH and LAG are the leader's view).
+line per replica (MATCH and LAG are the leader's view). A node of a
+sharded cluster then prints the slot map it holds: map_epoch,
+node_shard, meta_role, meta_leader, and one "shard ID LEADER
+LEADER_ADDR SLOTS REPLICAS" line per shard.
 
 Example:
   tally cluster status --addr 127.0.0.1:7000

@@ -281,7 +281,7 @@ func startLocalCluster(dir string, shards, replicas, port int, durability string
 	alive := func() error {
 		for i, p := range procs {
 			if syscall.Kill(p.pid, 0) != nil {
-				return fmt.Errorf("replica %d (pid %d) exited; see %s.log", i+1, p.pid, p.dir)
+				return fmt.Errorf("replica %d (pid %d) exited; see %s.log:\n%s", i+1, p.pid, p.dir, logTail(p.dir+".log"))
 			}
 		}
 		return nil
@@ -632,7 +632,7 @@ func runClusterLocalAddNode(e *env, args []string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if syscall.Kill(pid, 0) != nil {
-			return fmt.Errorf("node %d (pid %d) exited; see %s.log", id, pid, nodeDir)
+			return fmt.Errorf("node %d (pid %d) exited; see %s.log:\n%s", id, pid, nodeDir, logTail(nodeDir+".log"))
 		}
 		if st, err := shardsStatus(addr, e.password); err == nil && st.epoch > 0 {
 			break
@@ -644,4 +644,15 @@ func runClusterLocalAddNode(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s %d %d %s\n", addr, pid, id, raftAddr)
 	return nil
+}
+
+// logTail returns the last lines of a replica's log, for an error that
+// says it exited.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-5):], "\n")
 }

@@ -33,7 +33,7 @@ func TestDemoTiny(t *testing.T) {
 func TestDemoKeepsDir(t *testing.T) {
 	t.Setenv("TALLY_DIR", "")
 	dir := filepath.Join(t.TempDir(), "demo")
-	mustTally(t, "--durability", "nosync", "demo", "-d", dir, "--items", "1000", "--users", "10", "--duration", "0s", "--cluster-replicas", "0")
+	mustTally(t, "--durability", "nosync", "demo", "-d", dir, "--items", "1000", "--users", "10", "--duration", "0s", "--cluster-replicas", "0", "--cluster-shards", "0")
 	got := mustTally(t, "-d", dir, "counter", "list")
 	want := "posts range_bits=48 policy=age:72h0m0s:1288834974657:22 columns=reposts:16/32,comments:16/32,likes:16/32\n" +
 		"accounts range_bits=32 policy=keep-hot columns=posts:16/32,followers:16/32\n"
@@ -71,7 +71,7 @@ func TestDemoBadFlags(t *testing.T) {
 // writes made during the close.
 func TestDemoAges(t *testing.T) {
 	t.Setenv("TALLY_DIR", "")
-	out := mustTally(t, "demo", "--items", "20000", "--duration", "100ms", "--clients", "2", "--cluster-replicas", "0")
+	out := mustTally(t, "demo", "--items", "20000", "--duration", "100ms", "--clients", "2", "--cluster-replicas", "0", "--cluster-shards", "0")
 	m := regexp.MustCompile(`load posts 20000 items, (\d+) non-zero rows .*: (\d+) rows into (\d+) cold ranges, (\d+) into (\d+) hot ranges`).FindStringSubmatch(out)
 	if m == nil || m[2] == "0" || m[3] == "0" || m[4] == "0" {
 		t.Fatalf("load line lacks cold and hot rows:\n%s", out)

@@ -160,6 +160,12 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("received", "9", "10"),
 		c("set-owner", "video", "7", "10"),
 		c("received", "9", "10"),
+		// One shard's parts of the gathered reads.
+		c("likes-part", "top", "video", "5"),
+		c("likes-part", "above", "video", "0", "1"),
+		c("likes-part", "scores", "video", "7", "8"),
+		c("likes-part", "user-likes", "video", "555", "--limit", "5"), // a user with no likes: the times would differ between runs
+		c("likes-part", "received", "9", "10"),
 		{args: []string{"likes", "load", likesCSV}, mask: loadMask},
 		c("top", "music"),
 		// Unread.
