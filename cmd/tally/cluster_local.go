@@ -395,10 +395,12 @@ func stopLocalGroup(dir string) (int, error) {
 }
 
 // freeLocalPorts finds n consecutive free client ports on 127.0.0.1 whose
-// raft ports (+raftPortOffset, +metaPortOffset) are free too.
+// raft ports (+raftPortOffset, +metaPortOffset) are free too. They are
+// picked below Linux's ephemeral range (32768 and up), so an outgoing
+// connection made meanwhile cannot take a port a process will listen on.
 func freeLocalPorts(n int) (int, error) {
 	for range 50 {
-		base := 20000 + mrand.IntN(25000)
+		base := 10000 + mrand.IntN(max(1, 32768-metaPortOffset-10000-n))
 		ok := true
 		for i := 0; i < n && ok; i++ {
 			for _, p := range []int{base + i, base + i + raftPortOffset, base + i + metaPortOffset} {
