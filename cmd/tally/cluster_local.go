@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
@@ -117,15 +118,8 @@ func runClusterLocalStart(e *env, args []string) error {
 	shards := fs.Int("shards", 1, "")
 	replicas := fs.Int("replicas", 3, "")
 	port := fs.Int("port", 7000, "")
-	pos, err := parse(fs, args, true)
-	if err != nil {
+	if err := parseLocal(e, fs, args); err != nil {
 		return err
-	}
-	if len(pos) != 0 {
-		return usagef("takes no arguments, got %q", strings.Join(pos, " "))
-	}
-	if e.dir == "" {
-		return usagef("no directory: give -d DIR")
 	}
 	if *replicas < 1 || *replicas > 9 {
 		return usagef("bad --replicas %d: want 1..9", *replicas)
@@ -450,15 +444,8 @@ func replicaRole(addr string) (role, leader string) {
 
 func runClusterLocalStop(e *env, args []string) error {
 	fs := e.flags(cmdClusterLocalStop)
-	pos, err := parse(fs, args, true)
-	if err != nil {
+	if err := parseLocal(e, fs, args); err != nil {
 		return err
-	}
-	if len(pos) != 0 {
-		return usagef("takes no arguments, got %q", strings.Join(pos, " "))
-	}
-	if e.dir == "" {
-		return usagef("no directory: give -d DIR")
 	}
 	stopped, err := stopLocalGroup(e.dir)
 	if err != nil {
@@ -547,15 +534,8 @@ const localConf = "local.conf"
 func runClusterLocalAddNode(e *env, args []string) error {
 	fs := e.flags(cmdClusterLocalAddNode)
 	sh := fs.Int("shard", 0, "")
-	pos, err := parse(fs, args, true)
-	if err != nil {
+	if err := parseLocal(e, fs, args); err != nil {
 		return err
-	}
-	if len(pos) != 0 {
-		return usagef("takes no arguments, got %q", strings.Join(pos, " "))
-	}
-	if e.dir == "" {
-		return usagef("no directory: give -d DIR")
 	}
 	b, err := os.ReadFile(filepath.Join(e.dir, localConf))
 	if err != nil {
@@ -657,4 +637,20 @@ func logTail(path string) string {
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-5):], "\n")
+}
+
+// parseLocal parses a cluster local command's flags: it takes no
+// arguments and needs -d DIR.
+func parseLocal(e *env, fs *flag.FlagSet, args []string) error {
+	pos, err := parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("takes no arguments, got %q", strings.Join(pos, " "))
+	}
+	if e.dir == "" {
+		return usagef("no directory: give -d DIR")
+	}
+	return nil
 }
