@@ -88,6 +88,7 @@ type readBatch struct {
 }
 
 type core struct {
+
 	cfg     Config
 	db      *store.DB
 	st      *logStorage
@@ -872,22 +873,50 @@ func (c *core) memberList() []Peer {
 	return out
 }
 
+// holdFactor bounds the log a leader keeps for a replica that the log
+// still covers: up to this many times MaxLogEntries behind the applied
+// index.
+const holdFactor = 64
+
 // maybeCompact truncates the log behind the slowest replica the leader
-// knows of, but never keeps more than MaxLogEntries behind the applied
-// index (a replica further behind gets a snapshot).
+// knows of, keeping at most MaxLogEntries behind the applied index for a
+// replica the log no longer covers (it gets a snapshot), but up to
+// holdFactor times MaxLogEntries for one it still covers: a replica
+// catching up after a snapshot install (or installing one: the log after
+// its snapshot is kept) or after a pause goes on from the log instead of
+// falling behind it again. Without it a snapshot that takes longer to
+// install than the log takes to grow by MaxLogEntries always ends behind
+// the log, and a replica joining a shard under write load never catches
+// up (found by moving a loaded shard, issue 23).
 func (c *core) maybeCompact() error {
 	target := c.applied
+	var hold uint64 // the lowest index a covered replica needs kept after
 	if c.state == raft.StateLeader {
+		first := c.st.snap.GetIndex()
 		c.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if id != c.cfg.ID && pr.Match < target {
+			if id == c.cfg.ID {
+				return
+			}
+			if pr.Match < target {
 				target = pr.Match
+			}
+			at := pr.Match
+			if pr.State == tracker.StateSnapshot && pr.PendingSnapshot > at {
+				at = pr.PendingSnapshot
+			}
+			if at >= first && c.applied-min(c.applied, at) <= holdFactor*c.cfg.MaxLogEntries && (hold == 0 || at < hold) {
+				hold = at
 			}
 		})
 	} else {
 		target = 0
 	}
 	if c.applied > c.cfg.MaxLogEntries {
-		target = max(target, c.applied-c.cfg.MaxLogEntries)
+		floor := c.applied - c.cfg.MaxLogEntries
+		if hold > 0 && hold < floor {
+			floor = hold
+		}
+		target = max(target, floor)
 	}
 	step := max(c.cfg.MaxLogEntries/8, 1)
 	if target < c.st.snap.GetIndex()+step {
