@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestParseAddNode(t *testing.T) {
+	addr, id, raft, err := parseAddNode("starting\n127.0.0.1:24106 25159 7 127.0.0.1:34106\n")
+	if err != nil || addr != "127.0.0.1:24106" || id != 7 || raft != "127.0.0.1:34106" {
+		t.Fatalf("got %q %d %q %v", addr, id, raft, err)
+	}
+	for _, bad := range []string{"", "127.0.0.1:1 2 x 127.0.0.1:3", "127.0.0.1:1 2 0 127.0.0.1:3", "a b c d"} {
+		if _, _, _, err := parseAddNode(bad); !errors.Is(err, errShardBench) {
+			t.Errorf("parseAddNode(%q): %v, want errShardBench", bad, err)
+		}
+	}
+}
+
+func TestParseMoveSteps(t *testing.T) {
+	steps, err := parseMoveSteps("learner_added 0.003s\npromoted 0.208s\nleadership_transferred 0.212s\nremoved 0.417s\n")
+	if err != nil || len(steps) != 4 || steps[1] != (MoveStep{"promoted", 208 * time.Millisecond}) || steps[3].Name != "removed" {
+		t.Fatalf("got %v %v", steps, err)
+	}
+	if _, err := parseMoveSteps("learner_added 0.003s\npromoted 0.208s\n"); !errors.Is(err, errShardBench) {
+		t.Errorf("a move without removed: %v, want errShardBench", err)
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// Field 2 may hold spaces and parentheses; utime 250 and stime 50
+	// ticks are fields 14 and 15.
+	stat := "1234 (tally (x) y) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 100 1000 10"
+	got, err := parseStatCPU(stat)
+	if err != nil || got != 3*time.Second {
+		t.Fatalf("got %v %v, want 3s", got, err)
+	}
+	for _, bad := range []string{"", "1234 (tally) S 1 2", "1234 (tally) S 1 1234 1234 0 -1 4194560 100 0 0 0 x 50 0"} {
+		if _, err := parseStatCPU(bad); !errors.Is(err, errShardBench) {
+			t.Errorf("parseStatCPU(%q): %v, want errShardBench", bad, err)
+		}
+	}
+}
+
+func TestShardConfigValidate(t *testing.T) {
+	good := ShardConfig{TallyBin: "tally"}
+	good.fill()
+	if err := good.validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, mod := range []func(*ShardConfig){
+		func(c *ShardConfig) { c.TallyBin = "" },
+		func(c *ShardConfig) { c.Phases = []string{"writes"} },
+		func(c *ShardConfig) { c.Systems = []string{"memcached"} },
+		func(c *ShardConfig) { c.Durabilities = []string{"never"} },
+		func(c *ShardConfig) { c.Shards = []int{0} },
+		func(c *ShardConfig) { c.Goroutines = -1 },
+	} {
+		c := good
+		mod(&c)
+		if err := c.validate(); !errors.Is(err, errShardBench) {
+			t.Errorf("%+v: %v, want errShardBench", c, err)
+		}
+	}
+}
