@@ -64,6 +64,14 @@ type ShardConfig struct {
 	MoveDurability string
 	// MoveFollower moves a follower rather than the leader.
 	MoveFollower bool
+	// MoveWriters are the write loads of successive moves on the same
+	// loaded cluster, in goroutines of one-at-a-time HINCRBY (0: idle);
+	// each moves the shard's current leader (or a follower) onto one more
+	// new node (default 0, 1, 4).
+	MoveWriters []int
+	// MoveTimeout bounds each "cluster move" (default 3m); a move that
+	// takes longer is stopped and reported as not finished.
+	MoveTimeout time.Duration
 	// Log receives progress lines (default none).
 	Log io.Writer
 }
@@ -102,6 +110,12 @@ func (c *ShardConfig) fill() {
 	if c.MoveRows == 0 {
 		c.MoveRows = 3_000_000
 	}
+	if len(c.MoveWriters) == 0 {
+		c.MoveWriters = []int{0, 1, 4}
+	}
+	if c.MoveTimeout == 0 {
+		c.MoveTimeout = 3 * time.Minute
+	}
 	if c.MoveDurability == "" {
 		c.MoveDurability = "interval"
 	}
@@ -135,7 +149,12 @@ func (c *ShardConfig) validate() error {
 			errs = append(errs, fmt.Errorf("%w: shards %d: want 1..16", errShardBench, s))
 		}
 	}
-	if c.MoveShards < 1 || c.Goroutines < 1 || c.Pipeline < 1 || c.Keyspace < 1 || c.ReadRows < 1 || c.MoveRows < 1 {
+	for _, w := range c.MoveWriters {
+		if w < 0 {
+			errs = append(errs, fmt.Errorf("%w: move writers %d: want 0 or more", errShardBench, w))
+		}
+	}
+	if c.MoveTimeout < 0 || c.MoveShards < 1 || c.Goroutines < 1 || c.Pipeline < 1 || c.Keyspace < 1 || c.ReadRows < 1 || c.MoveRows < 1 {
 		errs = append(errs, fmt.Errorf("%w: counts must be positive", errShardBench))
 	}
 	return errors.Join(errs...)
@@ -153,14 +172,24 @@ type ShardRow struct {
 	IncrCPU, ReadCPU time.Duration
 }
 
-// MoveResult is the move phase's outcome.
+// MovePhase is the move phase's outcome.
+type MovePhase struct {
+	Shards   int
+	Rows     int
+	LoadTime time.Duration
+	Load     string // load average before loading
+	Moves    []MoveResult
+}
+
+// MoveResult is one move.
 type MoveResult struct {
-	Shards      int
-	Rows        int
-	LoadTime    time.Duration
 	Shard       uint32
+	Writers     int // goroutines of the write load
 	FromID      int
+	ToID        int
 	FromLeader  bool
+	Done        bool  // the move finished within MoveTimeout
+	Snapshots   int   // snapshots the new node installed (its log's "installed snapshot" lines)
 	FromStore   int64 // bytes of the moved replica's directory before the move
 	ToStore     int64 // bytes of the new replica's directory after the move
 	Steps       []MoveStep
@@ -171,7 +200,7 @@ type MoveResult struct {
 	MaxLat      time.Duration
 	Checked     int
 	Bad         []string
-	Load, After string // load averages
+	Load, After string // load averages before and after the move
 }
 
 // MoveStep is one line of "tally cluster move": a step and its time
@@ -185,7 +214,7 @@ type MoveStep struct {
 type ShardReport struct {
 	Config ShardConfig
 	Rows   []ShardRow
-	Move   *MoveResult
+	Move   *MovePhase
 }
 
 // RunShard runs the configured phases; the first that cannot run ends it
@@ -283,23 +312,48 @@ func runShardMove(ctx context.Context, cfg *ShardConfig, rep *ShardReport, sub s
 	if err != nil {
 		return err
 	}
-	t, err := startTallyShards(ctx, cfg.TallyBin, dir, cfg.MoveDurability, cfg.MoveShards, 3, 1)
+	t, err := startTallyShards(ctx, cfg.TallyBin, dir, cfg.MoveDurability, cfg.MoveShards, 3, len(cfg.MoveWriters))
 	if err != nil {
 		return err
 	}
 	defer t.Stop()
-	m := &MoveResult{Shards: cfg.MoveShards, Rows: cfg.MoveRows, Shard: uint32(cfg.MoveShards), Load: loadAvg()}
-	rep.Move = m
+	ph := &MovePhase{Shards: cfg.MoveShards, Rows: cfg.MoveRows, Load: loadAvg()}
+	rep.Move = ph
 	logf("move: loading %d rows", cfg.MoveRows)
-	if m.LoadTime, err = loadCC(ctx, t.Addrs(), cfg.MoveRows, 16, 1000); err != nil {
+	if ph.LoadTime, err = loadCC(ctx, t.Addrs(), cfg.MoveRows, 16, 1000); err != nil {
 		return fmt.Errorf("loading: %w", err)
 	}
-	logf("move: loaded in %v", m.LoadTime.Round(time.Millisecond))
-	// The last shard's nodes are its last 3 (node ids are 1..S×3, shard
-	// (i-1)/3+1); pick its leader, or a follower.
+	logf("move: loaded in %v", ph.LoadTime.Round(time.Millisecond))
+	// The last shard starts on the last 3 nodes (node ids are 1..S×3,
+	// shard (i-1)/3+1); each move replaces one of its replicas.
 	first := (cfg.MoveShards-1)*3 + 1
-	for id := first; id < first+3; id++ {
-		st, err := clusterStatus(t.Addrs()[id-1])
+	members := []int{first, first + 1, first + 2}
+	var prev *trickle // the writes so far, which every later check includes
+	for i, w := range cfg.MoveWriters {
+		m := MoveResult{Shard: uint32(cfg.MoveShards), Writers: w, Load: loadAvg()}
+		err := moveOnce(ctx, cfg, t, dir, members, &m, uint64(100+i), &prev, logf)
+		ph.Moves = append(ph.Moves, m)
+		if err != nil {
+			return err
+		}
+		if !m.Done {
+			// The learner left behind would skew every later move.
+			break
+		}
+		for i, id := range members {
+			if id == m.FromID {
+				members[i] = m.ToID
+			}
+		}
+	}
+	return nil
+}
+
+// moveOnce moves one replica of the shard (whose replicas' node ids are
+// members) onto a new node under m.Writers goroutines of writes.
+func moveOnce(ctx context.Context, cfg *ShardConfig, t *tallyShards, dir string, members []int, m *MoveResult, seed uint64, prev **trickle, logf func(string, ...any)) error {
+	for _, id := range members {
+		st, err := clusterStatus(t.addr(id))
 		if err != nil {
 			return err
 		}
@@ -312,46 +366,77 @@ func runShardMove(ctx context.Context, cfg *ShardConfig, rep *ShardReport, sub s
 		return fmt.Errorf("%w: no replica of shard %d to move", errShardBench, m.Shard)
 	}
 	m.FromStore = dirBytes(filepath.Join(dir, fmt.Sprintf("node-%d", m.FromID)))
-	tr := startTrickle(ctx, t.Addrs(), 4, cfg.MoveRows)
-	time.Sleep(2 * time.Second)
+	var tr *trickle
+	if m.Writers > 0 {
+		tr = startTrickle(ctx, t.Addrs(), m.Writers, cfg.MoveRows, seed, *prev)
+		*prev = tr
+		time.Sleep(2 * time.Second)
+	}
+	finish := func() {
+		if tr != nil {
+			tr.finish()
+		}
+	}
 	out, err := exec.CommandContext(ctx, cfg.TallyBin, "cluster", "local", "add-node", "-d", dir,
 		"--shard", strconv.Itoa(int(m.Shard))).CombinedOutput()
 	if err != nil {
-		tr.finish()
+		finish()
 		return fmt.Errorf("add-node: %v: %s", err, lastLines(string(out), 5))
 	}
 	addr, toID, raftAddr, err := parseAddNode(string(out))
 	if err != nil {
-		tr.finish()
+		finish()
 		return err
 	}
-	logf("move: node %d added at %s; moving replica %d (leader %v, store %s)", toID, addr, m.FromID, m.FromLeader, fmtMiB(float64(m.FromStore)))
+	m.ToID = toID
+	logf("move: %d writers: node %d added at %s; moving replica %d (leader %v, store %s)", m.Writers, toID, addr, m.FromID, m.FromLeader, fmtMiB(float64(m.FromStore)))
+	mctx, cancel := context.WithTimeout(ctx, cfg.MoveTimeout)
 	t0 := time.Now()
-	out, err = exec.CommandContext(ctx, cfg.TallyBin, "cluster", "move", strconv.Itoa(int(m.Shard)), strconv.Itoa(m.FromID),
+	out, err = exec.CommandContext(mctx, cfg.TallyBin, "cluster", "move", strconv.Itoa(int(m.Shard)), strconv.Itoa(m.FromID),
 		strconv.Itoa(toID), raftAddr, addr, "--addr", t.Addrs()[0]).CombinedOutput()
 	m.Wall = time.Since(t0)
-	if err != nil {
-		tr.finish()
+	timedOut := mctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	m.Steps, _ = parseMoveSteps(string(out))
+	m.Snapshots = countLines(filepath.Join(dir, fmt.Sprintf("node-%d.log", toID)), "installed snapshot")
+	switch {
+	case err == nil:
+		if m.Steps, err = parseMoveSteps(string(out)); err != nil {
+			finish()
+			return err
+		}
+		m.Done = true
+	case timedOut:
+		logf("move: not finished after %v (%d snapshots installed on the new node)", cfg.MoveTimeout, m.Snapshots)
+	default:
+		finish()
 		return fmt.Errorf("cluster move: %v: %s", err, lastLines(string(out), 5))
 	}
-	if m.Steps, err = parseMoveSteps(string(out)); err != nil {
-		tr.finish()
-		return err
-	}
 	logf("move: %v: %s", m.Wall.Round(time.Millisecond), strings.TrimSpace(string(out)))
-	time.Sleep(3 * time.Second)
-	tr.finish()
-	m.Writes, m.WriteSecs, m.WriteErrs, m.MaxLat = tr.ok, tr.secs, tr.errs, tr.maxLat
-	m.ToStore = dirBytes(filepath.Join(dir, fmt.Sprintf("node-%d", toID)))
-	m.Checked, m.Bad, err = tr.verify(ctx)
-	m.After = loadAvg()
-	if err != nil {
-		return fmt.Errorf("reading back: %w", err)
+	if tr != nil {
+		time.Sleep(3 * time.Second)
+		tr.finish()
+		m.Writes, m.WriteSecs, m.WriteErrs, m.MaxLat = tr.ok, tr.secs, tr.errs, tr.maxLat
+		m.Checked, m.Bad, err = tr.verify(ctx)
+		if err != nil {
+			return fmt.Errorf("reading back: %w", err)
+		}
 	}
+	m.ToStore = dirBytes(filepath.Join(dir, fmt.Sprintf("node-%d", toID)))
+	m.After = loadAvg()
 	if len(m.Bad) > 0 {
 		return fmt.Errorf("%w: %d counters wrong after the move, e.g. %s", errShardBench, len(m.Bad), m.Bad[0])
 	}
 	return nil
+}
+
+// countLines returns the number of lines of the file at path holding s.
+func countLines(path, s string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), s)
 }
 
 // parseAddNode reads "ADDR PID ID RAFT_ADDR" from add-node's output.
@@ -415,38 +500,53 @@ func (r *ShardReport) Markdown() string {
 		}
 		b.WriteString("\n")
 	}
-	if m := r.Move; m != nil {
-		role := "a follower"
-		if m.FromLeader {
-			role = "the leader"
+	if ph := r.Move; ph != nil {
+		fmt.Fprintf(&b, "Move: %d shards × 3, durability %s, %d rows loaded through the cluster in %v (load %s before loading); "+
+			"then, one after the other on that cluster, shard %d's leader (or a follower, as the table says) moved onto a new node with "+
+			"`cluster local add-node` + `cluster move` (timeout %v), under goroutines of one-at-a-time HINCRBY over the loaded rows.\n\n",
+			ph.Shards, c.MoveDurability, ph.Rows, ph.LoadTime.Round(time.Millisecond), ph.Load, ph.Shards, c.MoveTimeout)
+		b.WriteString("| writers | moved replica (store) | new replica's store after | move (command wall time) | steps (cumulative) | snapshots installed | s per GiB of the moved store | writes acked during (rate) | write errors | max write latency | counters checked | load before / after |\n")
+		b.WriteString("| ---: | --- | ---: | ---: | --- | ---: | ---: | --- | --- | ---: | --- | --- |\n")
+		for _, m := range ph.Moves {
+			role := "follower"
+			if m.FromLeader {
+				role = "leader"
+			}
+			var steps []string
+			for _, s := range m.Steps {
+				steps = append(steps, fmt.Sprintf("%s %.3fs", s.Name, s.At.Seconds()))
+			}
+			wall := fmt.Sprintf("%.2fs", m.Wall.Seconds())
+			perGiB := fmt.Sprintf("%.1f", m.Wall.Seconds()/(float64(m.FromStore)/(1<<30)))
+			if !m.Done {
+				wall = fmt.Sprintf("**not finished** (stopped at %.0fs)", m.Wall.Seconds())
+				perGiB = "—"
+			}
+			var errs []string
+			for e, n := range m.WriteErrs {
+				errs = append(errs, fmt.Sprintf("%d× %q", n, e))
+			}
+			slices.Sort(errs)
+			errText := "0"
+			if len(errs) > 0 {
+				errText = strings.Join(errs, "; ")
+			}
+			writes, checked, maxLat := "—", "—", "—"
+			if m.Writers > 0 {
+				writes = fmt.Sprintf("%d (%.0f/s)", m.Writes, float64(m.Writes)/m.WriteSecs)
+				checked = fmt.Sprintf("%d, all right", m.Checked)
+				if len(m.Bad) > 0 {
+					checked = fmt.Sprintf("%d, %d WRONG (e.g. %s)", m.Checked, len(m.Bad), m.Bad[0])
+				}
+				maxLat = fmtDur(m.MaxLat)
+			} else {
+				errText = "—"
+			}
+			fmt.Fprintf(&b, "| %d | %d, %s (%s) | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s / %s |\n",
+				m.Writers, m.FromID, role, fmtMiB(float64(m.FromStore)), fmtMiB(float64(m.ToStore)), wall, strings.Join(steps, ", "),
+				m.Snapshots, perGiB, writes, errText, maxLat, checked, m.Load, m.After)
 		}
-		fmt.Fprintf(&b, "Move: %d shards × 3, durability %s, %d rows loaded through the cluster in %v (load %s at the start, %s at the end); "+
-			"shard %d's %s (replica %d) moved onto a new node with `cluster local add-node` + `cluster move`, under 4 goroutines of one-at-a-time HINCRBY.\n\n",
-			m.Shards, c.MoveDurability, m.Rows, m.LoadTime.Round(time.Millisecond), m.Load, m.After, m.Shard, role, m.FromID)
-		var steps []string
-		for _, s := range m.Steps {
-			steps = append(steps, fmt.Sprintf("%s %.3fs", s.Name, s.At.Seconds()))
-		}
-		secs := m.Wall.Seconds()
-		gib := float64(m.FromStore) / (1 << 30)
-		b.WriteString("| moved replica's store | new replica's store after | move (command wall time) | steps (cumulative) | s per GiB of the moved store | writes acked during (rate) | write errors | max write latency | counters checked |\n")
-		b.WriteString("| ---: | ---: | ---: | --- | ---: | --- | --- | ---: | ---: |\n")
-		var errs []string
-		for e, n := range m.WriteErrs {
-			errs = append(errs, fmt.Sprintf("%d× %q", n, e))
-		}
-		slices.Sort(errs)
-		errText := "0"
-		if len(errs) > 0 {
-			errText = strings.Join(errs, "; ")
-		}
-		checked := fmt.Sprintf("%d, all right", m.Checked)
-		if len(m.Bad) > 0 {
-			checked = fmt.Sprintf("%d, %d WRONG (e.g. %s)", m.Checked, len(m.Bad), m.Bad[0])
-		}
-		fmt.Fprintf(&b, "| %s | %s | %.2fs | %s | %.1f | %d (%.0f/s) | %s | %s | %s |\n\n",
-			fmtMiB(float64(m.FromStore)), fmtMiB(float64(m.ToStore)), secs, strings.Join(steps, ", "), secs/gib,
-			m.Writes, float64(m.Writes)/m.WriteSecs, errText, fmtDur(m.MaxLat), checked)
+		b.WriteString("\n")
 	}
 	return b.String()
 }

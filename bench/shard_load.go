@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -156,23 +157,30 @@ type trickle struct {
 	acked  map[int]int64
 	failed map[int]int64
 	errs   map[string]int64 // error text → count
-	ok     int64
+	ok     int64            // this load's acknowledged writes
 	maxLat time.Duration
 	secs   float64
 }
 
-// startTrickle starts the load.
-func startTrickle(ctx context.Context, addrs []string, goroutines, keyspace int) *trickle {
+// startTrickle starts the load. With prev (a finished load on the same
+// rows), the new one carries prev's acknowledged and failed writes on, so
+// verify checks the counters against everything written since loadCC;
+// seed picks the ids.
+func startTrickle(ctx context.Context, addrs []string, goroutines, keyspace int, seed uint64, prev *trickle) *trickle {
 	ctx, cancel := context.WithCancel(ctx)
 	t := &trickle{cc: newClusterClient(addrs, goroutines), stop: cancel, done: make(chan struct{}),
 		acked: map[int]int64{}, failed: map[int]int64{}, errs: map[string]int64{}}
+	if prev != nil {
+		maps.Copy(t.acked, prev.acked)
+		maps.Copy(t.failed, prev.failed)
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(99, uint64(g)))
+			rng := rand.New(rand.NewPCG(seed, uint64(g)))
 			for ctx.Err() == nil {
 				id := rng.IntN(keyspace)
 				t0 := time.Now()
@@ -212,7 +220,7 @@ func (t *trickle) finish() {
 	<-t.done
 }
 
-// verify reads back every id the load touched and reports the ids whose
+// verify reads back every id the load (and the loads before it) touched and reports the ids whose
 // likes are below loadedLikes + acknowledged (a lost write) or above it
 // plus the failed attempts (a write applied twice). Call after finish.
 func (t *trickle) verify(ctx context.Context) (checked int, bad []string, err error) {

@@ -143,6 +143,9 @@ func waitSchema(ctx context.Context, addrs []string) error {
 	return fmt.Errorf("%w: the schema did not reach every shard: %v", errShardBench, last)
 }
 
+// addr returns node id's client address (ids from 1, added nodes too).
+func (t *tallyShards) addr(id int) string { return fmt.Sprintf("127.0.0.1:%d", t.port+id-1) }
+
 func (t *tallyShards) Addrs() []string {
 	a := make([]string, t.nodes)
 	for i := range a {

@@ -10,6 +10,7 @@
 //	go run ./bench/cmd/shardbench [--phases throughput,move] [--shards 1,2,4] [--systems tally,redis]
 //	    [--durability sync] [--duration 10s] [--goroutines 64] [--pipeline 16] [--keyspace N]
 //	    [--read-rows N] [--move-shards 2] [--move-rows N] [--move-durability interval] [--move-follower]
+//	    [--move-writers 0,1,4] [--move-timeout 3m]
 //	    [--tally BIN] [--dir DIR] [--out FILE] [--title T] [--quick]
 //
 // --quick runs everything small (3s tests, 1 and 2 shards, 20,000 read
@@ -48,6 +49,8 @@ func main() {
 	moveShards := flag.Int("move-shards", 2, "shards of the move phase's cluster")
 	moveRows := flag.Int("move-rows", 3_000_000, "rows loaded before the move")
 	moveDur := flag.String("move-durability", "interval", "durability of the move phase's cluster")
+	moveWriters := flag.String("move-writers", "0,1,4", "write goroutines of successive moves (0: idle)")
+	moveTimeout := flag.Duration("move-timeout", 3*time.Minute, "longest a move may take before it is stopped")
 	moveFollower := flag.Bool("move-follower", false, "move a follower rather than the leader")
 	quick := flag.Bool("quick", false, "a small smoke run")
 	tallyBin := flag.String("tally", "", "a built tally binary (default: go build ./cmd/tally)")
@@ -61,7 +64,11 @@ func main() {
 	}
 	shardList, err := ints(*shards)
 	if err != nil {
-		fatal(err)
+		fatal(fmt.Errorf("--shards: %w", err))
+	}
+	writerList, err := ints(*moveWriters)
+	if err != nil {
+		fatal(fmt.Errorf("--move-writers: %w", err))
 	}
 	if *tallyBin == "" {
 		tmp, err := os.MkdirTemp("", "shardbench-bin-")
@@ -82,7 +89,7 @@ func main() {
 		TallyBin: *tallyBin, Dir: *dir, Phases: split(*phases), Shards: shardList, Systems: split(*systems),
 		Durabilities: split(*durs), Duration: *duration, Goroutines: *goroutines, Pipeline: *pipeline,
 		Keyspace: *keyspace, ReadRows: *readRows, MoveShards: *moveShards, MoveRows: *moveRows,
-		MoveDurability: *moveDur, MoveFollower: *moveFollower, Log: os.Stderr,
+		MoveDurability: *moveDur, MoveFollower: *moveFollower, MoveWriters: writerList, MoveTimeout: *moveTimeout, Log: os.Stderr,
 	}
 	la0, _ := os.ReadFile("/proc/loadavg")
 	start := time.Now()
@@ -119,7 +126,7 @@ func ints(s string) ([]int, error) {
 	for _, f := range split(s) {
 		n, err := strconv.Atoi(f)
 		if err != nil {
-			return nil, fmt.Errorf("--shards: %q is not a number", f)
+			return nil, fmt.Errorf("%q is not a number", f)
 		}
 		out = append(out, n)
 	}
