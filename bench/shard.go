@@ -398,7 +398,7 @@ func moveOnce(ctx context.Context, cfg *ShardConfig, t *tallyShards, dir string,
 	timedOut := mctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	m.Steps, _ = parseMoveSteps(string(out))
-	m.Snapshots = countLines(filepath.Join(dir, fmt.Sprintf("node-%d.log", toID)), "installed snapshot")
+	m.Snapshots = countLines(filepath.Join(dir, fmt.Sprintf("node-%d.log", toID)), "replica: installed snapshot")
 	switch {
 	case err == nil:
 		if m.Steps, err = parseMoveSteps(string(out)); err != nil {
