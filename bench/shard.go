@@ -28,11 +28,13 @@ import (
 //     always, interval with everysec. The server processes' CPU time
 //     (/proc/PID/stat) is measured across each test.
 //   - move: a tally cluster of MoveShards shards is loaded with MoveRows
-//     rows; then, under a light one-at-a-time HINCRBY load, a node is
-//     added to the last shard ("cluster local add-node") and the shard's
-//     leader (or a follower, MoveFollower) is moved onto it ("cluster
-//     move"); the move's time is per GiB of the moved replica's store,
-//     and every counter the load touched is read back and checked.
+//     rows; then, once per entry of MoveWriters, under that many
+//     goroutines of one-at-a-time HINCRBY, a node is added to the last
+//     shard ("cluster local add-node") and the shard's leader (or a
+//     follower, MoveFollower) is moved onto it ("cluster move", stopped
+//     after MoveTimeout); the move's time is per GiB of the moved
+//     replica's store, and every counter written since the load is read
+//     back and checked.
 
 // ShardConfig configures RunShard. Zero fields take the defaults.
 type ShardConfig struct {

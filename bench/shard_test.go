@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,6 +62,22 @@ func TestShardConfigValidate(t *testing.T) {
 		mod(&c)
 		if err := c.validate(); !errors.Is(err, errShardBench) {
 			t.Errorf("%+v: %v, want errShardBench", c, err)
+		}
+	}
+}
+
+func TestShardMarkdownMoves(t *testing.T) {
+	r := &ShardReport{Config: ShardConfig{MoveDurability: "interval", MoveTimeout: time.Minute}}
+	r.Move = &MovePhase{Shards: 2, Rows: 100, Moves: []MoveResult{
+		{Writers: 0, FromID: 6, FromLeader: true, Done: true, FromStore: 1 << 29, Wall: 10 * time.Second, Snapshots: 1},
+		{Writers: 4, FromID: 5, Done: false, FromStore: 1 << 29, Wall: time.Minute, Snapshots: 9, WriteSecs: 2, Writes: 10,
+			Checked: 3, Bad: []string{"posts:1 likes 3, want 4..4"}},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{"| 6, leader (512.0 MiB) |", "| 20.0 |", "**not finished** (stopped at 60s)",
+		"| 5, follower (512.0 MiB) |", "1 WRONG (e.g. posts:1 likes 3, want 4..4)", "10 (5/s)"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
 		}
 	}
 }
