@@ -1,7 +1,11 @@
 package bench
 
 import (
+	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +83,46 @@ func TestShardMarkdownMoves(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// TestRunShardQuick runs both phases small against real processes (a
+// 2-shard tally cluster and a 2-master Redis Cluster, a 2-shard move under
+// 0 and 1 writers). It starts 12+ servers and takes a minute or more, so
+// it runs only with TALLY_SHARDBENCH=1 (and redis-server installed).
+func TestRunShardQuick(t *testing.T) {
+	if os.Getenv("TALLY_SHARDBENCH") == "" {
+		t.Skip("set TALLY_SHARDBENCH=1 to run the sharding benchmarks' smoke test")
+	}
+	if skip := ServeSkip(); skip != "" {
+		t.Skip(skip)
+	}
+	if skip := RedisSkip(); skip != "" {
+		t.Skip(skip)
+	}
+	bin := filepath.Join(t.TempDir(), "tally")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/tally").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	rep, err := RunShard(context.Background(), ShardConfig{TallyBin: bin, Dir: t.TempDir(), Shards: []int{2},
+		Duration: time.Second, ReadRows: 2000, MoveRows: 30000, MoveWriters: []int{0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 || len(rep.Move.Moves) != 2 {
+		t.Fatalf("report incomplete:\n%s", rep.Markdown())
+	}
+	for _, row := range rep.Rows {
+		if row.HINCRBY.Ops == 0 || row.HMGET.Ops == 0 || row.HINCRBY.Errs != 0 || row.HMGET.Errs != 0 {
+			t.Errorf("%s: %d HINCRBY (%d errors), %d HMGET (%d errors)", row.System, row.HINCRBY.Ops, row.HINCRBY.Errs, row.HMGET.Ops, row.HMGET.Errs)
+		}
+	}
+	for _, m := range rep.Move.Moves {
+		if !m.Done || len(m.Bad) != 0 {
+			t.Errorf("move under %d writers: done %v, %d counters wrong", m.Writers, m.Done, len(m.Bad))
+		}
+	}
+	if w := rep.Move.Moves[1]; w.Writes == 0 || w.Checked == 0 {
+		t.Errorf("the move under a writer wrote %d and checked %d", w.Writes, w.Checked)
 	}
 }
