@@ -25,6 +25,14 @@
 // lost), follower reads after READONLY, and the catch-up time of a
 // replica added to a loaded group.
 //
+// RunShard (shard.go, command bench/cmd/shardbench, script shardbench.sh)
+// is the sharding comparison of issue 23: tally clusters of 1, 2 and 4
+// shards × 3 replicas ("tally cluster local start --shards S") against
+// Redis Clusters of the same shape, HINCRBY and HMGET through go-redis's
+// ClusterClient with every server process's CPU per command, and replica
+// moves ("cluster local add-node", "cluster move") of a loaded shard under
+// 0, 1 and 4 writers whose every write is checked afterwards.
+//
 // # Targets
 //
 //   - tally: one counter "posts" with the workload's columns (16-bit width

@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseAddNode(t *testing.T) {
+	addr, id, raft, err := parseAddNode("starting\n127.0.0.1:24106 25159 7 127.0.0.1:34106\n")
+	if err != nil || addr != "127.0.0.1:24106" || id != 7 || raft != "127.0.0.1:34106" {
+		t.Fatalf("got %q %d %q %v", addr, id, raft, err)
+	}
+	for _, bad := range []string{"", "127.0.0.1:1 2 x 127.0.0.1:3", "127.0.0.1:1 2 0 127.0.0.1:3", "a b c d"} {
+		if _, _, _, err := parseAddNode(bad); !errors.Is(err, errShardBench) {
+			t.Errorf("parseAddNode(%q): %v, want errShardBench", bad, err)
+		}
+	}
+}
+
+func TestParseMoveSteps(t *testing.T) {
+	steps, err := parseMoveSteps("learner_added 0.003s\npromoted 0.208s\nleadership_transferred 0.212s\nremoved 0.417s\n")
+	if err != nil || len(steps) != 4 || steps[1] != (MoveStep{"promoted", 208 * time.Millisecond}) || steps[3].Name != "removed" {
+		t.Fatalf("got %v %v", steps, err)
+	}
+	if _, err := parseMoveSteps("learner_added 0.003s\npromoted 0.208s\n"); !errors.Is(err, errShardBench) {
+		t.Errorf("a move without removed: %v, want errShardBench", err)
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// Field 2 may hold spaces and parentheses; utime 250 and stime 50
+	// ticks are fields 14 and 15.
+	stat := "1234 (tally (x) y) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 100 1000 10"
+	got, err := parseStatCPU(stat)
+	if err != nil || got != 3*time.Second {
+		t.Fatalf("got %v %v, want 3s", got, err)
+	}
+	for _, bad := range []string{"", "1234 (tally) S 1 2", "1234 (tally) S 1 1234 1234 0 -1 4194560 100 0 0 0 x 50 0"} {
+		if _, err := parseStatCPU(bad); !errors.Is(err, errShardBench) {
+			t.Errorf("parseStatCPU(%q): %v, want errShardBench", bad, err)
+		}
+	}
+}
+
+func TestShardConfigValidate(t *testing.T) {
+	good := ShardConfig{TallyBin: "tally"}
+	good.fill()
+	if err := good.validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, mod := range []func(*ShardConfig){
+		func(c *ShardConfig) { c.TallyBin = "" },
+		func(c *ShardConfig) { c.Phases = []string{"writes"} },
+		func(c *ShardConfig) { c.Systems = []string{"memcached"} },
+		func(c *ShardConfig) { c.Durabilities = []string{"never"} },
+		func(c *ShardConfig) { c.Shards = []int{0} },
+		func(c *ShardConfig) { c.Goroutines = -1 },
+	} {
+		c := good
+		mod(&c)
+		if err := c.validate(); !errors.Is(err, errShardBench) {
+			t.Errorf("%+v: %v, want errShardBench", c, err)
+		}
+	}
+}
+
+func TestShardMarkdownMoves(t *testing.T) {
+	r := &ShardReport{Config: ShardConfig{MoveDurability: "interval", MoveTimeout: time.Minute}}
+	r.Move = &MovePhase{Shards: 2, Rows: 100, Moves: []MoveResult{
+		{Writers: 0, FromID: 6, FromLeader: true, Done: true, FromStore: 1 << 29, Wall: 10 * time.Second, Snapshots: 1},
+		{Writers: 4, FromID: 5, Done: false, FromStore: 1 << 29, Wall: time.Minute, Snapshots: 9, WriteSecs: 2, Writes: 10,
+			Checked: 3, Bad: []string{"posts:1 likes 3, want 4..4"}},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{"| 6, leader (512.0 MiB) |", "| 20.0 |", "**not finished** (stopped at 60s)",
+		"| 5, follower (512.0 MiB) |", "1 WRONG (e.g. posts:1 likes 3, want 4..4)", "10 (5/s)"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestRunShardQuick runs both phases small against real processes (a
+// 2-shard tally cluster and a 2-master Redis Cluster, a 2-shard move under
+// 0 and 1 writers). It starts 12+ servers and takes a minute or more, so
+// it runs only with TALLY_SHARDBENCH=1 (and redis-server installed).
+func TestRunShardQuick(t *testing.T) {
+	if os.Getenv("TALLY_SHARDBENCH") == "" {
+		t.Skip("set TALLY_SHARDBENCH=1 to run the sharding benchmarks' smoke test")
+	}
+	if skip := ServeSkip(); skip != "" {
+		t.Skip(skip)
+	}
+	if skip := RedisSkip(); skip != "" {
+		t.Skip(skip)
+	}
+	bin := filepath.Join(t.TempDir(), "tally")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/tally").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	rep, err := RunShard(context.Background(), ShardConfig{TallyBin: bin, Dir: t.TempDir(), Shards: []int{2},
+		Duration: time.Second, ReadRows: 2000, MoveRows: 30000, MoveWriters: []int{0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 || len(rep.Move.Moves) != 2 {
+		t.Fatalf("report incomplete:\n%s", rep.Markdown())
+	}
+	for _, row := range rep.Rows {
+		if row.HINCRBY.Ops == 0 || row.HMGET.Ops == 0 || row.HINCRBY.Errs != 0 || row.HMGET.Errs != 0 {
+			t.Errorf("%s: %d HINCRBY (%d errors), %d HMGET (%d errors)", row.System, row.HINCRBY.Ops, row.HINCRBY.Errs, row.HMGET.Ops, row.HMGET.Errs)
+		}
+	}
+	for _, m := range rep.Move.Moves {
+		if !m.Done || len(m.Bad) != 0 {
+			t.Errorf("move under %d writers: done %v, %d counters wrong", m.Writers, m.Done, len(m.Bad))
+		}
+	}
+	if w := rep.Move.Moves[1]; w.Writes == 0 || w.Checked == 0 {
+		t.Errorf("the move under a writer wrote %d and checked %d", w.Writes, w.Checked)
+	}
+}
