@@ -361,8 +361,8 @@ type simModel struct {
 	follow    map[[2]int]bool // (user, author) -> follows, per the last write
 	followUnk map[[2]int]bool // the last write of the pair has an unknown outcome
 	posts     map[int]map[int]bool
-	postUnk   map[int]int // post -> author: published with an unknown outcome
-	unpostUnk map[int]int // post -> author: unpublished with an unknown outcome
+	postUnk   map[int]int     // post -> author: published with an unknown outcome
+	unpostUnk map[int]int     // post -> author: unpublished with an unknown outcome
 	like      map[[2]int]bool // (item, user) -> liked
 	likeUnk   map[[2]int]bool
 	incrMax   map[int]int64 // posts:K likes: the largest acknowledged reply
