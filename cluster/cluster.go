@@ -262,6 +262,18 @@ func Start(cfg Config) (*Node, error) {
 		}
 		n.metrics.snaps = snaps
 	}
+	// The server is in cluster mode before the replica applies its first
+	// entry: a restarted replica applies its log at once, and the apply
+	// reads the cluster options (Broadcast: a keyless entry applied before
+	// would not reach the other shards from this replica's outbox). The
+	// adapter gets its replica below, before anything serves.
+	n.ad = &adapter{}
+	if err := n.Server().SetReplication(n.ad, n.co); err != nil {
+		if tr != nil {
+			tr.Close()
+		}
+		return nil, n.fail(err)
+	}
 	r, err := replica.Start(replica.Config{
 		ID:             cfg.ID,
 		DB:             db.Store(),
@@ -288,11 +300,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.rep = r
 	rep.Store(r)
-	n.ad = &adapter{r: r}
-	if err := n.Server().SetReplication(n.ad, n.co); err != nil {
-		_ = r.Stop()
-		return nil, n.fail(err)
-	}
+	n.ad.r = r
 	if n.meta != nil {
 		if err := n.startSender(); err != nil {
 			_ = r.Stop()

@@ -453,10 +453,17 @@ type Status struct {
 }
 
 // Status reads every target's outbox head and every source's record, in
-// id order. now is the time ages are measured at.
+// id order, at one moment (a snapshot: an ack committing meanwhile drops
+// the messages the heads read point at). now is the time ages are
+// measured at.
 func (s *Streams) Status(now time.Time) (Status, error) {
 	var st Status
-	it, err := s.state.NewIter(nil)
+	snap, err := s.db.NewSnapshot()
+	if err != nil {
+		return st, err
+	}
+	defer snap.Close()
+	it, err := snap.NewIter(s.state, nil)
 	if err != nil {
 		return st, err
 	}
@@ -490,7 +497,7 @@ func (s *Streams) Status(now time.Time) (Status, error) {
 		if t.Pending == 0 {
 			continue
 		}
-		v, ok, err := s.out.Get(appendOutKey(nil, PrefixOut, t.Target, t.LastAcked+1), nil)
+		v, ok, err := snap.Get(s.out, appendOutKey(nil, PrefixOut, t.Target, t.LastAcked+1), nil)
 		if err != nil {
 			return st, err
 		}
