@@ -89,7 +89,9 @@ clients: CLUSTER SLOTS/SHARDS/NODES, MOVED, READONLY):
   --announce HOST:PORT     the client address announced to clients (default
                            the address listened on; must be an IP)
   --max-log-entries N      log kept behind the applied index before a
-                           lagging replica needs a snapshot (default 10000)
+                           lagging replica needs a snapshot (default 10000;
+                           up to 64x that while the log still covers a
+                           replica catching up, e.g. after a snapshot)
   --snapshot-rate B        bytes/s a snapshot is sent and fetched at (0: no
                            limit)
 
