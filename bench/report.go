@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -201,4 +202,38 @@ func procField(path, name string) string {
 		}
 	}
 	return "unknown"
+}
+
+// RunAndPrint runs a benchmark (run returns its report as markdown, and
+// may return a partial report with its error), prints the run's wall time
+// and the load average at its start before the report, and appends both
+// to out (a RESULTS.md) under title when out is set. The runners of
+// bench/cmd share it.
+func RunAndPrint(out, title string, quick bool, run func() (string, error)) error {
+	la0, _ := os.ReadFile("/proc/loadavg")
+	load := "unknown"
+	if f := strings.Fields(string(la0)); len(f) >= 3 {
+		load = strings.Join(f[:3], " ")
+	}
+	start := time.Now()
+	body, err := run()
+	desc := fmt.Sprintf("Total run %v; load average at the start (1, 5, 15 min): %s.\n\n", time.Since(start).Round(time.Second), load)
+	fmt.Print(desc + body)
+	if out != "" && body != "" {
+		if werr := AppendSection(out, title, quick, desc+body); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+// SplitList splits a comma-separated flag value, dropping blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -28,7 +28,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -72,38 +71,20 @@ func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	cfg := bench.ClusterConfig{
-		TallyBin: *tallyBin, Dir: *dir, Phases: split(*phases), Durabilities: split(*durs), Duration: *duration,
+		TallyBin: *tallyBin, Dir: *dir, Phases: bench.SplitList(*phases), Durabilities: bench.SplitList(*durs), Duration: *duration,
 		Conns: *conns, Pipeline: *pipeline, LatConns: *latConns, Keyspace: *keyspace, Failovers: *failovers,
 		ReadRows: *readRows, CatchupRows: *catchupRows, Log: os.Stderr,
 	}
-	la0, _ := os.ReadFile("/proc/loadavg")
-	start := time.Now()
-	rep, err := bench.RunCluster(ctx, cfg)
-	var body string
-	if rep != nil {
-		body = rep.Markdown()
-	}
-	desc := fmt.Sprintf("Total run %v; load average at the start (1, 5, 15 min): %s.\n\n", time.Since(start).Round(time.Second),
-		strings.Join(strings.Fields(string(la0))[:3], " "))
-	fmt.Print(desc + body)
-	if *out != "" && rep != nil {
-		if werr := bench.AppendSection(*out, *title, *quick, desc+body); werr != nil {
-			fatal(werr)
+	err := bench.RunAndPrint(*out, *title, *quick, func() (string, error) {
+		rep, err := bench.RunCluster(ctx, cfg)
+		if rep == nil {
+			return "", err
 		}
-	}
+		return rep.Markdown(), err
+	})
 	if err != nil {
 		fatal(err)
 	}
-}
-
-func split(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 func fatal(err error) {

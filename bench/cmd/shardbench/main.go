@@ -29,7 +29,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -86,44 +85,26 @@ func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	cfg := bench.ShardConfig{
-		TallyBin: *tallyBin, Dir: *dir, Phases: split(*phases), Shards: shardList, Systems: split(*systems),
-		Durabilities: split(*durs), Duration: *duration, Goroutines: *goroutines, Pipeline: *pipeline,
+		TallyBin: *tallyBin, Dir: *dir, Phases: bench.SplitList(*phases), Shards: shardList, Systems: bench.SplitList(*systems),
+		Durabilities: bench.SplitList(*durs), Duration: *duration, Goroutines: *goroutines, Pipeline: *pipeline,
 		Keyspace: *keyspace, ReadRows: *readRows, MoveShards: *moveShards, MoveRows: *moveRows,
 		MoveDurability: *moveDur, MoveFollower: *moveFollower, MoveWriters: writerList, MoveTimeout: *moveTimeout, Log: os.Stderr,
 	}
-	la0, _ := os.ReadFile("/proc/loadavg")
-	start := time.Now()
-	rep, err := bench.RunShard(ctx, cfg)
-	var body string
-	if rep != nil {
-		body = rep.Markdown()
-	}
-	desc := fmt.Sprintf("Total run %v; load average at the start (1, 5, 15 min): %s.\n\n", time.Since(start).Round(time.Second),
-		strings.Join(strings.Fields(string(la0))[:3], " "))
-	fmt.Print(desc + body)
-	if *out != "" && rep != nil {
-		if werr := bench.AppendSection(*out, *title, *quick, desc+body); werr != nil {
-			fatal(werr)
+	err = bench.RunAndPrint(*out, *title, *quick, func() (string, error) {
+		rep, err := bench.RunShard(ctx, cfg)
+		if rep == nil {
+			return "", err
 		}
-	}
+		return rep.Markdown(), err
+	})
 	if err != nil {
 		fatal(err)
 	}
 }
 
-func split(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 func ints(s string) ([]int, error) {
 	var out []int
-	for _, f := range split(s) {
+	for _, f := range bench.SplitList(s) {
 		n, err := strconv.Atoi(f)
 		if err != nil {
 			return nil, fmt.Errorf("%q is not a number", f)
