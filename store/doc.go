@@ -108,6 +108,12 @@
 //	0x51    raft-state      replica  "hard" / "conf" / "snap" / "members" /      hard state; conf state; snapshot metadata
 //	                                 "boot"                                      and truncated index/term; member table; starts
 //
+// Families hosts declared in the free range (0x60-0xDF):
+//
+//	0x60    shard-meta     shard/meta  "state"                                   the metadata group's slot map, request ids, applied index
+//	0x68    xshard-out     xshard   target u32 | seq u64                         a cross-shard message (time, argv)
+//	0x69    xshard-state   xshard   'h' | target u32 / 'i' | source u32          outbox head (last, acked) / inbox record
+//
 // Values of a family with a merge operator start with the operator's id
 // byte (merge.go); a value whose first byte is 0 is a deferred merge list.
 //
