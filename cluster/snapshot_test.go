@@ -226,17 +226,16 @@ func TestSnapshotJoin(t *testing.T) {
 // the test also passed before that rule, so it guards the join under
 // load, not the rule itself.)
 //
-// Opt-in (TALLY_SNAPSHOT_LOAD=1): it reproduces an open bug (2 of 3
-// runs here). With MaxLogEntries 16 and ~1,200 entries/s the log held for
-// the learner (64 × 16 entries) lasts under a second: once it is
-// truncated past the snapshot being fetched, the leader's next probe
-// finds its cached snapshot stale (replica/snapshot.go) and makes a new
-// checkpoint, deleting the one the learner is fetching, whose fetch then
-// fails with "snapshot checkpoint no longer kept by the sender"; every
-// later snapshot meets the same fate and the learner stays at its first
-// snapshot's index. With the default 10,000 entries the hold covers
-// minutes of writes; the fix is to keep a checkpoint while a peer fetches
-// it, and bound the held log by bytes or time rather than entries.
+// Opt-in (TALLY_SNAPSHOT_LOAD=1): it reproduces an open limit (about 1
+// run in 3 here). With MaxLogEntries 16 and ~1,200 entries/s the log held
+// for the learner (64 × 16 entries) lasts under a second, so an install
+// can end behind the log and need another snapshot, again and again.
+// Before the sender kept a checkpoint being fetched (fetchGrace), each
+// newer checkpoint deleted the one the learner was fetching and it stayed
+// at its first snapshot for good; now it installs snapshot after snapshot
+// but may still not catch up at this rate. With the default 10,000
+// entries the hold covers minutes of writes; bounding the held log by
+// bytes or time rather than entries is the fix left to do.
 func TestSnapshotJoinUnderLoad(t *testing.T) {
 	if os.Getenv("TALLY_SNAPSHOT_LOAD") == "" {
 		t.Skip("opt-in (TALLY_SNAPSHOT_LOAD=1): reproduces the open bug in its doc comment")

@@ -84,6 +84,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tallydb/tally/store"
 )
@@ -243,7 +244,19 @@ type CheckpointSnapshotter struct {
 	prepared []byte // descriptor whose files are staged and verified
 
 	created, installed, filesFetched, bytesFetched, bytesResumed, bytesServed atomic.Int64
+
+	// fetched records when each checkpoint last served a file: prune
+	// keeps one a replica is fetching (fetchGrace), so making a newer
+	// checkpoint for another probe does not fail a fetch under way.
+	fetched struct {
+		sync.Mutex
+		at map[uint64]time.Time
+	}
 }
+
+// fetchGrace is how long after serving a file a checkpoint is kept past
+// Keep: a receiver fetching it asks for its next chunk well within it.
+const fetchGrace = 30 * time.Second
 
 // NewCheckpointSnapshotter returns a snapshotter for the store in cfg.Dir
 // and registers it with cfg.Transport to serve its checkpoints.
@@ -368,19 +381,36 @@ func (s *CheckpointSnapshotter) prune(index uint64) {
 		}
 	}
 	slices.Sort(idx)
-	for len(idx) > s.cfg.Keep {
-		if idx[0] != index {
-			if err := os.RemoveAll(s.snapDir(idx[0])); err != nil {
-				s.log.Warn("replica: remove old checkpoint", "index", idx[0], "err", err)
-			}
-		}
-		idx = idx[1:]
+	if len(idx) <= s.cfg.Keep {
+		return
 	}
+	s.fetched.Lock()
+	defer s.fetched.Unlock()
+	for _, i := range idx[:len(idx)-s.cfg.Keep] {
+		if i == index || time.Since(s.fetched.at[i]) < fetchGrace {
+			continue // being fetched: kept until the receiver is done
+		}
+		delete(s.fetched.at, i)
+		if err := os.RemoveAll(s.snapDir(i)); err != nil {
+			s.log.Warn("replica: remove old checkpoint", "index", i, "err", err)
+		}
+	}
+}
+
+// servedFrom records that the checkpoint at index served a file.
+func (s *CheckpointSnapshotter) servedFrom(index uint64) {
+	s.fetched.Lock()
+	defer s.fetched.Unlock()
+	if s.fetched.at == nil {
+		s.fetched.at = map[uint64]time.Time{}
+	}
+	s.fetched.at[index] = time.Now()
 }
 
 // openSnapshotFile implements snapshotSource: a file of the checkpoint at
 // index, if its descriptor lists it.
 func (s *CheckpointSnapshotter) openSnapshotFile(index uint64, name string) (*os.File, int64, error) {
+	s.servedFrom(index)
 	dir := s.snapDir(index)
 	b, err := os.ReadFile(filepath.Join(dir, descFile))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/tallydb/tally/store"
 )
@@ -84,13 +85,26 @@ func TestFetchRequests(t *testing.T) {
 		}
 		fc.close()
 	}
-	// A newer checkpoint replaces it (Keep 1): the old one is gone, and
-	// a Prepare of it fails retryably.
+	// A newer checkpoint does not remove one a receiver is fetching (it
+	// served a file within fetchGrace), past Keep 1.
 	if _, err := s.Create(ctx, 7); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, snapshotsDir, strconv.Itoa(5))); !os.IsNotExist(err) {
-		t.Fatalf("old checkpoint kept: %v", err)
+	if _, err := os.Stat(filepath.Join(dir, snapshotsDir, strconv.Itoa(5))); err != nil {
+		t.Fatalf("a checkpoint being fetched was removed: %v", err)
+	}
+	// Once nobody fetched it for fetchGrace, a newer one replaces it
+	// (and 7, never fetched, goes too): a Prepare of it fails retryably.
+	s.fetched.Lock()
+	s.fetched.at[5] = time.Now().Add(-fetchGrace)
+	s.fetched.Unlock()
+	if _, err := s.Create(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []int{5, 7} {
+		if _, err := os.Stat(filepath.Join(dir, snapshotsDir, strconv.Itoa(gone))); !os.IsNotExist(err) {
+			t.Fatalf("old checkpoint %d kept: %v", gone, err)
+		}
 	}
 	rdir := t.TempDir()
 	r, err := NewCheckpointSnapshotter(CheckpointConfig{ID: 2, Dir: rdir, DB: db, Transport: client,

@@ -88,7 +88,6 @@ type readBatch struct {
 }
 
 type core struct {
-
 	cfg     Config
 	db      *store.DB
 	st      *logStorage
