@@ -194,8 +194,11 @@ func (n *Node) view() (*server.TopologyView, error) {
 // change, DOT.MARK, NOTICE.POST) applied on this shard from a client's
 // entry goes on to every other shard through the cross-shard streams, in
 // the entry's first commit (before the command's own), so every shard
-// applies it exactly once. The streams' own commands and TALLY.EXEC (the
-// CLI's commands, classified one by one) are not broadcast.
+// applies it exactly once. The messages for every shard commit together
+// (all or none). A command the local shard then refuses (a counter that
+// exists) is refused the same way on the others. The streams' own
+// commands and TALLY.EXEC (the CLI's commands, classified one by one) are
+// not broadcast.
 func (n *Node) broadcast(_ *server.Command, args [][]byte) error {
 	switch strings.ToUpper(string(args[0])) {
 	case xshard.CmdRecv, xshard.CmdAck, "TALLY.EXEC":
@@ -205,16 +208,23 @@ func (n *Node) broadcast(_ *server.Command, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	st := n.streams.Load()
+	// Every target's message in one batch: a refused append (a full
+	// outbox) sends to no shard rather than to some.
+	b := n.DB().Store().NewBatch()
+	defer b.Close()
+	stage := n.streams.Load().Stage(b)
 	for _, s := range v.Shards {
 		if s.ID == v.Self {
 			continue
 		}
-		if _, err := st.Append(s.ID, args); err != nil {
+		if _, err := stage.Append(s.ID, args); err != nil {
 			return err
 		}
 	}
-	return nil
+	if len(v.Shards) < 2 {
+		return nil
+	}
+	return b.Commit()
 }
 
 // remote is the timeline's Remote on a sharded replica: a user's shard is
