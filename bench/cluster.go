@@ -175,12 +175,7 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (*ClusterReport, error) 
 	defer os.RemoveAll(parent)
 	rep := &ClusterReport{Config: cfg}
 	logf := func(format string, a ...any) { fmt.Fprintf(cfg.Log, format+"\n", a...) }
-	n := 0
-	sub := func(name string) (string, error) {
-		n++
-		d := filepath.Join(parent, fmt.Sprintf("%02d-%s", n, name))
-		return d, os.MkdirAll(d, 0o755)
-	}
+	sub := phaseDirs(parent)
 	for _, phase := range cfg.Phases {
 		var err error
 		switch phase {
@@ -517,4 +512,15 @@ func (r *ClusterReport) Markdown() string {
 			fmtMiB(float64(c.LeaderBytes)), c.LeaderIndex, fmtMiB(float64(c.NewBytes)), c.Seconds, c.SecondsPerGB())
 	}
 	return b.String()
+}
+
+// phaseDirs returns a function that makes the next numbered directory
+// under parent for a phase's servers ("01-writes", "02-failover", ...).
+func phaseDirs(parent string) func(name string) (string, error) {
+	n := 0
+	return func(name string) (string, error) {
+		n++
+		d := filepath.Join(parent, fmt.Sprintf("%02d-%s", n, name))
+		return d, os.MkdirAll(d, 0o755)
+	}
 }

@@ -236,12 +236,7 @@ func RunShard(ctx context.Context, cfg ShardConfig) (*ShardReport, error) {
 	defer os.RemoveAll(parent)
 	logf := func(format string, a ...any) { fmt.Fprintf(cfg.Log, format+"\n", a...) }
 	rep := &ShardReport{Config: cfg}
-	n := 0
-	sub := func(name string) (string, error) {
-		n++
-		d := filepath.Join(parent, fmt.Sprintf("%02d-%s", n, name))
-		return d, os.MkdirAll(d, 0o755)
-	}
+	sub := phaseDirs(parent)
 	for _, phase := range cfg.Phases {
 		var err error
 		switch phase {
