@@ -416,6 +416,36 @@ func TestShardedCluster(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	// Bad TALLY.SHARDS requests are refused and change nothing: a second
+	// CREATE, odd pairs, shard 0, a bad replica list, JOIN with a bad id.
+	// (Leader hints may move the epoch meanwhile: the slots and shards
+	// are what a bad request could change.)
+	layout := func() string {
+		m := s.node(21).meta.Map()
+		out := fmt.Sprint(m.Ranges)
+		for _, sh := range m.Shards {
+			out += fmt.Sprint(sh.ID, sh.Replicas)
+		}
+		return out
+	}
+	before := layout()
+	admin := redis.NewClient(&redis.Options{Addr: s.addr[21]})
+	for _, bad := range [][]any{
+		append([]any{"TALLY.SHARDS", "CREATE"}, pairs...),
+		{"TALLY.SHARDS", "CREATE", 1, "1=a:1/127.0.0.1:1", 2},
+		{"TALLY.SHARDS", "CREATE", 0, "1=a:1/127.0.0.1:1"},
+		{"TALLY.SHARDS", "CREATE", 1, "x=nonsense"},
+		{"TALLY.SHARDS", "JOIN", 0, "a:1", "127.0.0.1:1"},
+	} {
+		if err := admin.Do(ctx, bad...).Err(); err == nil {
+			t.Fatalf("%v: accepted", bad)
+		}
+	}
+	admin.Close()
+	if got := layout(); got != before {
+		t.Fatalf("refused TALLY.SHARDS requests changed the map:\n%s\nwas\n%s", got, before)
+	}
+
 	var addrs []string
 	for _, id := range s.running() {
 		addrs = append(addrs, s.addr[id])
