@@ -4,12 +4,16 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 )
 
-// Format versions of the encodings.
+// Format versions of the encodings. A map with registered nodes is
+// written as mapVersion2; one without as mapVersion, byte for byte what a
+// build before the registry wrote (and reads).
 const (
-	mapVersion = 1
-	opVersion  = 1
+	mapVersion  = 1
+	mapVersion2 = 2
+	opVersion   = 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -26,7 +30,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 //	  from     2          first slot, big-endian
 //	  to       2          last slot, big-endian
 //	  shard    uvarint    shard id
+//	nodes      uvarint    version 2 only: number of registered nodes, then
+//	                      each as a shard's replica (below)
 //	crc        4          CRC-32C of everything before, big-endian
+//
+// Version 1 has no nodes field; Encode writes it when Nodes is empty.
 //
 // A shard (appendShard):
 //
@@ -44,13 +52,20 @@ func (m *Map) Encode() []byte { return m.AppendEncoded(nil) }
 // AppendEncoded appends Encode's form of m to dst.
 func (m *Map) AppendEncoded(dst []byte) []byte {
 	start := len(dst)
-	dst = append(dst, 'S', 'M', mapVersion)
+	v := byte(mapVersion)
+	if len(m.Nodes) > 0 {
+		v = mapVersion2
+	}
+	dst = append(dst, 'S', 'M', v)
 	dst = binary.AppendUvarint(dst, m.Epoch)
 	dst = binary.AppendUvarint(dst, uint64(len(m.Shards)))
 	for _, s := range m.Shards {
 		dst = appendShard(dst, s)
 	}
 	dst = appendRanges(dst, m.Ranges)
+	if v == mapVersion2 {
+		dst = appendReplicas(dst, m.Nodes)
+	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -89,17 +104,23 @@ func appendString(dst []byte, s string) []byte {
 // Decode decodes Encode's form and validates it: damaged bytes give
 // ErrCorrupt, a well-formed encoding of an invalid map ErrInvalidMap.
 func Decode(b []byte) (*Map, error) {
-	body, err := checkFrame(b, 'M', mapVersion)
+	body, err := checkFrame(b, 'M', mapVersion, mapVersion2)
 	if err != nil {
 		return nil, err
 	}
-	d := decoder{b: body}
+	d := decoder{b: body[1:]}
 	m := &Map{Epoch: d.uvarint()}
 	n := d.count(4)
 	for range n {
 		m.Shards = append(m.Shards, d.shard())
 	}
 	m.Ranges = d.ranges()
+	if body[0] == mapVersion2 {
+		m.Nodes = d.replicas()
+		if d.err == nil && len(m.Nodes) == 0 {
+			d.fail("version 2 without nodes") // Encode writes version 1 then
+		}
+	}
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
@@ -109,9 +130,10 @@ func Decode(b []byte) (*Map, error) {
 	return m, nil
 }
 
-// checkFrame checks the magic, version and CRC of an encoding and returns
-// what lies between them.
-func checkFrame(b []byte, kind byte, version byte) ([]byte, error) {
+// checkFrame checks the magic, version (one of versions) and CRC of an
+// encoding and returns the version byte and what follows it, up to the
+// CRC.
+func checkFrame(b []byte, kind byte, versions ...byte) ([]byte, error) {
 	if len(b) < 3+4 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
 	}
@@ -122,10 +144,10 @@ func checkFrame(b []byte, kind byte, version byte) ([]byte, error) {
 	if body[0] != 'S' || body[1] != kind {
 		return nil, fmt.Errorf("%w: magic %q", ErrCorrupt, body[:2])
 	}
-	if body[2] != version {
+	if !slices.Contains(versions, body[2]) {
 		return nil, fmt.Errorf("%w: version %d", ErrCorrupt, body[2])
 	}
-	return body[3:], nil
+	return body[2:], nil
 }
 
 // decoder reads fields, remembering the first error.
@@ -255,6 +277,8 @@ func (d *decoder) finish() error {
 //	  set-replicas  uvarint    shard, then the replicas as in a map's shard
 //	  add-shard                the shard as in a map (appendShard)
 //	  assign-slots             the ranges as in a map
+//	  add-node                 the node as one replica of a shard (id
+//	                           uvarint, raft and client uvarint+n)
 //	crc        4          CRC-32C of everything before, big-endian
 //
 // An op of an unknown kind, or Create of a nil map, encodes with an empty
@@ -280,6 +304,10 @@ func (o Op) Encode() []byte {
 		dst = appendShard(dst, o.Add)
 	case KindAssignSlots:
 		dst = appendRanges(dst, o.Ranges)
+	case KindAddNode:
+		dst = binary.AppendUvarint(dst, o.Node.ID)
+		dst = appendString(dst, o.Node.RaftAddr)
+		dst = appendString(dst, o.Node.ClientAddr)
 	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
 }
@@ -291,6 +319,7 @@ func DecodeOp(b []byte) (Op, error) {
 	if err != nil {
 		return Op{}, err
 	}
+	body = body[1:]
 	if len(body) < 1 {
 		return Op{}, fmt.Errorf("%w: no kind", ErrCorrupt)
 	}
@@ -315,6 +344,8 @@ func DecodeOp(b []byte) (Op, error) {
 		o.Add = d.shard()
 	case KindAssignSlots:
 		o.Ranges = d.ranges()
+	case KindAddNode:
+		o.Node = Replica{ID: d.uvarint(), RaftAddr: d.str(), ClientAddr: d.str()}
 	default:
 		return Op{}, fmt.Errorf("%w: op kind %d", ErrCorrupt, body[0])
 	}

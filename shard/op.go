@@ -23,6 +23,8 @@ const (
 	KindAddShard
 	// KindAssignSlots assigns each of Op.Ranges to its Shard.
 	KindAssignSlots
+	// KindAddNode registers Op.Node as a spare node (Map.Nodes).
+	KindAddNode
 )
 
 func (k Kind) String() string {
@@ -37,13 +39,15 @@ func (k Kind) String() string {
 		return "add-shard"
 	case KindAssignSlots:
 		return "assign-slots"
+	case KindAddNode:
+		return "add-node"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // Op is one deterministic change of the map. Build it with Create,
-// SetLeader, SetReplicas, AddShard or AssignSlots; only the fields of its
-// Kind are encoded.
+// SetLeader, SetReplicas, AddShard, AssignSlots or AddNode; only the
+// fields of its Kind are encoded.
 type Op struct {
 	Kind     Kind
 	Map      *Map      // Create
@@ -53,6 +57,7 @@ type Op struct {
 	Replicas []Replica // SetReplicas
 	Add      Shard     // AddShard
 	Ranges   []Range   // AssignSlots
+	Node     Replica   // AddNode
 }
 
 // Create is the op that creates the first map, m (its epoch is ignored:
@@ -76,6 +81,14 @@ func AddShard(s Shard) Op { return Op{Kind: KindAddShard, Add: s} }
 // AssignSlots is the op that assigns each range to its Shard.
 func AssignSlots(ranges []Range) Op { return Op{Kind: KindAssignSlots, Ranges: ranges} }
 
+// AddNode is the op that registers node n (id, Raft and client address)
+// as a spare node of the cluster, the target of a later move. It is
+// refused with ErrNodeExists for an id in use (a registered node or a
+// replica), ErrAddrInUse for an address in use (either address of a
+// registered node or a replica, in either role), ErrBadAddr for an
+// address that is not HOST:PORT, and ErrInvalidOp for id 0.
+func AddNode(n Replica) Op { return Op{Kind: KindAddNode, Node: n} }
+
 func (o Op) String() string {
 	switch o.Kind {
 	case KindCreate:
@@ -91,6 +104,8 @@ func (o Op) String() string {
 		return fmt.Sprintf("add-shard %d %v", o.Add.ID, o.Add.Replicas)
 	case KindAssignSlots:
 		return fmt.Sprintf("assign-slots %v", o.Ranges)
+	case KindAddNode:
+		return fmt.Sprintf("add-node %d@%s/%s", o.Node.ID, o.Node.RaftAddr, o.Node.ClientAddr)
 	}
 	return o.Kind.String()
 }
@@ -99,7 +114,7 @@ func (o Op) String() string {
 // changed. m may be nil (the empty state) only for Create. A refused op
 // returns a named error (ErrNoMap, ErrMapExists, ErrUnknownShard,
 // ErrShardExists, ErrStaleTerm, ErrUnchanged, ErrInvalidOp,
-// ErrInvalidMap) and no map.
+// ErrInvalidMap, ErrNodeExists, ErrAddrInUse, ErrBadAddr) and no map.
 func (m *Map) Apply(op Op) (*Map, error) {
 	if op.Kind == KindCreate {
 		if m != nil {
@@ -133,6 +148,8 @@ func (m *Map) Apply(op Op) (*Map, error) {
 		n, err = m.addShard(op)
 	case KindAssignSlots:
 		n, err = m.assignSlots(op)
+	case KindAddNode:
+		n, err = m.addNode(op)
 	default:
 		return nil, fmt.Errorf("%w: unknown kind %d", ErrInvalidOp, op.Kind)
 	}
@@ -187,6 +204,7 @@ func (m *Map) setReplicas(op Op) (*Map, error) {
 	n := m.Clone()
 	t := n.Shard(op.Shard)
 	t.Replicas = slices.Clone(op.Replicas)
+	n.Nodes = withoutReplicas(n.Nodes, t.Replicas)
 	if !hasReplica(t.Replicas, t.Leader) {
 		t.Leader = 0 // the hint left the shard; its term stays as the floor
 	}
@@ -223,6 +241,7 @@ func (m *Map) addShard(op Op) (*Map, error) {
 	}
 	n := m.Clone()
 	s.Replicas = slices.Clone(s.Replicas)
+	n.Nodes = withoutReplicas(n.Nodes, s.Replicas)
 	i, _ := slices.BinarySearchFunc(n.Shards, s.ID, func(x Shard, id uint32) int { return cmpU32(x.ID, id) })
 	n.Shards = slices.Insert(n.Shards, i, s)
 	return n, nil
@@ -289,4 +308,60 @@ func mergeRanges(rs []Range) []Range {
 		out = append(out, r)
 	}
 	return out
+}
+
+// addNode registers op.Node as a spare node; every check runs before
+// anything changes, so a refused node leaves the map as it was.
+func (m *Map) addNode(op Op) (*Map, error) {
+	nd := op.Node
+	if nd.ID == 0 {
+		return nil, fmt.Errorf("%w: node id 0", ErrInvalidOp)
+	}
+	if err := errors.Join(checkAddr(nd.RaftAddr), checkAddr(nd.ClientAddr)); err != nil {
+		return nil, fmt.Errorf("node %d: %w", nd.ID, err)
+	}
+	if m.Node(nd.ID) != nil {
+		return nil, fmt.Errorf("%w: %d is a registered node", ErrNodeExists, nd.ID)
+	}
+	if _, s := m.Replica(nd.ID); s != nil {
+		return nil, fmt.Errorf("%w: %d is a replica of shard %d", ErrNodeExists, nd.ID, s.ID)
+	}
+	inUse := func(o Replica, where string) error {
+		for _, a := range []string{nd.RaftAddr, nd.ClientAddr} {
+			if a == o.RaftAddr || a == o.ClientAddr {
+				return fmt.Errorf("%w: %s is %s's", ErrAddrInUse, a, where)
+			}
+		}
+		return nil
+	}
+	for _, o := range m.Nodes {
+		if err := inUse(o, fmt.Sprintf("registered node %d", o.ID)); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range m.Shards {
+		for _, r := range s.Replicas {
+			if err := inUse(r, fmt.Sprintf("replica %d of shard %d", r.ID, s.ID)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	n := m.Clone()
+	i, _ := slices.BinarySearchFunc(n.Nodes, nd.ID, func(x Replica, id uint64) int {
+		switch {
+		case x.ID < id:
+			return -1
+		case x.ID > id:
+			return 1
+		}
+		return 0
+	})
+	n.Nodes = slices.Insert(n.Nodes, i, nd)
+	return n, nil
+}
+
+// withoutReplicas drops from nodes those that are now replicas of a shard
+// (a registered node that a move made a replica is no longer spare).
+func withoutReplicas(nodes, replicas []Replica) []Replica {
+	return slices.DeleteFunc(nodes, func(n Replica) bool { return hasReplica(replicas, n.ID) })
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -38,6 +39,15 @@ var (
 	ErrMapExists = errors.New("shard: map already created")
 	// ErrNoMap: an op other than Create on the empty state (nil map).
 	ErrNoMap = errors.New("shard: no map yet")
+	// ErrNodeExists: AddNode with the id of a registered node or of a
+	// replica of a shard.
+	ErrNodeExists = errors.New("shard: node id in use")
+	// ErrAddrInUse: AddNode with a Raft or client address that a
+	// registered node or a replica already has.
+	ErrAddrInUse = errors.New("shard: address in use")
+	// ErrBadAddr: an address that is not HOST:PORT (a port 1-65535, a
+	// host), or too long.
+	ErrBadAddr = errors.New("shard: bad address")
 )
 
 // Replica is one replica of a shard: its id (unique in the cluster; the
@@ -64,12 +74,29 @@ type Range struct {
 }
 
 // Map is the cluster's slot map at one epoch. Shards are sorted by id;
-// Ranges are sorted and cover 0..NumSlots-1 exactly once. A Map is
-// immutable once shared: Apply returns a new one.
+// Ranges are sorted and cover 0..NumSlots-1 exactly once. Nodes are the
+// registered spare nodes (AddNode), sorted by id: processes known to the
+// cluster by id and addresses that serve no shard yet, the targets of a
+// move; a node leaves the list when it becomes a replica of a shard. A
+// Map is immutable once shared: Apply returns a new one.
 type Map struct {
 	Epoch  uint64
 	Shards []Shard
 	Ranges []Range
+	Nodes  []Replica
+}
+
+// Node returns the registered spare node with id, or nil.
+func (m *Map) Node(id uint64) *Replica {
+	if m == nil {
+		return nil
+	}
+	for i := range m.Nodes {
+		if m.Nodes[i].ID == id {
+			return &m.Nodes[i]
+		}
+	}
+	return nil
 }
 
 // Shard returns the shard with id, or nil.
@@ -201,6 +228,20 @@ func (m *Map) Validate() error {
 	if next != NumSlots {
 		bad("slots %d-%d unassigned", next, NumSlots-1)
 	}
+	for i, nd := range m.Nodes {
+		if nd.ID == 0 {
+			bad("node id 0")
+		}
+		if i > 0 && nd.ID <= m.Nodes[i-1].ID {
+			bad("nodes not sorted by unique id at %d", nd.ID)
+		}
+		if s, ok := seen[nd.ID]; ok {
+			bad("node %d is a replica of shard %d", nd.ID, s)
+		}
+		if err := errors.Join(checkAddr(nd.RaftAddr), checkAddr(nd.ClientAddr)); err != nil {
+			bad("node %d: %v", nd.ID, err)
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidMap, errors.Join(errs...))
 	}
@@ -234,6 +275,23 @@ func validReplicas(rs []Replica) error {
 	return nil
 }
 
+// checkAddr refuses an address that is not HOST:PORT with a port 1-65535
+// and a host (ErrBadAddr).
+func checkAddr(a string) error {
+	if len(a) > maxAddrLen {
+		return fmt.Errorf("%w: %d bytes", ErrBadAddr, len(a))
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("%w: %q is not HOST:PORT", ErrBadAddr, a)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if host == "" || err != nil || p == 0 {
+		return fmt.Errorf("%w: %q is not HOST:PORT with a port 1-65535", ErrBadAddr, a)
+	}
+	return nil
+}
+
 func hasReplica(rs []Replica, id uint64) bool {
 	return slices.ContainsFunc(rs, func(r Replica) bool { return r.ID == id })
 }
@@ -243,7 +301,7 @@ func (m *Map) Clone() *Map {
 	if m == nil {
 		return nil
 	}
-	c := &Map{Epoch: m.Epoch, Shards: make([]Shard, len(m.Shards)), Ranges: slices.Clone(m.Ranges)}
+	c := &Map{Epoch: m.Epoch, Shards: make([]Shard, len(m.Shards)), Ranges: slices.Clone(m.Ranges), Nodes: slices.Clone(m.Nodes)}
 	for i, s := range m.Shards {
 		s.Replicas = slices.Clone(s.Replicas)
 		c.Shards[i] = s
@@ -252,7 +310,7 @@ func (m *Map) Clone() *Map {
 }
 
 // Equal reports whether m and o are the same map (same epoch, shards,
-// replicas in order, hints and ranges).
+// replicas in order, hints, ranges and registered nodes).
 func (m *Map) Equal(o *Map) bool {
 	if m == nil || o == nil {
 		return m == o
@@ -261,7 +319,7 @@ func (m *Map) Equal(o *Map) bool {
 		slices.EqualFunc(m.Shards, o.Shards, func(a, b Shard) bool {
 			return a.ID == b.ID && a.Leader == b.Leader && a.LeaderTerm == b.LeaderTerm && slices.Equal(a.Replicas, b.Replicas)
 		}) &&
-		slices.Equal(m.Ranges, o.Ranges)
+		slices.Equal(m.Ranges, o.Ranges) && slices.Equal(m.Nodes, o.Nodes)
 }
 
 // Even returns a map (epoch 0, for Create) of shards with the slots split
@@ -336,6 +394,9 @@ func (m *Map) String() string {
 	}
 	for _, r := range m.Ranges {
 		fmt.Fprintf(&b, "slots %d-%d: shard %d\n", r.From, r.To, r.Shard)
+	}
+	for _, n := range m.Nodes {
+		fmt.Fprintf(&b, "node %d@%s/%s\n", n.ID, n.RaftAddr, n.ClientAddr)
 	}
 	return b.String()
 }

@@ -377,7 +377,7 @@ func FuzzDecode(f *testing.F) {
 // that survives its encoding.
 func FuzzApply(f *testing.F) {
 	for _, op := range []Op{SetLeader(2, 5, 7), SetReplicas(2, []Replica{rep(4), rep(10)}), AddShard(sh(4, 20)),
-		AssignSlots([]Range{{0, 5, 3}}), Create(Even([]Shard{sh(1, 1)})), {Kind: 9}} {
+		AssignSlots([]Range{{0, 5, 3}}), Create(Even([]Shard{sh(1, 1)})), AddNode(rep(10)), {Kind: 9}} {
 		f.Add(op.Encode(), false)
 		f.Add(op.Encode(), true)
 	}
@@ -400,7 +400,8 @@ func FuzzApply(f *testing.F) {
 			t.Fatal("Apply changed its receiver")
 		}
 		if err != nil {
-			for _, e := range []error{ErrInvalidMap, ErrInvalidOp, ErrStaleTerm, ErrUnchanged, ErrUnknownShard, ErrShardExists, ErrMapExists, ErrNoMap} {
+			for _, e := range []error{ErrInvalidMap, ErrInvalidOp, ErrStaleTerm, ErrUnchanged, ErrUnknownShard, ErrShardExists, ErrMapExists, ErrNoMap,
+				ErrNodeExists, ErrAddrInUse, ErrBadAddr} {
 				if errors.Is(err, e) {
 					return
 				}

@@ -202,9 +202,12 @@ func decodeCommand(b []byte) (reqID, shard.Op, error) {
 var errCodes = []error{
 	shard.ErrInvalidMap, shard.ErrInvalidOp, shard.ErrStaleTerm, shard.ErrUnchanged,
 	shard.ErrUnknownShard, shard.ErrShardExists, shard.ErrMapExists, shard.ErrNoMap, shard.ErrCorrupt,
+	// Appended: a code's meaning never changes (it is stored in the
+	// remembered results).
+	shard.ErrNodeExists, shard.ErrAddrInUse, shard.ErrBadAddr,
 }
 
-// codeOf returns err's code (the last one for an unnamed error, which
+// codeOf returns err's code (ErrCorrupt's for an unnamed error, which
 // shard never returns).
 func codeOf(err error) uint8 {
 	for i, e := range errCodes {
@@ -212,7 +215,7 @@ func codeOf(err error) uint8 {
 			return uint8(i + 1)
 		}
 	}
-	return uint8(len(errCodes))
+	return codeOf(shard.ErrCorrupt) // in the list: no recursion past this
 }
 
 // errOf rebuilds the error of a code and message.
