@@ -37,8 +37,9 @@ func (n *Node) commands() []server.Command {
 				"and does not vote); send to the leader.", peerArgs, n.addHandler),
 			sub("PROMOTE", 3, server.FlagAdmin, "Makes a caught-up learner a voter; send to the leader.", idArg, n.promoteHandler),
 			sub("REMOVE", 3, server.FlagAdmin, "Removes a replica from the group; send to the leader.", idArg, n.removeHandler),
-			sub("TRANSFER", 2, server.FlagAdmin, "Hands leadership to the most caught-up voter and waits for it; "+
-				"send to the leader.", nil, n.transferHandler),
+			sub("TRANSFER", -2, server.FlagAdmin, "Hands leadership to voter id (without it, to the most caught-up "+
+				"voter) and waits until this node no longer leads; send to the leader.",
+				[]server.Arg{{Name: "id", Type: "integer", Optional: true}}, n.transferHandler),
 		},
 	}}
 }
@@ -151,6 +152,13 @@ func (n *Node) idChange(c *server.Conn, arg []byte, fn func(ctx context.Context,
 	n.change(c, func(ctx context.Context) error { return fn(ctx, id) })
 }
 
-func (n *Node) transferHandler(c *server.Conn, _ [][]byte) {
-	n.change(c, n.rep.TransferLeadership)
+func (n *Node) transferHandler(c *server.Conn, args [][]byte) {
+	switch len(args) {
+	case 2:
+		n.change(c, n.rep.TransferLeadership)
+	case 3:
+		n.idChange(c, args[2], n.rep.TransferLeadershipTo)
+	default:
+		c.WriteError("ERR syntax error: TALLY.CLUSTER TRANSFER [id]")
+	}
 }

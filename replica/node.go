@@ -568,6 +568,57 @@ func (n *Node) TransferLeadership(ctx context.Context) error {
 	}
 }
 
+// TransferLeadershipTo hands leadership to voter to (0: the most
+// caught-up voter, as TransferLeadership) and waits until this replica
+// is no longer the leader. A transfer that raft abandons (the target did
+// not take over within an election timeout) is asked again, until ctx
+// ends. to must be a voter other than this replica (ErrUnknownMember);
+// on a replica that is not the leader it does nothing, so a caller that
+// finds to leading afterwards knows the transfer is done. The new leader
+// is to unless an election intervened (read Status).
+func (n *Node) TransferLeadershipTo(ctx context.Context, to uint64) error {
+	if to == 0 {
+		return n.TransferLeadership(ctx)
+	}
+	if to == n.cfg.ID {
+		return fmt.Errorf("%w: %d is this replica", ErrUnknownMember, to)
+	}
+	retry := 2 * time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval
+	for {
+		var changed chan struct{}
+		var err error
+		if e := n.do(ctx, func(c *core) {
+			if c.state != raft.StateLeader {
+				return
+			}
+			if _, ok := c.rn.Status().Config.Voters.IDs()[to]; !ok {
+				err = fmt.Errorf("%w: %d is not a voter", ErrUnknownMember, to)
+				return
+			}
+			c.rn.TransferLeader(to)
+			changed = make(chan struct{})
+			c.transfers = append(c.transfers, changed)
+		}); e != nil {
+			return e
+		}
+		if err != nil || changed == nil {
+			return err
+		}
+		t := time.NewTimer(retry)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-n.done:
+			t.Stop()
+			return ErrStopped
+		}
+		t.Stop()
+	}
+}
+
 // AddLearner adds p as a learner (it receives the log but does not vote).
 func (n *Node) AddLearner(ctx context.Context, p Peer) error {
 	if err := validPeer(p); err != nil {

@@ -116,6 +116,30 @@ func TestNodeGoroutines(t *testing.T) {
 	for i := uint64(21); i <= 30; i++ {
 		write(i)
 	}
+	// A transfer to a named voter: each follower in turn leads; a
+	// transfer to itself or to a non-member is refused and changes
+	// nothing.
+	for _, want := range []uint64{1, 2, 3, 1} {
+		l := leader()
+		if l.cfg.ID == want {
+			continue
+		}
+		for _, bad := range []uint64{l.cfg.ID, 9} {
+			if err := l.TransferLeadershipTo(ctx, bad); !errors.Is(err, ErrUnknownMember) {
+				t.Fatalf("transfer to %d: %v", bad, err)
+			}
+		}
+		if err := l.TransferLeadershipTo(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		// An election may intervene (then the next round retries);
+		// with no faults the target leads.
+		for leader().cfg.ID != want {
+			if err := leader().TransferLeadershipTo(ctx, want); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	st := leader().Status()
 	if len(st.Members) != 3 || st.Leader.ID != st.ID {
 		t.Fatalf("status %+v", st)
