@@ -62,6 +62,11 @@ const simShards = 3
 func simRaftAddr(id uint64) string { return fmt.Sprintf("mem-%d:1", id) }
 
 func newShardSim(t *testing.T) *shardSim {
+	return newShardSimAt(t, func(uint64) string { return freeAddr(t) })
+}
+
+// newShardSimAt is newShardSim with node id's client address from addr.
+func newShardSimAt(t *testing.T, addr func(id uint64) string) *shardSim {
 	s := &shardSim{t: t, root: t.TempDir(), metaNet: memtransport.New(), nets: map[uint32]*memtransport.Network{},
 		peers: map[uint32][]replica.Peer{}, addr: map[uint64]string{}, shardOf: map[uint64]uint32{},
 		joined: map[uint64]bool{}, nodes: map[uint64]*Node{}, removed: map[uint64]bool{}, stop: make(chan struct{})}
@@ -69,7 +74,7 @@ func newShardSim(t *testing.T) *shardSim {
 		s.nets[sh] = memtransport.New()
 		for i := uint64(1); i <= 3; i++ {
 			id := uint64(sh)*10 + i
-			s.addr[id] = freeAddr(t)
+			s.addr[id] = addr(id)
 			s.shardOf[id] = sh
 			p := replica.Peer{ID: id, RaftAddr: simRaftAddr(id), ClientAddr: s.addr[id]}
 			s.peers[sh] = append(s.peers[sh], p)
@@ -334,6 +339,32 @@ func (s *shardSim) adminDo(addr func() string, args ...any) any {
 	return nil
 }
 
+// createMap creates the slot map on node 21 (any node would do: it is
+// proposed to the metadata group) and waits until every running node
+// holds it. It returns TALLY.SHARDS CREATE's SHARD REPLICAS pairs.
+func (s *shardSim) createMap() []any {
+	s.t.Helper()
+	var pairs []any
+	for sh := uint32(1); sh <= simShards; sh++ {
+		var rs []string
+		for _, p := range s.peers[sh] {
+			rs = append(rs, fmt.Sprintf("%d=%s/%s", p.ID, p.RaftAddr, p.ClientAddr))
+		}
+		pairs = append(pairs, sh, strings.Join(rs, ","))
+	}
+	s.adminDo(func() string { return s.addr[21] }, append([]any{"TALLY.SHARDS", "CREATE"}, pairs...)...)
+	deadline := time.Now().Add(30 * time.Second)
+	for _, id := range s.running() {
+		for s.node(id).topo.View() == nil {
+			if time.Now().After(deadline) {
+				s.t.Fatalf("node %d has no map", id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return pairs
+}
+
 // simOutcome classifies a write's error: nil acknowledged; errRetry did
 // not apply (a redirect, an election); errUnknown may have applied.
 var (
@@ -397,25 +428,7 @@ func TestShardedCluster(t *testing.T) {
 	s := newShardSim(t)
 	ctx := context.Background()
 
-	// The map: created on any node, proposed to the metadata group.
-	var pairs []any
-	for sh := uint32(1); sh <= simShards; sh++ {
-		var rs []string
-		for _, p := range s.peers[sh] {
-			rs = append(rs, fmt.Sprintf("%d=%s/%s", p.ID, p.RaftAddr, p.ClientAddr))
-		}
-		pairs = append(pairs, sh, strings.Join(rs, ","))
-	}
-	s.adminDo(func() string { return s.addr[21] }, append([]any{"TALLY.SHARDS", "CREATE"}, pairs...)...)
-	deadline := time.Now().Add(30 * time.Second)
-	for _, id := range s.running() {
-		for s.node(id).topo.View() == nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d has no map", id)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	pairs := s.createMap()
 	// Bad TALLY.SHARDS requests are refused and change nothing: a second
 	// CREATE, odd pairs, shard 0, a bad replica list, JOIN with a bad id.
 	// (Leader hints may move the epoch meanwhile: the slots and shards
@@ -830,7 +843,7 @@ func TestShardedCluster(t *testing.T) {
 		slices.SortFunc(want, func(x, y int) int { return y - x })
 		return want
 	}
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for u := 1; u <= users; u++ {
 		want := home(u)
 		homeSizes += len(want)

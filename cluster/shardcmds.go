@@ -16,7 +16,7 @@ import (
 var ErrNotSharded = errors.New("cluster: this node is not part of a multi-shard cluster")
 
 // shardCommands are the multi-shard cluster's RESP commands: TALLY.SHARDS
-// STATUS, CREATE and JOIN. Like TALLY.CLUSTER they run on the node they
+// STATUS, CREATE, ADDNODE, REBALANCE and JOIN. Like TALLY.CLUSTER they run on the node they
 // are sent to; a change is an entry of the metadata group (proposed from
 // any member), never a replicated command of a shard.
 func (n *Node) shardCommands() []server.Command {
@@ -34,6 +34,15 @@ func (n *Node) shardCommands() []server.Command {
 				"REPLICAS as ID=RAFT_ADDR/CLIENT_ADDR,...; the slots are split evenly in the order given.",
 				[]server.Arg{{Name: "data", Type: "block", Multiple: true,
 					Args: []server.Arg{{Name: "shard", Type: "integer"}, {Name: "replicas", Type: "string"}}}}, n.shardsCreateHandler),
+			sub("ADDNODE", 5, server.FlagAdmin, "Registers a node (id, Raft address, client address) in the slot map "+
+				"as a spare node, the target of a later move; refused for an id or address in use or a bad address.",
+				[]server.Arg{{Name: "id", Type: "integer"}, {Name: "raft-addr", Type: "string"}, {Name: "client-addr", Type: "string"}},
+				n.shardsAddNodeHandler),
+			sub("REBALANCE", -2, server.FlagAdmin, "Balances shard leadership across hosts (or nodes) by leadership "+
+				"transfers and replies the plan and each move's outcome, one line each; DRYRUN only plans.",
+				[]server.Arg{{Name: "by", Type: "oneof", Token: "BY", Optional: true,
+					Args: []server.Arg{{Name: "node", Type: "pure-token", Token: "NODE"}, {Name: "host", Type: "pure-token", Token: "HOST"}}},
+					{Name: "dryrun", Type: "pure-token", Token: "DRYRUN", Optional: true}}, n.rebalanceHandler),
 			sub("JOIN", 5, server.FlagAdmin, "Adds a node to the metadata group as a learner (it then holds the map); "+
 				"send to a metadata voter.", []server.Arg{{Name: "id", Type: "integer"}, {Name: "meta-raft-addr", Type: "string"},
 				{Name: "client-addr", Type: "string"}}, n.shardsJoinHandler),
@@ -48,7 +57,7 @@ func (n *Node) shardsStatusHandler(c *server.Conn, _ [][]byte) {
 	}
 	m := n.meta.Map()
 	mst := n.meta.Replica().Status()
-	c.WriteMap(5)
+	c.WriteMap(6)
 	c.WriteBulkString("epoch")
 	if m == nil {
 		c.WriteUint(0)
@@ -61,6 +70,15 @@ func (n *Node) shardsStatusHandler(c *server.Conn, _ [][]byte) {
 	c.WriteBulkString(mst.Role)
 	c.WriteBulkString("meta_leader")
 	c.WriteBulkString(mst.Leader.ClientAddr)
+	c.WriteBulkString("nodes") // registered spare nodes, as replicas are
+	if m == nil {
+		c.WriteArray(0)
+	} else {
+		c.WriteArray(len(m.Nodes))
+		for _, r := range m.Nodes {
+			c.WriteBulkString(fmt.Sprintf("%d=%s/%s", r.ID, r.RaftAddr, r.ClientAddr))
+		}
+	}
 	c.WriteBulkString("shards")
 	if m == nil {
 		c.WriteArray(0)
@@ -157,4 +175,24 @@ func (n *Node) shardsJoinHandler(c *server.Conn, args [][]byte) {
 		return
 	}
 	c.WriteOK()
+}
+
+func (n *Node) shardsAddNodeHandler(c *server.Conn, args [][]byte) {
+	if n.meta == nil {
+		c.WriteErr(ErrNotSharded)
+		return
+	}
+	id, err := strconv.ParseUint(string(args[2]), 10, 64)
+	if err != nil || id == 0 {
+		c.WriteErr(fmt.Errorf("%w: node id %q (want 1..2^64-1)", shard.ErrInvalidOp, args[2]))
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Context(), membershipTimeout)
+	defer cancel()
+	got, err := n.meta.Propose(ctx, shard.AddNode(shard.Replica{ID: id, RaftAddr: string(args[3]), ClientAddr: string(args[4])}))
+	if err != nil {
+		c.WriteErr(err)
+		return
+	}
+	c.WriteUint(got.Epoch)
 }
