@@ -21,6 +21,7 @@ import (
 
 	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/cluster"
+	"github.com/tallydb/tally/internal/quote"
 	"github.com/tallydb/tally/replica"
 	"github.com/tallydb/tally/server"
 	"github.com/tallydb/tally/store"
@@ -340,14 +341,60 @@ Example:
     2 3=127.0.0.1:17002/127.0.0.1:7002,4=127.0.0.1:17003/127.0.0.1:7003
 `}
 
+var cmdClusterAddNode = &command{name: "cluster add-node", local: true,
+	synopsis: "register a node in the slot map, for a later move",
+	help: `Usage: tally cluster add-node ID RAFT_ADDR CLIENT_ADDR --addr HOST:PORT [--password P]
+
+Registers node ID with its Raft address (where its shard's replicas reach
+it) and client address (where clients do) in the cluster's slot map, held
+by the metadata group, through the node at --addr (any node). The node
+may be on any machine and need not run yet; it serves nothing until a
+move makes it a replica ("tally cluster move SHARD FROM ID" then takes
+its addresses from the map), and it leaves the list of spare nodes then.
+Refused, leaving the map as it was: an ID that a node or a replica
+already has, an address (of either kind) that one already has, or an
+address that is not HOST:PORT. "tally cluster status" lists the spare
+nodes ("node ID RAFT_ADDR CLIENT_ADDR"). Prints "map_epoch N".
+
+Example:
+  tally cluster add-node 10 10.0.0.7:17000 10.0.0.7:7000 --addr 127.0.0.1:7000
+`}
+
+var cmdClusterRebalance = &command{name: "cluster rebalance", local: true,
+	synopsis: "balance shard leadership across hosts or nodes",
+	help: `Usage: tally cluster rebalance --addr HOST:PORT [--by host|node] [--dry-run] [--password P]
+
+Spreads the shards' Raft leadership so each host (the host of the
+replicas' client addresses; --by node: each replica) leads as few shards
+as the placement allows: a leader does its shard's writes, linearizable
+reads and cross-shard sends. Only leadership moves (a Raft leadership
+transfer to another voter of the same shard; clients see one MOVED), no
+data. The node at --addr (any node) reads every replica's status, plans
+and transfers one shard after the other. A shard with no leader or with
+a voter that does not answer is skipped. A tally process serves one
+shard, so --by node finds nothing to do; --by host is the default.
+
+Prints "by UNIT", "before UNIT=N ..." and "after UNIT=N ..." (shards
+led per unit), "warn ..." for each shard with two or more replicas on
+one host (losing that host loses them all), "skip shard S: REASON",
+then one "move shard S FROM@UNIT -> TO@UNIT" line per transfer ending
+in "planned" (--dry-run), "ok" or "failed: ERROR"; exits 1 if a move
+failed (run it again: it plans from what the cluster is then).
+
+Example:
+  tally cluster rebalance --addr 127.0.0.1:7000 --dry-run
+`}
+
 var cmdClusterMove = &command{name: "cluster move", local: true,
 	synopsis: "move one replica of a shard to another node under load",
-	help: `Usage: tally cluster move SHARD FROM_ID TO_ID TO_RAFT_ADDR TO_CLIENT_ADDR --addr HOST:PORT [--password P]
+	help: `Usage: tally cluster move SHARD FROM_ID TO_ID [TO_RAFT_ADDR TO_CLIENT_ADDR] --addr HOST:PORT [--password P]
 
 Moves shard SHARD's replica FROM_ID to the node TO_ID, which must be
 running already, started empty with "serve --cluster --shard SHARD
 --join --peers GROUP --meta-join ..." (tally cluster local add-node does
-that on this machine). The steps: TO_ID joins the shard's group as a
+that on this machine). Without TO_RAFT_ADDR and TO_CLIENT_ADDR, TO_ID
+must be registered (tally cluster add-node) and its addresses are the
+map's. The steps: TO_ID joins the shard's group as a
 learner and catches up (a checkpoint of the store, then the log); it is
 promoted to a voter; if FROM_ID leads, it hands leadership over; FROM_ID
 is removed (its process can then be stopped). The shard's leader
@@ -356,10 +403,13 @@ MOVED. --addr is any node of the cluster. Prints each step with its time.
 
 Example:
   tally cluster move 2 4 10 127.0.0.1:17009 127.0.0.1:7009 --addr 127.0.0.1:7000
+  tally cluster move 2 4 10 --addr 127.0.0.1:7000
 `}
 
 func init() {
 	cmdClusterMove.run = runClusterMove
+	cmdClusterAddNode.run = runClusterAddNode
+	cmdClusterRebalance.run = runClusterRebalance
 	cmdClusterCreate.run = runClusterCreate
 	cmdClusterStatus.run = func(e *env, args []string) error { return e.clusterCall(cmdClusterStatus, args, 0, "STATUS") }
 	cmdClusterAdd.run = func(e *env, args []string) error { return e.clusterCall(cmdClusterAdd, args, 3, "ADDLEARNER") }
@@ -418,14 +468,88 @@ func (e *env) clusterCall(c *command, args []string, npos int, sub string) error
 	return nil
 }
 
+// errNodeNotRegistered: cluster move without addresses names a node that
+// the map does not list as a spare node.
+var errNodeNotRegistered = errors.New("tally: node not registered in the slot map")
+
+// runClusterAddNode is tally cluster add-node: TALLY.SHARDS ADDNODE.
+func runClusterAddNode(e *env, args []string) error {
+	fs := e.flags(cmdClusterAddNode)
+	addr := fs.String("addr", "", "")
+	pos, err := parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		return usagef("--addr HOST:PORT is required (a node's client address)")
+	}
+	if len(pos) != 3 {
+		return usagef("takes 3 arguments (ID RAFT_ADDR CLIENT_ADDR), got %d", len(pos))
+	}
+	if id, err := strconv.ParseUint(pos[0], 10, 64); err != nil || id == 0 {
+		return usagef("bad ID %s", quote.Input(pos[0]))
+	}
+	// The addresses are checked by the map (shard.ErrBadAddr), the one
+	// place that decides, so the CLI and RESP refuse alike.
+	rc := redis.NewClient(&redis.Options{Addr: *addr, Password: e.password, MaxRetries: -1,
+		DialTimeout: 5 * time.Second, ReadTimeout: 40 * time.Second})
+	defer rc.Close()
+	epoch, err := rc.Do(context.Background(), "TALLY.SHARDS", "ADDNODE", pos[0], pos[1], pos[2]).Int64()
+	if err != nil {
+		return fmt.Errorf("cluster add-node: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "map_epoch %d\n", epoch)
+	return nil
+}
+
+// runClusterRebalance is tally cluster rebalance: TALLY.SHARDS REBALANCE.
+func runClusterRebalance(e *env, args []string) error {
+	fs := e.flags(cmdClusterRebalance)
+	addr := fs.String("addr", "", "")
+	by := fs.String("by", "host", "")
+	dry := fs.Bool("dry-run", false, "")
+	pos, err := parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		return usagef("--addr HOST:PORT is required (a node's client address)")
+	}
+	if len(pos) != 0 {
+		return usagef("takes no arguments, got %d", len(pos))
+	}
+	if _, err := cluster.ParseRebalanceBy(*by); err != nil {
+		return usagef("bad --by %s (want host or node)", quote.Input(*by))
+	}
+	cargs := []any{"TALLY.SHARDS", "REBALANCE", "BY", *by}
+	if *dry {
+		cargs = append(cargs, "DRYRUN")
+	}
+	rc := redis.NewClient(&redis.Options{Addr: *addr, Password: e.password, MaxRetries: -1,
+		DialTimeout: 5 * time.Second, ReadTimeout: 10 * time.Minute})
+	defer rc.Close()
+	lines, err := rc.Do(context.Background(), cargs...).StringSlice()
+	if err != nil {
+		return fmt.Errorf("cluster rebalance: %w", err)
+	}
+	for _, l := range lines {
+		fmt.Fprintln(e.stdout, l)
+	}
+	return cluster.RebalanceFailed(lines)
+}
+
 // printShards prints TALLY.SHARDS STATUS: "map_epoch", "shard" (this
 // node's), "meta_role", "meta_leader", then one "shard ID LEADER
 // LEADER_ADDR SLOTS REPLICAS" line per shard (SLOTS as FROM-TO,...;
-// REPLICAS as ID=RAFT/CLIENT,...).
+// REPLICAS as ID=RAFT/CLIENT,...), then one "node ID RAFT_ADDR
+// CLIENT_ADDR" line per registered spare node.
 func printShards(e *env, st shardsView) {
 	fmt.Fprintf(e.stdout, "map_epoch %d\nnode_shard %d\nmeta_role %s\nmeta_leader %s\n", st.epoch, st.shard, st.metaRole, st.metaLeader)
 	for _, s := range st.shards {
 		fmt.Fprintf(e.stdout, "shard %d %d %s %s %s\n", s.id, s.leader, s.leaderAddr, strings.Join(s.slots, ","), strings.Join(s.replicas, ","))
+	}
+	for _, n := range st.nodes {
+		fmt.Fprintf(e.stdout, "node %d %s %s\n", n.ID, n.RaftAddr, n.ClientAddr)
 	}
 }
 
@@ -509,14 +633,26 @@ func runClusterMove(e *env, args []string) error {
 	if *addr == "" {
 		return usagef("--addr HOST:PORT is required (a node's client address)")
 	}
-	if len(pos) != 5 {
-		return usagef("takes 5 arguments (SHARD FROM_ID TO_ID TO_RAFT_ADDR TO_CLIENT_ADDR), got %d", len(pos))
+	if len(pos) != 5 && len(pos) != 3 {
+		return usagef("takes 3 or 5 arguments (SHARD FROM_ID TO_ID [TO_RAFT_ADDR TO_CLIENT_ADDR]), got %d", len(pos))
 	}
 	sh, err1 := strconv.ParseUint(pos[0], 10, 32)
 	from, err2 := strconv.ParseUint(pos[1], 10, 64)
 	to, err3 := strconv.ParseUint(pos[2], 10, 64)
 	if err1 != nil || err2 != nil || err3 != nil || sh == 0 || from == 0 || to == 0 || from == to {
 		return usagef("bad SHARD, FROM_ID or TO_ID: %q %q %q", pos[0], pos[1], pos[2])
+	}
+	if len(pos) == 3 {
+		// A registered node: its addresses are the map's.
+		st, err := shardsStatus(*addr, e.password)
+		if err != nil {
+			return fmt.Errorf("cluster move: %w", err)
+		}
+		p, ok := st.node(to)
+		if !ok {
+			return fmt.Errorf("cluster move: %w: %d (register it with tally cluster add-node, or give its addresses)", errNodeNotRegistered, to)
+		}
+		pos = append(pos, p.RaftAddr, p.ClientAddr)
 	}
 	if _, err := parsePeers(fmt.Sprintf("%d=%s/%s", to, pos[3], pos[4])); err != nil {
 		return err

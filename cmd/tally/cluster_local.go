@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tallydb/tally/cluster"
+	"github.com/tallydb/tally/replica"
 )
 
 // raftPortOffset is how far above a replica's client port cluster local
@@ -461,6 +464,17 @@ type shardsView struct {
 	metaRole     string
 	metaLeader   string
 	shards       []shardView
+	nodes        []replica.Peer // registered spare nodes
+}
+
+// node returns the registered spare node id.
+func (v shardsView) node(id uint64) (replica.Peer, bool) {
+	for _, n := range v.nodes {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return replica.Peer{}, false
 }
 
 type shardView struct {
@@ -501,6 +515,12 @@ func shardsStatus(addr, password string) (shardsView, error) {
 			out.metaRole = fmt.Sprint(v[i+1])
 		case "meta_leader":
 			out.metaLeader = fmt.Sprint(v[i+1])
+		case "nodes":
+			for _, n := range strs(v[i+1]) {
+				if ps, err := cluster.ParseReplicas(n); err == nil && len(ps) == 1 {
+					out.nodes = append(out.nodes, ps[0])
+				}
+			}
 		case "shards":
 			l, _ := v[i+1].([]any)
 			for _, e := range l {

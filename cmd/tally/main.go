@@ -58,7 +58,7 @@ func init() {
 	commands = append(commands, tableCommands()...)
 	commands = append(commands, cmdLikesLoad)
 	commands = append(commands, cmdServe, cmdClusterStatus, cmdClusterAdd, cmdClusterPromote,
-		cmdClusterRemove, cmdClusterTransfer, cmdClusterCreate, cmdClusterMove, cmdClusterLocalStart, cmdClusterLocalAddNode, cmdClusterLocalStop, cmdDemo, cmdVersion, cmdHelp)
+		cmdClusterRemove, cmdClusterTransfer, cmdClusterCreate, cmdClusterAddNode, cmdClusterMove, cmdClusterRebalance, cmdClusterLocalStart, cmdClusterLocalAddNode, cmdClusterLocalStop, cmdDemo, cmdVersion, cmdHelp)
 }
 
 // env is what every command runs with: the output streams and the global

@@ -161,8 +161,32 @@ func TestShardedProcesses(t *testing.T) {
 	if len(added) != 4 {
 		t.Fatalf("add-node printed %q, want ADDR PID ID RAFT_ADDR", added)
 	}
+	// Registered in the map first (refused twice, and for an address in
+	// use), the node is then named by its id alone.
+	if out := tallyCmd(t, "cluster", "add-node", added[2], added[3], added[0], "--addr", procs[1].addr); !strings.HasPrefix(out, "map_epoch ") {
+		t.Fatalf("cluster add-node printed %q", out)
+	}
+	for _, bad := range [][]string{
+		{added[2], "127.0.0.1:1", "127.0.0.1:2"}, // the id again
+		{"99", added[3], "127.0.0.1:2"},          // its raft address
+		{"99", "127.0.0.1:1", procs[4].addr},     // a replica's client address
+		{"99", "127.0.0.1:1", "127.0.0.1:0"},     // no port
+	} {
+		if _, stderr, code := tally(t, append([]string{"cluster", "add-node", "--addr", procs[0].addr}, bad...)...); code != exitError {
+			t.Fatalf("add-node %v: exit %d, %s", bad, code, stderr)
+		}
+	}
+	if st, err := shardsStatus(procs[0].addr, ""); err != nil || len(st.nodes) != 1 || fmt.Sprint(st.nodes[0].ID) != added[2] {
+		t.Fatalf("spare nodes %+v, %v", st.nodes, err)
+	}
+	if out := tallyCmd(t, "cluster", "status", "--addr", procs[0].addr); !strings.Contains(out, "node "+added[2]+" "+added[3]+" "+added[0]+"\n") {
+		t.Fatalf("cluster status does not list the spare node:\n%s", out)
+	}
+	if _, stderr, code := tally(t, "cluster", "move", "3", fromID, "77", "--addr", procs[0].addr); code != exitError || !strings.Contains(stderr, "not registered") {
+		t.Fatalf("move to an unregistered node: exit %d, %s", code, stderr)
+	}
 	load(100)
-	moved := tallyCmd(t, "cluster", "move", "3", fromID, added[2], added[3], added[0], "--addr", procs[0].addr)
+	moved := tallyCmd(t, "cluster", "move", "3", fromID, added[2], "--addr", procs[0].addr)
 	wg.Wait()
 	if !strings.Contains(moved, "removed") {
 		t.Fatalf("cluster move printed %q", moved)
@@ -182,6 +206,20 @@ func TestShardedProcesses(t *testing.T) {
 	}
 	load(50)
 	wg.Wait()
+
+	// Every process is on 127.0.0.1: by host there is one unit, nothing
+	// to move, and every shard is warned of; by node each node leads at
+	// most one shard. A bad --by is a usage error.
+	reb := tallyCmd(t, "cluster", "rebalance", "--addr", procs[2].addr)
+	if !strings.Contains(reb, "by host\nbefore 127.0.0.1=3\nafter 127.0.0.1=3\n") || strings.Count(reb, "warn shard ") != 3 || strings.Contains(reb, "move ") {
+		t.Fatalf("cluster rebalance printed:\n%s", reb)
+	}
+	if reb := tallyCmd(t, "cluster", "rebalance", "--by", "node", "--dry-run", "--addr", procs[2].addr); strings.Contains(reb, "move ") {
+		t.Fatalf("cluster rebalance --by node printed:\n%s", reb)
+	}
+	if _, _, code := tally(t, "cluster", "rebalance", "--by", "rack", "--addr", procs[2].addr); code != exitUsage {
+		t.Fatalf("--by rack: exit %d", code)
+	}
 
 	checkShardedTimelines(t, ctx, c)
 
