@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"strings"
 
 	tallydb "github.com/tallydb/tally"
@@ -130,7 +131,9 @@ func renderCommand(db *tallydb.DB, tc *commands.Command, one bool) Command {
 
 // rowKeys is the Keys of a command on counter rows: the argument at name
 // is the counter, the one at id (every one from id on when multiple) a
-// row's id; each row's key is COUNTER:ID.
+// row's id, or ID.COLUMN; each row's key is COUNTER:ID (the column is not
+// part of it: TALLY.INCR posts 5.likes is HINCRBY posts:5's row, so the
+// shard that holds it).
 func rowKeys(name, id int, multiple bool) func([][]byte, func([]byte)) {
 	return func(args [][]byte, key func([]byte)) {
 		if name >= len(args) {
@@ -142,7 +145,8 @@ func rowKeys(name, id int, multiple bool) func([][]byte, func([]byte)) {
 			last = len(args) - 1
 		}
 		for j := id; j <= last && j < len(args); j++ {
-			k := append(append(append(buf[:0], args[name]...), ':'), args[j]...)
+			row, _, _ := bytes.Cut(args[j], []byte{'.'})
+			k := append(append(append(buf[:0], args[name]...), ':'), row...)
 			key(k)
 		}
 	}
