@@ -15,7 +15,8 @@ package main
 //	------                                   -----------------
 //	read DIR/TALLY.SERVE ("addr HOST:PORT")
 //	AUTH (--password / $TALLY_PASSWORD)  ->  AUTH, as for every command
-//	TALLY.EXEC DIR CWD ARG...            ->  DIR is the served one? run ARG...
+//	TALLY.EXEC DIR CWD ARG...            ->  DIR is the served one (or "*",
+//	                                         route.go)? run ARG...
 //	                                         with every open returning the
 //	                                         server's database, closes no-ops
 //	print stdout, stderr; exit CODE      <-  [CODE, STDOUT, STDERR]
@@ -304,6 +305,29 @@ func (e *env) forward(rest []string) (int, error) {
 		}
 		return 0, notSent(fmt.Errorf("tally serve at %s (from %s): %s", addr, addrFile, msg))
 	}
+	// A sharded cluster's node holds one shard: route by the slot map.
+	r, err := e.route(addr, rest)
+	if err != nil {
+		return 0, err // refused before anything ran, and not to run here
+	}
+	switch {
+	case len(r.addrs) > 1:
+		return e.fanOut(ctx, r, args), nil
+	case len(r.addrs) == 1:
+		if r.addrs[0] != addr {
+			args[1] = execAnyDir
+		}
+		res, err := e.execAt(ctx, r.addrs[0], args)
+		if err != nil {
+			if strings.Contains(err.Error(), msgNotServed) {
+				return 0, notSent(err)
+			}
+			return 0, err
+		}
+		fmt.Fprint(e.stdout, res.out)
+		fmt.Fprint(e.stderr, res.errOut)
+		return res.code, nil
+	}
 	res, err := rdb.Do(ctx, args...).Slice()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), msgNotServed) {
@@ -341,8 +365,10 @@ func execCommand(db *tallydb.DB) server.Command {
 		Handler: func(c *server.Conn, args [][]byte) {
 			dir, cwd := string(args[1]), string(args[2])
 			// A replicated TALLY.EXEC names the proposing node's
-			// directory: every replica runs it on its own.
-			if err := sameDir(dir, db.Store().Dir()); err != nil && !c.Replicated() {
+			// directory: every replica runs it on its own. DIR "*" is
+			// the CLI's routing in a sharded cluster (route.go): it chose
+			// this node from the slot map, not from an address file.
+			if err := sameDir(dir, db.Store().Dir()); err != nil && !c.Replicated() && dir != execAnyDir {
 				c.WriteError(fmt.Sprintf("%s %s: %v", msgNotServed, quote.Input(dir), err))
 				return
 			}

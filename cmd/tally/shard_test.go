@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,6 +223,7 @@ func TestShardedProcesses(t *testing.T) {
 	}
 
 	checkShardedTimelines(t, ctx, c)
+	checkCLIRouting(t, ctx, c, filepath.Join(dir, "node-2"))
 
 	// Every acknowledged increment is there, read through the cluster.
 	truth := map[int]int64{}
@@ -368,4 +370,62 @@ func checkShardedTimelines(t *testing.T, ctx context.Context, c *redis.ClusterCl
 			t.Fatalf("TL.FOLLOWERS %d = %v, want %v", a, got, want)
 		}
 	}
+}
+
+// checkCLIRouting runs the CLI against one node's directory of the
+// sharded cluster (TALLY.EXEC, routed by route.go): a schema change
+// reaches every shard, a keyed write and read go to the key's shard
+// (checked through the cluster client), a command whose keys span shards
+// and a gathered read are refused with errCrossShard's words and change
+// nothing.
+func checkCLIRouting(t *testing.T, ctx context.Context, c *redis.ClusterClient, node string) {
+	t.Helper()
+	mustTally(t, "-d", node, "counter", "add", "views")
+	mustTally(t, "-d", node, "column", "add", "views", "n")
+	st, err := shardsStatus(readAddrT(t, node), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onShard := map[uint64][]int{}
+	for k := range 40 {
+		sid := st.shardOfSlot(server.Slot([]byte(fmt.Sprint("views:", k))))
+		onShard[sid] = append(onShard[sid], k)
+		if got := strings.TrimSpace(mustTally(t, "-d", node, "incr", "views", fmt.Sprintf("%d.n", k), fmt.Sprint(k+1))); got != fmt.Sprint(k+1) {
+			t.Fatalf("incr views %d.n: %q", k, got)
+		}
+		if got := strings.TrimSpace(mustTally(t, "-d", node, "get", "views", fmt.Sprintf("%d.n", k))); got != fmt.Sprintf("%d.n %d", k, k+1) {
+			t.Fatalf("get views %d.n: %q", k, got)
+		}
+		// The row is where a cluster client finds it: on its slot's shard.
+		if got, err := c.HGet(ctx, fmt.Sprint("views:", k), "n").Int(); err != nil || got != k+1 {
+			t.Fatalf("HGET views:%d n = %d, %v", k, got, err)
+		}
+	}
+	if len(onShard) != 3 {
+		t.Fatalf("40 keys on %d shards", len(onShard))
+	}
+	a, b := onShard[1][0], onShard[2][0]
+	for _, args := range [][]string{
+		{"get", "views", fmt.Sprint(a), fmt.Sprint(b)},
+		{"top", "video", "10"},
+	} {
+		out, errOut, code := tally(t, append([]string{"-d", node}, args...)...)
+		if code != exitError || out != "" || !strings.Contains(errOut, "spans shards") {
+			t.Fatalf("%v: exit %d, %q %q", args, code, out, errOut)
+		}
+	}
+	// Several keys of one shard run there.
+	if got := mustTally(t, "-d", node, "get", "views", fmt.Sprintf("%d.n", onShard[3][0]), fmt.Sprintf("%d.n", onShard[3][1])); strings.Count(got, "\n") != 2 {
+		t.Fatalf("get of two keys of shard 3: %q", got)
+	}
+}
+
+// readAddrT is readAddr that fails the test.
+func readAddrT(t *testing.T, dir string) string {
+	t.Helper()
+	a, err := readAddr(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

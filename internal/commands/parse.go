@@ -372,3 +372,42 @@ func isDigits(b []byte) bool {
 	}
 	return true
 }
+
+// Keys returns the keys a sharded cluster routes the parsed command by,
+// in argument order: each value of the Key positional (a Uint or Int in
+// decimal), or COUNTER:ID for each row of the RowKey positional (the ID of
+// an ID.COLUMN argument; COUNTER is the first positional), as the server
+// keys the command's RESP form. A command without a Key or RowKey has
+// none (nil).
+func (in *Input) Keys() []string {
+	var out []string
+	for i, p := range in.cmd.Params {
+		if p.Option || !p.Key && !p.RowKey {
+			continue
+		}
+		v := &in.vals[i]
+		if p.RowKey {
+			counter := in.vals[0].s
+			if len(counter) == 0 {
+				return nil
+			}
+			for _, id := range v.s {
+				row, _, _ := strings.Cut(id, ".")
+				out = append(out, counter[0]+":"+row)
+			}
+			for _, id := range v.u {
+				out = append(out, counter[0]+":"+strconv.FormatUint(id, 10))
+			}
+			return out
+		}
+		for _, u := range v.u {
+			out = append(out, strconv.FormatUint(u, 10))
+		}
+		for _, n := range v.i {
+			out = append(out, strconv.FormatInt(n, 10))
+		}
+		out = append(out, v.s...)
+		return out
+	}
+	return nil
+}
