@@ -429,7 +429,10 @@
 //	CLUSTER MYID, MYSHARDID          NodeID(replica id): 40 hex digits, stable
 //	                                 (MYSHARDID: ShardID with a topology)
 //	CLUSTER COUNTKEYSINSLOT, GETKEYSINSLOT  an error: keys are counter rows
-//	READONLY, READWRITE, ASKING      OK (per connection; ASKING does nothing)
+//	READONLY, READWRITE, ASKING      OK (per connection; ASKING does nothing:
+//	                                 tally never sends ASK, since no slot is
+//	                                 ever half moved; whole shards move by
+//	                                 Raft membership, docs/ARCHITECTURE.md)
 //
 // With ClusterOptions.Topology (many shards, topology.go) a command's
 // keys are checked first, per command: keys of different slots get
