@@ -38,7 +38,8 @@ func (n *Node) commands() []server.Command {
 			sub("PROMOTE", 3, server.FlagAdmin, "Makes a caught-up learner a voter; send to the leader.", idArg, n.promoteHandler),
 			sub("REMOVE", 3, server.FlagAdmin, "Removes a replica from the group; send to the leader.", idArg, n.removeHandler),
 			sub("TRANSFER", -2, server.FlagAdmin, "Hands leadership to voter id (without it, to the most caught-up "+
-				"voter) and waits until this node no longer leads; send to the leader.",
+				"voter) and waits until this node no longer leads; send to the leader (with an id, a follower "+
+				"refuses, naming the leader).",
 				[]server.Arg{{Name: "id", Type: "integer", Optional: true}}, n.transferHandler),
 		},
 	}}
@@ -157,6 +158,16 @@ func (n *Node) transferHandler(c *server.Conn, args [][]byte) {
 	case 2:
 		n.change(c, n.rep.TransferLeadership)
 	case 3:
+		// A named target is a request to this shard's leader: a follower
+		// says where the leader is rather than reply OK for nothing.
+		if st := n.rep.Status(); st.Role != "leader" {
+			if st.Leader.ClientAddr != "" {
+				c.WriteError(fmt.Sprintf("ERR not the leader: send membership changes to %s", st.Leader.ClientAddr))
+			} else {
+				c.WriteErr(replica.ErrNotLeader)
+			}
+			return
+		}
 		n.idChange(c, args[2], n.rep.TransferLeadershipTo)
 	default:
 		c.WriteError("ERR syntax error: TALLY.CLUSTER TRANSFER [id]")

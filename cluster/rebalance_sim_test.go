@@ -118,7 +118,9 @@ func TestRebalanceLeadership(t *testing.T) {
 		t.Fatalf("a dry run moved leaders: %v, was %v", got, before)
 	}
 
+	t0 := time.Now()
 	done := strs(t, s.adminDo(admin, "TALLY.SHARDS", "REBALANCE", "BY", "host"))
+	t.Logf("rebalance of 2 moves: %v", time.Since(t0))
 	if RebalanceFailed(done) != nil || !hasLine(done, "move shard 1 11@127.0.0.1 -> 12@127.0.0.2 ok") ||
 		!hasLine(done, "move shard 2 21@127.0.0.1 -> 23@127.0.0.3 ok") {
 		t.Fatalf("rebalance:\n%s", strings.Join(done, "\n"))
@@ -162,10 +164,16 @@ func TestRebalanceLeadership(t *testing.T) {
 		{"TALLY.SHARDS", "REBALANCE", "BY"},
 		{"TALLY.SHARDS", "REBALANCE", "NOW"},
 		{"TALLY.CLUSTER", "TRANSFER", "x"},
+		{"TALLY.CLUSTER", "TRANSFER", 22, 23},
 	} {
 		if err := rc.Do(ctx, bad...).Err(); err == nil {
 			t.Errorf("%v: accepted", bad)
 		}
+	}
+	// Node 21 no longer leads shard 2 (the rebalance moved it to 23): a
+	// named transfer sent to it is refused with the leader's address.
+	if err := rc.Do(ctx, "TALLY.CLUSTER", "TRANSFER", 22).Err(); err == nil || !strings.Contains(err.Error(), "not the leader: send membership changes to "+s.addr[23]) {
+		t.Errorf("TRANSFER on a follower: %v", err)
 	}
 }
 
