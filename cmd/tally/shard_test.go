@@ -382,6 +382,11 @@ func checkCLIRouting(t *testing.T, ctx context.Context, c *redis.ClusterClient, 
 	t.Helper()
 	mustTally(t, "-d", node, "counter", "add", "views")
 	mustTally(t, "-d", node, "column", "add", "views", "n")
+	// Again: every shard refuses it alike, so the error is printed once.
+	if out, errOut, code := tally(t, "-d", node, "counter", "add", "views"); code != exitError || out != "" ||
+		strings.Count(errOut, "\n") != 1 || strings.Contains(errOut, "shard ") {
+		t.Fatalf("counter add views again: exit %d, %q %q", code, out, errOut)
+	}
 	st, err := shardsStatus(readAddrT(t, node), "")
 	if err != nil {
 		t.Fatal(err)
