@@ -56,7 +56,7 @@ type fanoutRow struct {
 	Load         string // load average before the post
 	Follows      time.Duration
 	Activations  time.Duration
-	SetupErrs    int64
+	Resent       int64 // set-up pipelines sent again after an error
 	RSS          int64         // bytes, every server process, after set-up
 	Posted       time.Duration // TL.POST's reply (tally); the client fan-out's end (Redis)
 	Sampled      int           // active homes polled from the post on
@@ -188,8 +188,8 @@ func fanoutOnce(ctx context.Context, cfg *ShardConfig, cl shardCluster, sys, mod
 		}
 		p.SAdd(ctx, "followers:{"+strconv.Itoa(fanoutAuthor)+"}", members...)
 	}
-	errs, err := chunked(ctx, cc, conns, 2, F+2, 1000, follow)
-	row.SetupErrs += errs
+	resent, err := chunked(ctx, cc, conns, 2, F+2, 1000, follow)
+	row.Resent += resent
 	if err != nil {
 		return row, fmt.Errorf("follows: %w", err)
 	}
@@ -204,7 +204,7 @@ func fanoutOnce(ctx context.Context, cfg *ShardConfig, cl shardCluster, sys, mod
 		}
 	}
 	row.Follows = time.Since(t0)
-	logf("fanout %s: %d follows in %v (%d errors)", sys, F, row.Follows.Round(time.Millisecond), row.SetupErrs)
+	logf("fanout %s: %d follows in %v (%d pipelines sent again)", sys, F, row.Follows.Round(time.Millisecond), row.Resent)
 	t0 = time.Now()
 	activate := func(p redis.Pipeliner, lo, hi int) {
 		for _, u := range active[lo:hi] {
@@ -215,8 +215,8 @@ func fanoutOnce(ctx context.Context, cfg *ShardConfig, cl shardCluster, sys, mod
 			}
 		}
 	}
-	errs, err = chunked(ctx, cc, conns, 0, len(active), 1000, activate)
-	row.SetupErrs += errs
+	resent, err = chunked(ctx, cc, conns, 0, len(active), 1000, activate)
+	row.Resent += resent
 	if err != nil {
 		return row, fmt.Errorf("activations: %w", err)
 	}
@@ -329,11 +329,15 @@ func setPullThreshold(ctx context.Context, cc *redis.ClusterClient, n uint64) er
 }
 
 // chunked runs fill over [lo, hi) in pipelines of batch, on conns
-// goroutines, and returns the commands that failed and the first error.
+// goroutines. fill must queue idempotent commands: a pipeline with a
+// failed command (a TRYAGAIN or CLUSTERDOWN during an election that
+// go-redis's own retries did not outlast, a lost connection) is sent
+// again whole, up to 30 times with a growing pause. It returns the
+// pipelines sent again and the first error that outlasted the retries.
 func chunked(ctx context.Context, cc *redis.ClusterClient, conns, lo, hi, batch int, fill func(p redis.Pipeliner, lo, hi int)) (int64, error) {
 	var next atomic.Int64
 	next.Store(int64(lo))
-	var failed atomic.Int64
+	var resent atomic.Int64
 	var first error
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -347,22 +351,34 @@ func chunked(ctx context.Context, cc *redis.ClusterClient, conns, lo, hi, batch 
 				if a >= hi {
 					return
 				}
-				fill(p, a, min(a+batch, hi))
-				cmds, _ := p.Exec(ctx)
-				for _, c := range cmds {
-					if err := c.Err(); err != nil {
-						failed.Add(1)
-						once.Do(func() { first = err })
+				for try := 0; ; try++ {
+					fill(p, a, min(a+batch, hi))
+					cmds, _ := p.Exec(ctx)
+					var failed error
+					for _, c := range cmds {
+						if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+							failed = err
+							break
+						}
 					}
+					if failed == nil {
+						break
+					}
+					if try == 30 || ctx.Err() != nil {
+						once.Do(func() { first = failed })
+						return
+					}
+					resent.Add(1)
+					time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		return n, fmt.Errorf("%w: %d commands failed, first: %v", errShardBench, n, first)
+	if first != nil {
+		return resent.Load(), fmt.Errorf("%w: a pipeline failed 31 times: %v", errShardBench, first)
 	}
-	return 0, ctx.Err()
+	return resent.Load(), ctx.Err()
 }
 
 // tlFollowers returns TL.USER u's follower count.
@@ -595,12 +611,16 @@ func (ph *FanoutPhase) markdown(b *strings.Builder, c ShardConfig) {
 		if r.System == "redis" {
 			posted += fmt.Sprintf(" (client fan-out, %d LPUSHX)", r.ClientPushes)
 		}
+		follows := fmt.Sprintf("%s (%.0f/s)", fmtDur(r.Follows), float64(ph.Followers)/r.Follows.Seconds())
+		if r.Resent > 0 {
+			follows += fmt.Sprintf(", %d pipelines sent again", r.Resent)
+		}
 		rate := "—"
 		if r.SampleMax > 0 {
 			rate = fmt.Sprintf("%.0f", float64(r.Active)/r.SampleMax.Seconds())
 		}
-		fmt.Fprintf(b, "| %s | %s (%.0f/s) | %s | %s | %s | %s | %s / %s / %s (%d) | %s | %.1f s | %s, %d sweeps | %s |\n",
-			name, fmtDur(r.Follows), float64(ph.Followers)/r.Follows.Seconds(), fmtDur(r.Activations), fmtMiB(float64(r.RSS)),
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s / %s / %s (%d) | %s | %.1f s | %s, %d sweeps | %s |\n",
+			name, follows, fmtDur(r.Activations), fmtMiB(float64(r.RSS)),
 			r.Load, posted, fmtDur(r.SampleP50), fmtDur(r.SampleP99), fmtDur(r.SampleMax), r.Sampled, rate, r.SampleCPU.Seconds(),
 			fmtDur(r.Every), r.Sweeps, holding)
 	}
