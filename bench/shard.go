@@ -35,6 +35,11 @@ import (
 //     after MoveTimeout); the move's time is per GiB of the moved
 //     replica's store, and every counter written since the load is read
 //     back and checked.
+//   - fanout (not run by default): one author with FanoutFollowers
+//     followers over every shard of a FanoutShards-shard cluster of each
+//     system posts once; the time until sampled active homes show the
+//     post, and a sweep that every active home holds it once
+//     (shard_fanout.go).
 
 // ShardConfig configures RunShard. Zero fields take the defaults.
 type ShardConfig struct {
@@ -42,7 +47,7 @@ type ShardConfig struct {
 	TallyBin string
 	// Dir is the parent of the servers' data (default the temp dir).
 	Dir string
-	// Phases are of "throughput", "move" (default both).
+	// Phases are of "throughput", "move", "fanout" (default the first two).
 	Phases []string
 	// Shards are the shapes of the throughput phase (default 1, 2, 4).
 	Shards []int
@@ -74,6 +79,21 @@ type ShardConfig struct {
 	// MoveTimeout bounds each "cluster move" (default 3m); a move that
 	// takes longer is stopped and reported as not finished.
 	MoveTimeout time.Duration
+	// FanoutShards, FanoutFollowers, FanoutActive (a share, 0..1) and
+	// FanoutDurability shape the fan-out phase (default 2, 1,000,000,
+	// 0.1, interval); FanoutSample active homes are polled after the post
+	// (default 1,000) and FanoutTimeout bounds the wait for every active
+	// home (default 10m).
+	FanoutShards     int
+	FanoutFollowers  int
+	FanoutActive     float64
+	FanoutDurability string
+	FanoutSample     int
+	FanoutTimeout    time.Duration
+	// FanoutModes are tally's fan-out modes, of "pull" (the default
+	// configuration) and "push" (PULLTHRESHOLD above the follower count);
+	// default both.
+	FanoutModes []string
 	// Log receives progress lines (default none).
 	Log io.Writer
 }
@@ -121,6 +141,27 @@ func (c *ShardConfig) fill() {
 	if c.MoveDurability == "" {
 		c.MoveDurability = "interval"
 	}
+	if c.FanoutShards == 0 {
+		c.FanoutShards = 2
+	}
+	if c.FanoutFollowers == 0 {
+		c.FanoutFollowers = 1_000_000
+	}
+	if c.FanoutActive == 0 {
+		c.FanoutActive = 0.1
+	}
+	if c.FanoutDurability == "" {
+		c.FanoutDurability = "interval"
+	}
+	if c.FanoutSample == 0 {
+		c.FanoutSample = 1000
+	}
+	if len(c.FanoutModes) == 0 {
+		c.FanoutModes = []string{"pull", "push"}
+	}
+	if c.FanoutTimeout == 0 {
+		c.FanoutTimeout = 10 * time.Minute
+	}
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
@@ -132,8 +173,8 @@ func (c *ShardConfig) validate() error {
 		errs = append(errs, fmt.Errorf("%w: ShardConfig.TallyBin is required", errShardBench))
 	}
 	for _, p := range c.Phases {
-		if p != "throughput" && p != "move" {
-			errs = append(errs, fmt.Errorf("%w: unknown phase %q (want throughput, move)", errShardBench, p))
+		if p != "throughput" && p != "move" && p != "fanout" {
+			errs = append(errs, fmt.Errorf("%w: unknown phase %q (want throughput, move, fanout)", errShardBench, p))
 		}
 	}
 	for _, s := range c.Systems {
@@ -141,7 +182,7 @@ func (c *ShardConfig) validate() error {
 			errs = append(errs, fmt.Errorf("%w: unknown system %q (want tally, redis)", errShardBench, s))
 		}
 	}
-	for _, d := range append(slices.Clone(c.Durabilities), c.MoveDurability) {
+	for _, d := range append(slices.Clone(c.Durabilities), c.MoveDurability, c.FanoutDurability) {
 		if d != "sync" && d != "interval" {
 			errs = append(errs, fmt.Errorf("%w: durability %q: want sync or interval", errShardBench, d))
 		}
@@ -155,6 +196,17 @@ func (c *ShardConfig) validate() error {
 		if w < 0 {
 			errs = append(errs, fmt.Errorf("%w: move writers %d: want 0 or more", errShardBench, w))
 		}
+	}
+	for _, m := range c.FanoutModes {
+		if m != "pull" && m != "push" {
+			errs = append(errs, fmt.Errorf("%w: fan-out mode %q: want pull or push", errShardBench, m))
+		}
+	}
+	if c.FanoutActive <= 0 || c.FanoutActive > 1 {
+		errs = append(errs, fmt.Errorf("%w: fan-out active share %v: want (0, 1]", errShardBench, c.FanoutActive))
+	}
+	if c.FanoutShards < 1 || c.FanoutShards > 16 || c.FanoutFollowers < 1 || c.FanoutSample < 0 || c.FanoutTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: fan-out shards 1..16, followers ≥ 1", errShardBench))
 	}
 	if c.MoveTimeout < 0 || c.MoveShards < 1 || c.Goroutines < 1 || c.Pipeline < 1 || c.Keyspace < 1 || c.ReadRows < 1 || c.MoveRows < 1 {
 		errs = append(errs, fmt.Errorf("%w: counts must be positive", errShardBench))
@@ -217,6 +269,7 @@ type ShardReport struct {
 	Config ShardConfig
 	Rows   []ShardRow
 	Move   *MovePhase
+	Fanout *FanoutPhase
 }
 
 // RunShard runs the configured phases; the first that cannot run ends it
@@ -244,6 +297,8 @@ func RunShard(ctx context.Context, cfg ShardConfig) (*ShardReport, error) {
 			err = runShardThroughput(ctx, &cfg, rep, sub, logf)
 		case "move":
 			err = runShardMove(ctx, &cfg, rep, sub, logf)
+		case "fanout":
+			err = runShardFanout(ctx, &cfg, rep, sub, logf)
 		}
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", phase, err)
@@ -544,6 +599,9 @@ func (r *ShardReport) Markdown() string {
 				m.Snapshots, perGiB, writes, errText, maxLat, checked, m.Load, m.After)
 		}
 		b.WriteString("\n")
+	}
+	if r.Fanout != nil {
+		r.Fanout.markdown(&b, c)
 	}
 	return b.String()
 }

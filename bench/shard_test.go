@@ -61,11 +61,55 @@ func TestShardConfigValidate(t *testing.T) {
 		func(c *ShardConfig) { c.Durabilities = []string{"never"} },
 		func(c *ShardConfig) { c.Shards = []int{0} },
 		func(c *ShardConfig) { c.Goroutines = -1 },
+		func(c *ShardConfig) { c.FanoutModes = []string{"broadcast"} },
+		func(c *ShardConfig) { c.FanoutActive = 1.5 },
+		func(c *ShardConfig) { c.FanoutDurability = "never" },
+		func(c *ShardConfig) { c.FanoutShards = 17 },
 	} {
 		c := good
 		mod(&c)
 		if err := c.validate(); !errors.Is(err, errShardBench) {
 			t.Errorf("%+v: %v, want errShardBench", c, err)
+		}
+	}
+}
+
+// TestIsActiveShare checks that the fan-out phase's active followers are
+// the share asked for, spread over the id range rather than bunched.
+func TestIsActiveShare(t *testing.T) {
+	for _, share := range []float64{0.01, 0.1, 0.5} {
+		const n = 200_000
+		var all, low int
+		for u := 2; u < n+2; u++ {
+			if isActive(u, share) {
+				all++
+				if u < n/2 {
+					low++
+				}
+			}
+		}
+		if got := float64(all) / n; got < share*0.95 || got > share*1.05 {
+			t.Errorf("share %v: %v of the ids active", share, got)
+		}
+		if half := float64(low) / float64(all); half < 0.47 || half > 0.53 {
+			t.Errorf("share %v: %v of the active ids in the lower half", share, half)
+		}
+	}
+}
+
+func TestShardMarkdownFanout(t *testing.T) {
+	r := &ShardReport{Config: ShardConfig{FanoutDurability: "interval", FanoutActive: 0.1, FanoutSample: 10}}
+	r.Fanout = &FanoutPhase{Shards: 2, Followers: 1000, Active: 100, Rows: []fanoutRow{
+		{System: "tally", Mode: "push", Follows: time.Second, Posted: time.Millisecond, Sampled: 10, SampleMax: 500 * time.Millisecond,
+			Active: 100, Holding: 99, Wrong: []string{"7: the post 2 times"}, Sweeps: 1},
+		{System: "redis", Follows: time.Second, Posted: 2 * time.Second, ClientPushes: 1000, Sampled: 10, SampleMax: 2 * time.Second,
+			Active: 100, Holding: 100, Sweeps: 1},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{"| tally, push | 1.00s (1000/s) |", "| 200 |", "99 of 100, 1 WRONG (e.g. 7: the post 2 times)",
+		"(client fan-out, 1000 LPUSHX)", "| 50 |", "100 of 100 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
 		}
 	}
 }
@@ -86,9 +130,10 @@ func TestShardMarkdownMoves(t *testing.T) {
 	}
 }
 
-// TestRunShardQuick runs both phases small against real processes (a
+// TestRunShardQuick runs the three phases small against real processes (a
 // 2-shard tally cluster and a 2-master Redis Cluster, a 2-shard move under
-// 0 and 1 writers). It starts 12+ servers and takes a minute or more, so
+// 0 and 1 writers, a 3,000-follower fan-out in both of tally's modes and
+// on Redis). It starts 12+ servers and takes a minute or more, so
 // it runs only with TALLY_SHARDBENCH=1 (and redis-server installed).
 func TestRunShardQuick(t *testing.T) {
 	if os.Getenv("TALLY_SHARDBENCH") == "" {
@@ -105,7 +150,8 @@ func TestRunShardQuick(t *testing.T) {
 		t.Fatalf("go build: %v: %s", err, out)
 	}
 	rep, err := RunShard(context.Background(), ShardConfig{TallyBin: bin, Dir: t.TempDir(), Shards: []int{2},
-		Duration: time.Second, ReadRows: 2000, MoveRows: 30000, MoveWriters: []int{0, 1}})
+		Duration: time.Second, ReadRows: 2000, MoveRows: 30000, MoveWriters: []int{0, 1},
+		Phases: []string{"throughput", "move", "fanout"}, FanoutFollowers: 3000, FanoutSample: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +166,14 @@ func TestRunShardQuick(t *testing.T) {
 	for _, m := range rep.Move.Moves {
 		if !m.Done || len(m.Bad) != 0 {
 			t.Errorf("move under %d writers: done %v, %d counters wrong", m.Writers, m.Done, len(m.Bad))
+		}
+	}
+	if len(rep.Fanout.Rows) != 3 {
+		t.Fatalf("fan-out rows: %d, want tally pull and push and redis", len(rep.Fanout.Rows))
+	}
+	for _, r := range rep.Fanout.Rows {
+		if r.Holding != r.Active || len(r.Wrong) != 0 || r.Active == 0 || r.Sampled == 0 {
+			t.Errorf("fan-out %s %s: %d of %d active homes hold the post, %d wrong, %d sampled", r.System, r.Mode, r.Holding, r.Active, len(r.Wrong), r.Sampled)
 		}
 	}
 	if w := rep.Move.Moves[1]; w.Writes == 0 || w.Checked == 0 {

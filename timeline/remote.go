@@ -257,9 +257,11 @@ func (t *Timeline) RemoteFollowers(author uint64) (map[uint32]uint64, error) {
 // changes author's full follower set and count and the count of author's
 // followers on shard; when shard gains its first follower of author, it
 // sends shard a TL.XBACKFILL with author's newest InboxCap+1 posts and
-// post count, in the same batch. It reports whether anything changed (an
-// edge already in that state changes nothing). The follower's own data
-// (followee list, unread) is on their shard and is not touched.
+// post count, in the same batch. It reports true: the message is applied
+// as a change without looking the edge up (see the comment inside), so it
+// must come from the cross-shard stream, which sends each change of an
+// edge once. The follower's own data (followee list, unread) is on their
+// shard and is not touched.
 func (t *Timeline) RemoteFollower(author, follower uint64, shard uint32, add bool) (bool, error) {
 	if err := (Edge{Follower: follower, Followee: author}).Check(); err != nil {
 		return false, err
@@ -288,21 +290,16 @@ func (t *Timeline) RemoteFollower(author, follower uint64, shard uint32, add boo
 	nc := t.users.NumColumns()
 	aOrd, uOrd := uint32(rows[colOrd]), uint32(rows[nc+colOrd])
 	chunk := chunkOf(uOrd)
-	present := false
-	v, ok, err := t.fam.followers.Get(followersKey(nil, aOrd, chunk), nil)
-	if err != nil {
-		return false, err
-	}
-	if ok {
-		bm, _, err := store.DecodeRoaring(v)
-		if err != nil {
-			return false, fmt.Errorf("%w: followers of %d: %v", store.ErrCorrupt, author, err)
-		}
-		present = bm.Contains(uOrd)
-	}
-	if present == add {
-		return false, nil
-	}
+	// The edge is not looked up in the set: the message says it changed.
+	// follower's shard sends XFOLLOWER only when its own followee list
+	// (the edge's authority) gained or lost author, and the stream
+	// delivers each message once and in order (package xshard), so the
+	// set and the count change together. Reading the chunk here cost a
+	// merge of every operand the chunk had gathered since the last flush
+	// (one per follow of author), which made a big author's follows
+	// quadratic: 1,000 follows took 4-18 s once the author had a few
+	// thousand followers (bench/RESULTS.md, issue 23's 10^7-follower
+	// post). Check still holds count = set size.
 	var cnt uint64
 	xk := xfolKey(nil, author, shard)
 	if v, ok, err := t.fam.xshard.Get(xk, nil); err != nil {

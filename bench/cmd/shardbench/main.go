@@ -3,7 +3,9 @@
 // replicas against Redis Clusters of the same shape, HINCRBY and HMGET
 // through go-redis's ClusterClient, and the time to move a loaded shard's
 // replica onto a new node under a light write load. See the comment at
-// the top of bench/shard.go for what each phase measures.
+// the top of bench/shard.go for what each phase measures. --phases fanout
+// (not in the default) times a post of one author with --fanout-followers
+// followers (e.g. 10000000) on a tally cluster and a Redis Cluster.
 //
 // Usage:
 //
@@ -11,6 +13,7 @@
 //	    [--durability sync] [--duration 10s] [--goroutines 64] [--pipeline 16] [--keyspace N]
 //	    [--read-rows N] [--move-shards 2] [--move-rows N] [--move-durability interval] [--move-follower]
 //	    [--move-writers 0,1,4] [--move-timeout 3m]
+//	    [--fanout-shards 2] [--fanout-followers N] [--fanout-active 0.1] [--fanout-durability interval] [--fanout-timeout 10m] [--fanout-modes pull,push]
 //	    [--tally BIN] [--dir DIR] [--out FILE] [--title T] [--quick]
 //
 // --quick runs everything small (3s tests, 1 and 2 shards, 20,000 read
@@ -51,6 +54,12 @@ func main() {
 	moveWriters := flag.String("move-writers", "0,1,4", "write goroutines of successive moves (0: idle)")
 	moveTimeout := flag.Duration("move-timeout", 3*time.Minute, "longest a move may take before it is stopped")
 	moveFollower := flag.Bool("move-follower", false, "move a follower rather than the leader")
+	fanShards := flag.Int("fanout-shards", 2, "shards of the fan-out phase's clusters")
+	fanFollowers := flag.Int("fanout-followers", 1_000_000, "followers of the fan-out phase's author")
+	fanActive := flag.Float64("fanout-active", 0.1, "share of the followers that are active")
+	fanDur := flag.String("fanout-durability", "interval", "durability of the fan-out phase (Redis: the paired appendfsync)")
+	fanModes := flag.String("fanout-modes", "pull,push", "tally's fan-out modes: pull (default config), push (threshold above the followers)")
+	fanTimeout := flag.Duration("fanout-timeout", 10*time.Minute, "longest wait for every active home")
 	quick := flag.Bool("quick", false, "a small smoke run")
 	tallyBin := flag.String("tally", "", "a built tally binary (default: go build ./cmd/tally)")
 	dir := flag.String("dir", "", "parent directory for the servers' data (default the system temp dir)")
@@ -59,7 +68,7 @@ func main() {
 	flag.Parse()
 
 	if *quick {
-		*duration, *readRows, *moveRows, *shards = 3*time.Second, 20_000, 200_000, "1,2"
+		*duration, *readRows, *moveRows, *shards, *fanFollowers = 3*time.Second, 20_000, 200_000, "1,2", 20_000
 	}
 	shardList, err := ints(*shards)
 	if err != nil {
@@ -88,7 +97,9 @@ func main() {
 		TallyBin: *tallyBin, Dir: *dir, Phases: bench.SplitList(*phases), Shards: shardList, Systems: bench.SplitList(*systems),
 		Durabilities: bench.SplitList(*durs), Duration: *duration, Goroutines: *goroutines, Pipeline: *pipeline,
 		Keyspace: *keyspace, ReadRows: *readRows, MoveShards: *moveShards, MoveRows: *moveRows,
-		MoveDurability: *moveDur, MoveFollower: *moveFollower, MoveWriters: writerList, MoveTimeout: *moveTimeout, Log: os.Stderr,
+		MoveDurability: *moveDur, MoveFollower: *moveFollower, MoveWriters: writerList, MoveTimeout: *moveTimeout,
+		FanoutShards: *fanShards, FanoutFollowers: *fanFollowers, FanoutActive: *fanActive, FanoutDurability: *fanDur,
+		FanoutTimeout: *fanTimeout, FanoutModes: bench.SplitList(*fanModes), Log: os.Stderr,
 	}
 	err = bench.RunAndPrint(*out, *title, *quick, func() (string, error) {
 		rep, err := bench.RunShard(ctx, cfg)
