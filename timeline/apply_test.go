@@ -1,0 +1,131 @@
+package timeline
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tallydb/tally/store"
+)
+
+// In a replicated store every write of a replicated command runs inside
+// store.DB.ApplyEntry, and the n-th commit made on the store while an
+// entry applies is numbered as that entry's n-th commit, unless it is
+// node-local (Batch.SetLocal) or a job's progress. Reads (a user's return
+// rebuilds their inbox, a stale read mark is renewed) and the expiry
+// ticker commit from other goroutines, concurrently with the apply, and
+// decide from this node's own state: their commits must be local, or they
+// take the entry's numbers, and a re-apply of the entry (after a restart)
+// skips them as duplicates, or skips the entry's own commits.
+
+// applyTaken applies entry index around fn (a stand-in for a read that
+// commits while the entry applies) and returns the apply mark the store
+// holds afterwards.
+func applyTaken(t *testing.T, e *env, index uint64, fn func() error) uint64 {
+	t.Helper()
+	must(t, e.db.ApplyEntry(index, fn))
+	seq, _ := e.db.SourceSeq(store.ApplySource)
+	return seq
+}
+
+// TestActivateIsNodeLocal: a home rebuild (activate) commits in two
+// batches, and both are node-local. The second used to lose the flag
+// (Batch.Reset forgets it): committed while an entry re-applies after a
+// restart, it took a number the entry had already used and was skipped as
+// a duplicate, leaving the user without a read mark while the in-memory
+// push set had them and their pending marks were dropped from memory only.
+func TestActivateIsNodeLocal(t *testing.T) {
+	e := newEnv(t, Config{})
+	_, err := e.tl.Follow(1, 2)
+	must(t, err)
+	_, err = e.tl.Publish(2, 100)
+	must(t, err)
+	e.run()
+	if seq := applyTaken(t, e, 1, func() error {
+		_, err := e.tl.MarkActive(1)
+		return err
+	}); seq != 0 {
+		t.Errorf("apply mark %#x after a rebuild alone: the rebuild was numbered as entry 1's commit", seq)
+	}
+
+	// Entry 2 commits once (a follow); after a restart it re-applies, and
+	// user 3's first home read rebuilds their inbox meanwhile.
+	_, err = e.tl.Follow(3, 2)
+	must(t, err)
+	must(t, e.db.ApplyEntry(2, func() error {
+		_, err := e.tl.Follow(4, 2)
+		return err
+	}))
+	e.reopen()
+	must(t, e.db.ApplyEntry(2, func() error {
+		if _, err := e.tl.Follow(4, 2); err != nil {
+			return err
+		}
+		_, err := e.tl.MarkActive(3)
+		return err
+	}))
+	var buf [numCols]uint64
+	r, err := e.tl.row(3, buf[:0])
+	must(t, err)
+	if r[colRead] == 0 {
+		t.Fatal("user 3's rebuild was skipped as a commit of entry 2: no read mark")
+	}
+	if got := homeAll(t, e.tl, 3, 10); len(got) != 1 || got[0].Post != 100 {
+		t.Fatalf("home of 3 = %v, want post 100", got)
+	}
+	e.check()
+}
+
+// TestTouchIsNodeLocal: the renewal of a stale read mark, made by a home
+// read, is node-local: never an applying entry's commit.
+func TestTouchIsNodeLocal(t *testing.T) {
+	e := newEnv(t, Config{})
+	_, err := e.tl.Follow(1, 2)
+	must(t, err)
+	_, err = e.tl.MarkActive(1)
+	must(t, err)
+	e.clock.Advance(2 * time.Hour) // the mark is stale, not expired
+	if seq := applyTaken(t, e, 1, func() error {
+		_, err := e.tl.Home(1, "", 10)
+		return err
+	}); seq != 0 {
+		t.Errorf("apply mark %#x after a read mark's renewal: it was numbered as entry 1's commit", seq)
+	}
+	var buf [numCols]uint64
+	r, err := e.tl.row(1, buf[:0])
+	must(t, err)
+	if want := e.tl.nowSec(); r[colRead] != want {
+		t.Fatalf("read mark %d, want %d (renewed)", r[colRead], want)
+	}
+}
+
+// TestExpireEnqueueIsNodeLocal: the expiry job's enqueue is node-local.
+// The job works on this node's activity (read marks, the push set,
+// inboxes, pending marks: all node-local), the ticker enqueues it from
+// its own goroutine whenever it fires, and TL.EXPIRE, a replicated
+// command, enqueues it inside the apply: numbered, a re-apply of that
+// entry skipped the enqueue as a duplicate and found no job id.
+func TestExpireEnqueueIsNodeLocal(t *testing.T) {
+	e := newEnv(t, Config{})
+	if seq := applyTaken(t, e, 1, func() error {
+		_, err := e.tl.EnqueueExpire()
+		return err
+	}); seq != 0 {
+		t.Errorf("apply mark %#x after an expiry enqueue: it was numbered as entry 1's commit", seq)
+	}
+	e.run()
+	// Entry 2 is a follow and an expiry enqueue; after a restart it
+	// re-applies: the enqueue runs again (expiry is idempotent).
+	entry2 := func() error {
+		if _, err := e.tl.Follow(1, 2); err != nil {
+			return err
+		}
+		_, err := e.tl.EnqueueExpire()
+		return err
+	}
+	must(t, e.db.ApplyEntry(2, entry2))
+	e.run()
+	e.reopen()
+	must(t, e.db.ApplyEntry(2, entry2))
+	e.run()
+	e.check()
+}
