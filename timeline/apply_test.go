@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
 
@@ -128,4 +131,53 @@ func TestExpireEnqueueIsNodeLocal(t *testing.T) {
 	must(t, e.db.ApplyEntry(2, entry2))
 	e.run()
 	e.check()
+}
+
+// oddShard is a Remote for tests: odd users live here (shard 1), even
+// ones on shard 2; messages to other shards are dropped.
+type oddShard struct{}
+
+func (oddShard) Local(u uint64) bool { return u%2 == 1 }
+func (oddShard) ShardOf(u uint64) uint32 {
+	if u%2 == 1 {
+		return 1
+	}
+	return 2
+}
+func (oddShard) Send(*store.Batch, uint32, [][]byte) error { return nil }
+
+// TestReappliedInstallKeepsPendingMarks is the pending-marks drift that
+// cluster.TestShardedCluster found after node restarts (seeds 3, 6, 15,
+// 21: "pending marks differ from their in-memory index", a mark in
+// memory that the store lacks). InstallCopy (TL.XBACKFILL, a replicated
+// entry) gives every live local follower a pending mark, in memory before
+// its commit. A restarted replica re-applies the entry at its store's
+// AppliedIndex; when that is an install, its commit is skipped as a
+// duplicate, but the in-memory marks stayed, although the backfill jobs
+// had long dropped the stored ones.
+func TestReappliedInstallKeepsPendingMarks(t *testing.T) {
+	e := &env{t: t, dir: "db", clock: newClock(), inline: -1, shared: -1, remote: oddShard{}}
+	e.st = testutil.OpenStore(t, vfs.NewMem(), e.hooks())
+	_, err := e.tl.MarkActive(1)
+	must(t, err)
+	must(t, e.db.ApplyEntry(1, func() error {
+		_, err := e.tl.Follow(1, 2) // 2 lives on shard 2
+		return err
+	}))
+	e.run()
+	install := func() error {
+		return e.tl.InstallCopy(2, 1, []Entry{{Post: 100, Author: 2}})
+	}
+	must(t, e.db.ApplyEntry(2, install))
+	if !e.tl.pendingHas(1, 2) {
+		t.Fatal("the install gave live follower 1 no pending mark")
+	}
+	e.run() // the backfill: the mark goes
+	e.check()
+	e.reopen()
+	must(t, e.db.ApplyEntry(2, install)) // the restarted replica's re-apply
+	e.check()
+	if got := homeAll(t, e.tl, 1, 10); len(got) != 1 || got[0].Post != 100 {
+		t.Fatalf("home of 1 = %v, want post 100", got)
+	}
 }

@@ -285,9 +285,6 @@ func (x *expiry) expireChunk() error {
 	if err != nil {
 		return err
 	}
-	for _, o := range cleared {
-		t.pendingClear(o)
-	}
 	t.stats.expired.Add(int64(len(cleared)))
 	return nil
 }
@@ -337,8 +334,12 @@ func (x *expiry) clearUsers(cands []uint64, candOrds []uint32, next uint64) ([]u
 		return nil, err
 	}
 	// NB: before the users' locks go: a rebuild waiting for one adds its
-	// user back after this.
+	// user back after this, and a follow made after that rebuild adds a
+	// pending mark that a later pendingClear would drop from memory only.
 	t.pushRemove(cleared)
+	for _, o := range cleared {
+		t.pendingClear(o)
+	}
 	return cleared, nil
 }
 
