@@ -181,3 +181,36 @@ func TestReappliedInstallKeepsPendingMarks(t *testing.T) {
 		t.Fatalf("home of 1 = %v, want post 100", got)
 	}
 }
+
+// TestReappliedPipelineEntry: one entry may carry a client's pipeline, so
+// a re-applied entry's first commands see the state its later commands
+// left. A post published and removed in one entry is, on the re-apply, a
+// post to publish again ("again": in the removed set) whose commit is a
+// duplicate: the in-memory removed set must keep the post, as the store
+// does, and a shared fan-out must not look for a job id the skipped
+// commit never got.
+func TestReappliedPipelineEntry(t *testing.T) {
+	for _, shared := range []int{64, -1} {
+		e := &env{t: t, dir: "db", clock: newClock(), inline: -1, shared: shared}
+		e.st = testutil.OpenStore(t, vfs.NewMem(), e.hooks())
+		_, err := e.tl.Follow(2, 1)
+		must(t, err)
+		entry := func() error {
+			if _, err := e.tl.Publish(1, 100); err != nil {
+				return err
+			}
+			_, _, err := e.tl.Unpublish(1, 100)
+			return err
+		}
+		must(t, e.db.ApplyEntry(1, entry))
+		e.run()
+		e.reopen()
+		must(t, e.db.ApplyEntry(1, entry))
+		e.run()
+		e.check()
+		if got := homeAll(t, e.tl, 2, 10); len(got) != 0 {
+			t.Fatalf("shared %d: home of 2 = %v, want empty", shared, got)
+		}
+		e.close()
+	}
+}
