@@ -650,6 +650,17 @@ func (g *group) commit() error {
 		g.release(true)
 		return nil
 	}
+	// NB: the prune is decided from memory (pruneDay: when this node last
+	// enqueued one, New included), so replicas of one store may enqueue it
+	// with different entries' batches, or not at all. That is safe: the
+	// job is node-local work (its progress commits are never an entry's,
+	// store apply.go), riding in the batch changes neither the batch's
+	// other writes nor its place among the entry's commits, and what the
+	// job deletes, the day boards before the first kept day of this
+	// group's day, is what no read returns (keptDay refuses those days by
+	// the same clock, which only moves forward along the log), no write
+	// adds to (addDay) and Check does not look at. A replica that has not
+	// pruned yet only holds more dead boards.
 	prune := g.days && g.bulk == nil && g.today > g.l.pruneDay.Load()
 	if prune {
 		if err := g.l.enqueuePrune(b, g.today); err != nil {

@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -118,6 +119,27 @@ type core struct {
 	snapCache   *pb.Snapshot
 	err         error // a storage failure: the replica stops
 	m           *metrics
+	// pub is the applied and commit index as the loop sets them, read by
+	// Node.Status without waiting for the loop: the applied index is
+	// stored before the entry's proposal is answered, so a Status read
+	// after an answer never shows an index below the answered entry (the
+	// rest of the status is published at most every statusEvery).
+	pub struct{ applied, commit atomic.Uint64 }
+}
+
+// publishApplied records index as applied (and so committed) for Status.
+func (c *core) publishApplied(index uint64) {
+	if c.pub.applied.Load() < index {
+		c.pub.applied.Store(index) // only the loop stores
+	}
+	c.publishCommit(index)
+}
+
+// publishCommit records index as committed for Status.
+func (c *core) publishCommit(index uint64) {
+	if c.pub.commit.Load() < index {
+		c.pub.commit.Store(index) // only the loop stores
+	}
 }
 
 func newCore(cfg Config) (*core, error) {
@@ -155,6 +177,8 @@ func newCore(cfg Config) (*core, error) {
 	applied = max(applied, st.snap.GetIndex())
 	applied = min(applied, st.hard.GetCommit())
 	c.applied = applied
+	c.publishApplied(applied)
+	c.publishCommit(st.hard.GetCommit())
 	c.appliedT, _ = st.Term(applied)
 	c.lastMark = applied
 	for _, e := range st.ents {
@@ -414,6 +438,7 @@ func (c *core) dropLocked(p *proposal) {
 // comment): its own proposal, if it is one of this node's, succeeds; any
 // other proposal at its index, or of an older term, is dropped.
 func (c *core) settle(index, term uint64, h header, own bool, reply []byte) {
+	c.publishApplied(index) // before any answer (Node.Status)
 	if index >= c.confBarrier && c.confBarrier != maxUint64 {
 		c.confBarrier = 0
 	}
@@ -537,6 +562,9 @@ func (c *core) handle(rd *raft.Ready) error {
 	}
 	if len(rd.Messages) > 0 && !sent {
 		c.cfg.Transport.Send(rd.Messages)
+	}
+	if rd.HardState != nil {
+		c.publishCommit(rd.HardState.GetCommit())
 	}
 	if err := c.applyEntries(rd.CommittedEntries); err != nil {
 		return err

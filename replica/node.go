@@ -690,10 +690,15 @@ func (n *Node) Status() Status {
 		return Status{ID: n.cfg.ID, Role: "stopped"}
 	default:
 	}
-	if s := n.status.Load(); s != nil {
-		return *s
+	s := Status{ID: n.cfg.ID, Role: "follower"}
+	if p := n.status.Load(); p != nil {
+		s = *p
 	}
-	return Status{ID: n.cfg.ID, Role: "follower"}
+	// The indexes as of now, not of the last publication: a proposal
+	// answered before this call is covered (core.pub).
+	s.Applied = max(s.Applied, n.c.pub.applied.Load())
+	s.Commit = max(s.Commit, n.c.pub.commit.Load(), s.Applied)
+	return s
 }
 
 // statusEvery bounds how often the loop publishes its status.

@@ -437,3 +437,46 @@ func TestApplyRunHandedBackSeesOwnClock(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusCoversAnsweredProposals: a Status read right after a proposal
+// was answered never shows an applied or commit index below that
+// proposal's entry, although the loop publishes the rest of its status at
+// most every statusEvery (callers such as INFO replication and the
+// cluster tests compare offsets with what they were answered).
+func TestStatusCoversAnsweredProposals(t *testing.T) {
+	db, err := store.Open("n", &store.Options{FS: vfs.NewMem(), DisableBackground: true, CacheSize: 1 << 20, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := memtransport.New()
+	peers := []Peer{{ID: 1, RaftAddr: "r1", ClientAddr: "c1"}}
+	n, err := Start(Config{
+		ID: 1, DB: db, Peers: peers, Transport: net.Endpoint(1),
+		TickInterval: 5 * time.Millisecond,
+		Apply: func(index uint64, _ []byte) ([]byte, error) {
+			return binary.BigEndian.AppendUint64(nil, index), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Stop(); _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for n.Status().Role != "leader" {
+		if ctx.Err() != nil {
+			t.Fatal("no leader")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for range 500 {
+		reply, err := n.Propose(ctx, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		index := binary.BigEndian.Uint64(reply)
+		if s := n.Status(); s.Applied < index || s.Commit < index {
+			t.Fatalf("entry %d answered, then Status shows applied %d, commit %d", index, s.Applied, s.Commit)
+		}
+	}
+}

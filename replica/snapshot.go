@@ -227,6 +227,7 @@ func (c *core) install(s *pb.Snapshot, hs *pb.HardState) error {
 	}
 	c.settle(index, meta.GetTerm(), header{}, false, nil)
 	c.applied, c.appliedT, c.lastMark = index, meta.GetTerm(), index
+	c.publishApplied(index)
 	c.snapCache = nil
 	return nil
 }

@@ -338,9 +338,41 @@ func argsSize(args [][]byte) int {
 	return n
 }
 
+// leaderHint is the address of this shard's leader as the slot map
+// (Topology) names it, for a replica that knows no leader itself: a
+// partitioned ex-leader, or a follower while its group elects. The map is
+// the metadata group's, which may have heard of the new leader already;
+// a hint naming this node (a map older than its loss of leadership), or
+// none, gives "".
+func (c *Conn) leaderHint() string {
+	cl := c.s.cluster
+	if cl.topo == nil {
+		return ""
+	}
+	v := c.view()
+	if v == nil {
+		return ""
+	}
+	sh := v.Shard(v.Self)
+	if sh == nil || sh.Leader == 0 {
+		return ""
+	}
+	for _, n := range sh.Nodes {
+		if n.ID != sh.Leader {
+			continue
+		}
+		if _, _, err := splitAddr(n.Addr); err != nil || n.Addr == cl.opts.Addr {
+			return ""
+		}
+		return n.Addr
+	}
+	return ""
+}
+
 // redirect is the error reply for a call that failed with err (from
-// Propose, or ReadIndex when read): MOVED to the leader, CLUSTERDOWN
-// while none is known, TRYAGAIN for a retryable failure; for a write
+// Propose, or ReadIndex when read): MOVED to the leader (when this
+// replica knows none, to the slot map's leader hint: leaderHint),
+// CLUSTERDOWN while none is known, TRYAGAIN for a retryable failure; for a write
 // whose outcome is unknown (its context ended, the node shut down) an
 // error that says so, which a client must not blindly retry.
 func (c *Conn) redirect(err error, cmd *Command, args [][]byte, read bool) string {
@@ -349,6 +381,9 @@ func (c *Conn) redirect(err error, cmd *Command, args [][]byte, read bool) strin
 	case errors.As(err, &nl) && nl.Addr != "" && nl.Addr != c.s.cluster.opts.Addr:
 		return fmt.Sprintf("MOVED %d %s", cmdSlot(cmd, args), nl.Addr)
 	case errors.Is(err, ErrNotLeader):
+		if addr := c.leaderHint(); addr != "" {
+			return fmt.Sprintf("MOVED %d %s", cmdSlot(cmd, args), addr)
+		}
 		return "CLUSTERDOWN The cluster is down: no leader is known (an election is under way)"
 	case errors.Is(err, ErrTryAgain), read:
 		return "TRYAGAIN " + oneLine(err.Error())

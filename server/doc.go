@@ -407,9 +407,11 @@
 //
 // Replies of the routing: a write on a follower, or a read without
 // READONLY, gets "-MOVED <slot> <leader host:port>", the slot of the
-// command's keys (0 for a command without keys); "-CLUSTERDOWN ..." while
-// no leader is known; "-TRYAGAIN
-// ..." when the group says the write surely did not apply (ErrTryAgain)
+// command's keys (0 for a command without keys); while the replica knows
+// no leader, "-MOVED" to its shard's leader hint in the slot map (with a
+// Topology, when the hint names another node: a partitioned ex-leader
+// sends clients to the leader the metadata group knows), else
+// "-CLUSTERDOWN ..."; "-TRYAGAIN ..." when the group says the write surely did not apply (ErrTryAgain)
 // or a read's barrier failed; and "-ERR tally: the write may or may not
 // have been applied: ..." when the outcome is unknown (the proposal's
 // context ended: ClusterOptions.ProposeTimeout), which a client must not

@@ -535,3 +535,49 @@ func TestShardClusterClient(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterRoutingLeaderHint: a replica that knows no leader (a
+// partitioned ex-leader, or a follower during an election) sends clients
+// to its own shard's leader hint in the slot map, which the metadata group
+// may know already, instead of failing them with CLUSTERDOWN; without a
+// hint, or with a hint naming the replica itself (a stale map), it still
+// answers CLUSTERDOWN.
+func TestClusterRoutingLeaderHint(t *testing.T) {
+	topo := &fakeTopology{}
+	g := newFakeClusterWith(t, 3, ClusterOptions{Topology: topo}, nil)
+	var nodes []TopologyNode
+	for _, n := range g.nodes {
+		nodes = append(nodes, TopologyNode{ID: n.id, Addr: n.addr})
+	}
+	hint := func(leader uint64) {
+		v := &TopologyView{Epoch: 1, Self: 1, Shards: []TopologyShard{{ID: 1, Leader: leader, Nodes: nodes}},
+			Ranges: []SlotRange{{From: 0, To: NumSlots - 1, Shard: 1}}}
+		if err := v.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		topo.v.Store(v)
+	}
+	hint(g.nodes[0].id)
+	c := g.client(t, 0)
+	mustDo(t, c, "HINCRBY", "posts:7", "likes", 1)
+
+	// Node 0 lost the leadership and knows no leader; the map names 3.
+	g.setLeader(-1)
+	hint(g.nodes[2].id)
+	moved := fmt.Sprintf("MOVED %d %s", Slot([]byte("posts:7")), g.nodes[2].addr)
+	wantErr(t, c, moved, "HINCRBY", "posts:7", "likes", 1)
+	wantErr(t, c, moved, "HGET", "posts:7", "likes")
+	wantErr(t, c, fmt.Sprintf("MOVED %d %s", Slot([]byte("1")), g.nodes[2].addr), "TL.FOLLOW", 1, 2)
+
+	// The map still names node 0, or no leader: CLUSTERDOWN.
+	hint(g.nodes[0].id)
+	wantErr(t, c, "CLUSTERDOWN", "HINCRBY", "posts:7", "likes", 1)
+	wantErr(t, c, "CLUSTERDOWN", "HGET", "posts:7", "likes")
+	hint(0)
+	wantErr(t, c, "CLUSTERDOWN", "HINCRBY", "posts:7", "likes", 1)
+
+	// A leader known to the replica wins over the map.
+	g.setLeader(1)
+	hint(g.nodes[2].id)
+	wantErr(t, c, fmt.Sprintf("MOVED %d %s", Slot([]byte("posts:7")), g.nodes[1].addr), "HINCRBY", "posts:7", "likes", 1)
+}

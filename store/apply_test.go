@@ -379,3 +379,41 @@ func TestMarkEntriesRefused(t *testing.T) {
 	}
 	b.Close()
 }
+
+// TestEmptyRecordIsNotAnEntrysCommit: an empty log record (what a
+// checkpoint writes after a seal or merge, from a background goroutine)
+// committed while an entry applies is not one of the entry's commits. Were
+// it numbered, it would take the entry's first mark, and a re-apply after a
+// crash before the entry's own first commit would skip that commit as
+// already applied.
+func TestEmptyRecordIsNotAnEntrysCommit(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openTest(t, fs, "a", nil)
+	c := newPosts(t, db, 16)
+	err := db.ApplyEntry(1, func() error {
+		db.commit.Lock()
+		err := db.commitEmptyRecordLocked()
+		db.commit.Unlock()
+		if err != nil {
+			return err
+		}
+		return errCut // the entry's own commit never happens
+	})
+	if !errors.Is(err, errCut) {
+		t.Fatalf("entry 1: %v", err)
+	}
+	if seq, _ := db.SourceSeq(ApplySource); seq != 0 {
+		t.Fatalf("apply mark %#x after an empty record alone, want none", seq)
+	}
+	must(t, db.Close())
+	db = openTest(t, fs, "a", nil)
+	c, err = db.Counter("posts")
+	must(t, err)
+	must(t, db.ApplyEntry(1, func() error {
+		_, err := c.Incr(1, "reposts", 1)
+		return err
+	}))
+	if got, err := c.GetColumn(1, "reposts"); err != nil || got != 1 {
+		t.Fatalf("row 1 = %d, %v after re-applying entry 1, want 1", got, err)
+	}
+}

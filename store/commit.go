@@ -481,8 +481,14 @@ func (db *DB) commitBatch(b *Batch) (err error) {
 // sequence on: for changes that write no record of their own (a seal, a
 // merge, hot rows of a bulk load) but must not let the next checkpoint be
 // skipped as "nothing new". The caller holds DB.commit.
+//
+// NB: the record is node-local (apply.go): a checkpoint writes it from
+// a background goroutine, maybe while a replicated entry applies, and it
+// changes nothing a read returns. Were it numbered as the entry's commit,
+// it would take the entry's first apply mark, and a crash before the
+// entry's own first commit would make the re-apply skip that commit.
 func (db *DB) commitEmptyRecordLocked() error {
-	return db.commitLocked(&Batch{db: db, record: true, gen: db.Generation()})
+	return db.commitLocked(&Batch{db: db, record: true, local: true, gen: db.Generation()})
 }
 
 // commitLocked commits b while the caller holds DB.commit (bulk load). The

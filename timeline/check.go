@@ -458,12 +458,26 @@ func (c *checker) checkPending() error {
 		return err
 	}
 	c.t.pending.RLock()
-	same := maps.EqualFunc(pend, c.t.pending.m, func(a, b map[uint64]struct{}) bool { return maps.Equal(a, b) })
-	c.t.pending.RUnlock()
-	if !same {
-		return errors.New("pending marks differ from their in-memory index")
+	defer c.t.pending.RUnlock()
+	if maps.EqualFunc(pend, c.t.pending.m, func(a, b map[uint64]struct{}) bool { return maps.Equal(a, b) }) {
+		return nil
 	}
-	return nil
+	// Name the lowest ordinal that differs, for whoever chases the drift.
+	ords := slices.Collect(maps.Keys(pend))
+	for o := range c.t.pending.m {
+		if _, ok := pend[o]; !ok {
+			ords = append(ords, o)
+		}
+	}
+	slices.Sort(ords)
+	for _, o := range ords {
+		if !maps.Equal(pend[o], c.t.pending.m[o]) {
+			stored, mem := slices.Sorted(maps.Keys(pend[o])), slices.Sorted(maps.Keys(c.t.pending.m[o]))
+			return fmt.Errorf("pending marks differ from their in-memory index: user %d (ordinal %d): stored %v, in memory %v",
+				c.idOf[o], o, stored, mem)
+		}
+	}
+	return errors.New("pending marks differ from their in-memory index")
 }
 
 // checkPulled checks that the pulled authors equal their in-memory list.

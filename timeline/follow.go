@@ -175,17 +175,24 @@ func (t *Timeline) followLocked(user uint64, fs []uint64) (added, followers []ui
 			return nil, nil, err
 		}
 	}
+	var newPend []uint64
 	for _, f := range pend {
-		t.pendingAdd(uOrd, f) // before the commit: readers pull f from now on
+		if t.pendingAddNew(uOrd, f) { // before the commit: readers pull f from now on
+			newPend = append(newPend, f)
+		}
 	}
 	t.fcache.hold(uOrd)
 	err = b.Commit()
 	t.fcache.release(uOrd)
-	if err != nil {
-		for _, f := range pend {
+	// A duplicate (a re-apply of this entry) changed nothing in the store:
+	// nor may it change the index (see InstallCopy).
+	if err != nil || b.Duplicate() {
+		for _, f := range newPend {
 			t.pendingRemove(uOrd, f)
 		}
-		return nil, nil, err
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	followers = make([]uint64, len(added))
 	for i, ri := range resIdx {
@@ -320,8 +327,10 @@ func (t *Timeline) UnfollowMany(user uint64, followees ...uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, f := range hadPending {
-		t.pendingRemove(uOrd, f)
+	if !b.Duplicate() { // a re-apply changed nothing in the store (FollowMany)
+		for _, f := range hadPending {
+			t.pendingRemove(uOrd, f)
+		}
 	}
 	return len(removed), nil
 }

@@ -674,6 +674,17 @@ func (t *Timeline) pendingAdd(ord uint32, author uint64) {
 	t.pending.Unlock()
 }
 
+// pendingAddNew adds a pending mark to the index and reports whether it
+// was not there: the caller removes only such marks when its commit fails
+// or is a duplicate.
+func (t *Timeline) pendingAddNew(ord uint32, author uint64) bool {
+	t.pending.Lock()
+	defer t.pending.Unlock()
+	_, had := t.pending.m[ord][author]
+	t.pendingAddLocked(ord, author)
+	return !had
+}
+
 func (t *Timeline) pendingAddLocked(ord uint32, author uint64) {
 	m := t.pending.m[ord]
 	if m == nil {

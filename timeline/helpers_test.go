@@ -55,6 +55,8 @@ type env struct {
 	// written before issue 18 tell that story); tests of small fan-outs
 	// set them.
 	inline, shared int
+	// remote is Options.Remote (nil: one shard).
+	remote Remote
 }
 
 func storeOptions(fs vfs.FS) *store.Options {
@@ -84,7 +86,7 @@ func (e *env) openOn(fs vfs.FS) {
 	if err != nil {
 		e.t.Fatalf("open: %v", err)
 	}
-	tl, err := New(db, &Options{Config: e.cfg, Now: e.clock.Now, ExpireInterval: -1, InlineFanout: e.inline, SharedFanout: e.shared})
+	tl, err := New(db, &Options{Config: e.cfg, Now: e.clock.Now, ExpireInterval: -1, InlineFanout: e.inline, SharedFanout: e.shared, Remote: e.remote})
 	if err != nil {
 		e.t.Fatalf("timeline: %v", err)
 	}

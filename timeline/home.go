@@ -378,7 +378,13 @@ func (t *Timeline) touch(user uint64) error {
 	if r[colRead] == 0 || !t.stale(r[colRead]) {
 		return nil // expired meanwhile (the caller rebuilds), or renewed
 	}
-	return t.users.SetColumn(user, ColRead, t.nowSec())
+	b := t.db.NewBatch()
+	defer b.Close()
+	b.SetLocal() // a read's write: node-local, as activate's (TestTouchIsNodeLocal)
+	if err := b.SetColumn(UsersCounter, user, ColRead, t.nowSec()); err != nil {
+		return err
+	}
+	return b.Commit()
 }
 
 // MarkActive records that user read their home now, as a read of their
@@ -506,6 +512,10 @@ func (t *Timeline) activate(users []uint64, renew bool) (int, error) {
 	t.pushAdd(coldOrds)
 	t.pushGate.Unlock()
 	b.Reset()
+	// NB: Reset forgets SetLocal. Numbered as the applying entry's commit,
+	// this batch would be skipped as a duplicate while an entry re-applies
+	// (TestActivateIsNodeLocal).
+	b.SetLocal()
 	var pend [][]uint64
 	for i, u := range cold {
 		ord := coldOrds[i]

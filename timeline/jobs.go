@@ -111,12 +111,23 @@ func (t *Timeline) graphLock() func() {
 
 // EnqueueExpire enqueues the expiry job (coalesced with a pending one) and
 // returns its id. Background workers, or DB.RunJobs, run it.
+//
+// The enqueue is node-local (store apply.go, SetLocal): expiry works on
+// this node's activity (read marks, the push set, inboxes and pending
+// marks, all node-local), the ticker enqueues it from its own goroutine
+// whenever it fires, and TL.EXPIRE, a replicated command, enqueues it in
+// the apply. Numbered as the applying entry's commit, the ticker's enqueue
+// took a number of whatever entry was applying, and a re-apply of
+// TL.EXPIRE's entry skipped the enqueue as a duplicate and found no job
+// id. Enqueued again on a re-apply, it coalesces with the queued job or
+// runs once more, which changes nothing a read returns.
 func (t *Timeline) EnqueueExpire() (store.JobID, error) {
 	if err := t.live(); err != nil {
 		return 0, err
 	}
 	b := t.db.NewBatch()
 	defer b.Close()
+	b.SetLocal()
 	if err := b.Enqueue(jobExpire, []byte("expire"), nil, 0); err != nil {
 		return 0, err
 	}
@@ -274,9 +285,6 @@ func (x *expiry) expireChunk() error {
 	if err != nil {
 		return err
 	}
-	for _, o := range cleared {
-		t.pendingClear(o)
-	}
 	t.stats.expired.Add(int64(len(cleared)))
 	return nil
 }
@@ -326,8 +334,12 @@ func (x *expiry) clearUsers(cands []uint64, candOrds []uint32, next uint64) ([]u
 		return nil, err
 	}
 	// NB: before the users' locks go: a rebuild waiting for one adds its
-	// user back after this.
+	// user back after this, and a follow made after that rebuild adds a
+	// pending mark that a later pendingClear would drop from memory only.
 	t.pushRemove(cleared)
+	for _, o := range cleared {
+		t.pendingClear(o)
+	}
 	return cleared, nil
 }
 

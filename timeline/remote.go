@@ -635,21 +635,31 @@ func (t *Timeline) InstallCopy(author, posts uint64, entries []Entry) error {
 			}
 		}
 	}
+	var newPend []uint32
 	for _, o := range pend {
-		t.pendingAdd(o, author) // before the commit: readers pull author from now on
+		if t.pendingAddNew(o, author) { // before the commit: readers pull author from now on
+			newPend = append(newPend, o)
+		}
 	}
 	t.removed.Lock()
 	for _, p := range dropped {
 		t.removed.bm.Add(p)
 	}
 	t.removed.Unlock()
-	if err := b.Commit(); err != nil {
+	// NB: a duplicate is a re-apply of this entry (a restarted replica
+	// re-applies the one at its store's AppliedIndex) and changed nothing
+	// in the store, so the mirrors must not change either. Unlike a
+	// follow's, an install's decisions do not see that it was applied: it
+	// gives every live follower a pending mark again, and the backfill
+	// jobs may have dropped the stored ones since
+	// (TestReappliedInstallKeepsPendingMarks).
+	if err := b.Commit(); err != nil || b.Duplicate() {
 		t.removed.Lock()
 		for _, p := range dropped {
 			t.removed.bm.Remove(p)
 		}
 		t.removed.Unlock()
-		for _, o := range pend {
+		for _, o := range newPend {
 			t.pendingRemove(o, author)
 		}
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -18,6 +19,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tallydb/tally/replica"
+	"github.com/tallydb/tally/server"
+	"github.com/tallydb/tally/store"
 )
 
 // TestClusterFaults runs three "tally serve --cluster" processes whose raft
@@ -180,14 +185,24 @@ func TestClusterFaults(t *testing.T) {
 		t.Logf("%s: the ClusterClient writers' first acknowledged write came after %s (app), %s (plain)",
 			f.name, since(a.firstAfter("app", after), f.at), since(a.firstAfter("plain", after), f.at))
 	}
-	fc.waitCaughtUp(30 * time.Second)
+	// Every replica applies the highest commit index any replica reports
+	// (not only the one the leader reports: a replica that answered a
+	// write may know a higher commit than a leader's last status), so
+	// every acknowledged write is applied everywhere before the checks.
+	statuses := fc.waitHighestApplied(30 * time.Second)
 
 	// Every acknowledged write is on every replica, and they agree.
 	var first map[string]string
+	lostOn := map[string][]int{} // a lost write's description: the replicas that lack it
+	var losses []cfLoss
 	for id := 1; id <= 3; id++ {
 		addr := fc.procs[id].clientAddr
 		for _, l := range cfCheckAcked(ctx, addr, a) {
-			t.Errorf("replica %d: lost an acknowledged write: %s", id, l)
+			t.Errorf("replica %d: lost an acknowledged write: %s", id, l.what)
+			if lostOn[l.what] == nil {
+				losses = append(losses, l)
+			}
+			lostOn[l.what] = append(lostOn[l.what], id)
 		}
 		d := cfDump(ctx, t, addr)
 		if first == nil {
@@ -216,6 +231,107 @@ func TestClusterFaults(t *testing.T) {
 		if out := tallyCmd(t, "-d", fc.procs[id].dir, "verify"); !strings.HasPrefix(out, "ok\n") {
 			t.Errorf("replica %d: tally verify printed %q", id, out)
 		}
+	}
+
+	// The Raft logs, read back from the stopped replicas' stores: always
+	// for one key (so the diagnostics below are known to work), and for
+	// every lost write, with where it is missing and each replica's
+	// indexes before the checks.
+	probe := cfLoss{what: "HINCRBY posts:0", tokens: []string{"posts:0"}}
+	for id := 1; id <= 3; id++ {
+		ents, last, err := cfLogTouching(fc.procs[id].dir, probe.tokens)
+		if err != nil {
+			t.Errorf("replica %d: read its raft log: %v", id, err)
+			continue
+		}
+		t.Logf("replica %d: raft log up to %d, %d entries touch %s", id, last, len(ents), probe.what)
+	}
+	for _, l := range losses {
+		var has []int
+		for id := 1; id <= 3; id++ {
+			if !slices.Contains(lostOn[l.what], id) {
+				has = append(has, id)
+			}
+		}
+		t.Logf("lost %q: missing on replicas %v, present on %v", l.what, lostOn[l.what], has)
+		for id := 1; id <= 3; id++ {
+			st := statuses[id]
+			ents, last, err := cfLogTouching(fc.procs[id].dir, l.tokens)
+			t.Logf("  replica %d: %s applied %d commit %d term %d before the checks; raft log up to %d (%v); entries touching %q:\n    %s",
+				id, st.role, st.applied, st.commit, st.term, last, err, l.tokens, strings.Join(ents, "\n    "))
+		}
+	}
+}
+
+// cfLoss is an acknowledged write missing on a replica: what it is, and
+// the arguments an entry that made it carries (all of them).
+type cfLoss struct {
+	what   string
+	tokens []string
+}
+
+// cfLogTouching opens the stopped replica's store at dir read-only and
+// returns its Raft log entries whose commands carry every one of tokens
+// as an argument (one line each: index, term, proposer, the command),
+// and the log's last index.
+func cfLogTouching(dir string, tokens []string) ([]string, uint64, error) {
+	db, err := store.Open(dir, &store.Options{ReadOnly: true, Families: replica.Families()})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer db.Close()
+	var out []string
+	var last uint64
+	var derr error
+	err = replica.ReadLog(db, 1, func(e replica.LogEntry) bool {
+		last = e.Index
+		if len(e.Command) == 0 {
+			return true
+		}
+		cmds, err := server.DecodeCommand(e.Command)
+		if err != nil {
+			derr = fmt.Errorf("entry %d: %w", e.Index, err)
+			return false
+		}
+		for _, argv := range cmds {
+			all := true
+			for _, tok := range tokens {
+				all = all && slices.ContainsFunc(argv, func(a []byte) bool { return string(a) == tok })
+			}
+			if all {
+				out = append(out, fmt.Sprintf("index %d term %d by replica %d (proposal %#x, %d commands): %q",
+					e.Index, e.Term, e.Node, e.Proposal, len(cmds), argv))
+			}
+		}
+		return true
+	})
+	return out, last, errors.Join(err, derr)
+}
+
+// waitHighestApplied waits until every replica has applied the highest
+// commit index any replica reports, and returns their statuses then.
+func (fc *faultCluster) waitHighestApplied(within time.Duration) map[int]replicaStatus {
+	fc.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		sts := map[int]replicaStatus{}
+		var high uint64
+		for id := 1; id <= len(fc.procs); id++ {
+			st := fc.status(id)
+			sts[id] = st
+			high = max(high, st.commit)
+		}
+		ok := high > 0
+		for _, st := range sts {
+			ok = ok && st.ok && st.applied >= high
+		}
+		if ok {
+			return sts
+		}
+		if time.Now().After(deadline) {
+			fc.t.Fatalf("the replicas did not all apply commit index %d in %v: %+v", high, within, sts)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -751,20 +867,20 @@ func cfPageAll(ctx context.Context, c *redis.Client, cmd string, id int) ([]int6
 
 // cfCheckAcked checks every acknowledged write on the replica at addr
 // through a READONLY connection (the replica has applied the leader's
-// commit) and returns one line per lost write.
-func cfCheckAcked(ctx context.Context, addr string, a *cfAcked) []string {
+// commit) and returns one loss per lost write.
+func cfCheckAcked(ctx context.Context, addr string, a *cfAcked) []cfLoss {
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, ReadTimeout: 20 * time.Second})
 	defer c.Close()
 	if err := c.Do(ctx, "READONLY").Err(); err != nil {
-		return []string{fmt.Sprintf("READONLY: %v", err)}
+		return []cfLoss{{what: fmt.Sprintf("READONLY: %v", err)}}
 	}
-	var lost []string
+	var lost []cfLoss
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for k, w := range a.incr {
 		got, err := c.HGet(ctx, fmt.Sprint("posts:", k), "likes").Int64()
 		if err != nil || got < w {
-			lost = append(lost, fmt.Sprintf("posts:%d likes = %d (%v), acknowledged %d", k, got, err, w))
+			lost = append(lost, cfLoss{fmt.Sprintf("posts:%d likes = %d (%v), acknowledged %d", k, got, err, w), []string{fmt.Sprint("posts:", k)}})
 		}
 	}
 	for author, posts := range a.posts {
@@ -774,12 +890,12 @@ func cfCheckAcked(ctx context.Context, addr string, a *cfAcked) []string {
 		}{{"TL.POSTS", author}, {"TL.HOME", cfFollowerOf(author)}} {
 			got, err := cfPageAll(ctx, c, q.cmd, q.id)
 			if err != nil {
-				lost = append(lost, err.Error())
+				lost = append(lost, cfLoss{what: err.Error()})
 				continue
 			}
 			for _, p := range posts {
 				if !slices.Contains(got, p) {
-					lost = append(lost, fmt.Sprintf("%s %d lacks post %d of author %d", q.cmd, q.id, p, author))
+					lost = append(lost, cfLoss{fmt.Sprintf("%s %d lacks post %d of author %d", q.cmd, q.id, p, author), []string{fmt.Sprint(p)}})
 				}
 			}
 		}
@@ -796,12 +912,13 @@ func cfCheckAcked(ctx context.Context, addr string, a *cfAcked) []string {
 		}
 		v, err := c.Do(ctx, args...).StringSlice()
 		if err != nil || len(v) != len(items) {
-			lost = append(lost, fmt.Sprintf("LIKE.STATES video %d: %v (%v)", user, v, err))
+			lost = append(lost, cfLoss{what: fmt.Sprintf("LIKE.STATES video %d: %v (%v)", user, v, err)})
 			continue
 		}
 		for i, s := range v {
 			if s != "like" {
-				lost = append(lost, fmt.Sprintf("user %d's like of item %d is %q", user, items[i], s))
+				lost = append(lost, cfLoss{fmt.Sprintf("user %d's like of item %d is %q", user, items[i], s),
+					[]string{"LIKE.LIKE", fmt.Sprint(items[i]), fmt.Sprint(user)}})
 			}
 		}
 	}

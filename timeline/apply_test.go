@@ -1,0 +1,216 @@
+package timeline
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/tallydb/tally/internal/testutil"
+	"github.com/tallydb/tally/store"
+)
+
+// In a replicated store every write of a replicated command runs inside
+// store.DB.ApplyEntry, and the n-th commit made on the store while an
+// entry applies is numbered as that entry's n-th commit, unless it is
+// node-local (Batch.SetLocal) or a job's progress. Reads (a user's return
+// rebuilds their inbox, a stale read mark is renewed) and the expiry
+// ticker commit from other goroutines, concurrently with the apply, and
+// decide from this node's own state: their commits must be local, or they
+// take the entry's numbers, and a re-apply of the entry (after a restart)
+// skips them as duplicates, or skips the entry's own commits.
+
+// applyTaken applies entry index around fn (a stand-in for a read that
+// commits while the entry applies) and returns the apply mark the store
+// holds afterwards.
+func applyTaken(t *testing.T, e *env, index uint64, fn func() error) uint64 {
+	t.Helper()
+	must(t, e.db.ApplyEntry(index, fn))
+	seq, _ := e.db.SourceSeq(store.ApplySource)
+	return seq
+}
+
+// TestActivateIsNodeLocal: a home rebuild (activate) commits in two
+// batches, and both are node-local. The second used to lose the flag
+// (Batch.Reset forgets it): committed while an entry re-applies after a
+// restart, it took a number the entry had already used and was skipped as
+// a duplicate, leaving the user without a read mark while the in-memory
+// push set had them and their pending marks were dropped from memory only.
+func TestActivateIsNodeLocal(t *testing.T) {
+	e := newEnv(t, Config{})
+	_, err := e.tl.Follow(1, 2)
+	must(t, err)
+	_, err = e.tl.Publish(2, 100)
+	must(t, err)
+	e.run()
+	if seq := applyTaken(t, e, 1, func() error {
+		_, err := e.tl.MarkActive(1)
+		return err
+	}); seq != 0 {
+		t.Errorf("apply mark %#x after a rebuild alone: the rebuild was numbered as entry 1's commit", seq)
+	}
+
+	// Entry 2 commits once (a follow); after a restart it re-applies, and
+	// user 3's first home read rebuilds their inbox meanwhile.
+	_, err = e.tl.Follow(3, 2)
+	must(t, err)
+	must(t, e.db.ApplyEntry(2, func() error {
+		_, err := e.tl.Follow(4, 2)
+		return err
+	}))
+	e.reopen()
+	must(t, e.db.ApplyEntry(2, func() error {
+		if _, err := e.tl.Follow(4, 2); err != nil {
+			return err
+		}
+		_, err := e.tl.MarkActive(3)
+		return err
+	}))
+	var buf [numCols]uint64
+	r, err := e.tl.row(3, buf[:0])
+	must(t, err)
+	if r[colRead] == 0 {
+		t.Fatal("user 3's rebuild was skipped as a commit of entry 2: no read mark")
+	}
+	if got := homeAll(t, e.tl, 3, 10); len(got) != 1 || got[0].Post != 100 {
+		t.Fatalf("home of 3 = %v, want post 100", got)
+	}
+	e.check()
+}
+
+// TestTouchIsNodeLocal: the renewal of a stale read mark, made by a home
+// read, is node-local: never an applying entry's commit.
+func TestTouchIsNodeLocal(t *testing.T) {
+	e := newEnv(t, Config{})
+	_, err := e.tl.Follow(1, 2)
+	must(t, err)
+	_, err = e.tl.MarkActive(1)
+	must(t, err)
+	e.clock.Advance(2 * time.Hour) // the mark is stale, not expired
+	if seq := applyTaken(t, e, 1, func() error {
+		_, err := e.tl.Home(1, "", 10)
+		return err
+	}); seq != 0 {
+		t.Errorf("apply mark %#x after a read mark's renewal: it was numbered as entry 1's commit", seq)
+	}
+	var buf [numCols]uint64
+	r, err := e.tl.row(1, buf[:0])
+	must(t, err)
+	if want := e.tl.nowSec(); r[colRead] != want {
+		t.Fatalf("read mark %d, want %d (renewed)", r[colRead], want)
+	}
+}
+
+// TestExpireEnqueueIsNodeLocal: the expiry job's enqueue is node-local.
+// The job works on this node's activity (read marks, the push set,
+// inboxes, pending marks: all node-local), the ticker enqueues it from
+// its own goroutine whenever it fires, and TL.EXPIRE, a replicated
+// command, enqueues it inside the apply: numbered, a re-apply of that
+// entry skipped the enqueue as a duplicate and found no job id.
+func TestExpireEnqueueIsNodeLocal(t *testing.T) {
+	e := newEnv(t, Config{})
+	if seq := applyTaken(t, e, 1, func() error {
+		_, err := e.tl.EnqueueExpire()
+		return err
+	}); seq != 0 {
+		t.Errorf("apply mark %#x after an expiry enqueue: it was numbered as entry 1's commit", seq)
+	}
+	e.run()
+	// Entry 2 is a follow and an expiry enqueue; after a restart it
+	// re-applies: the enqueue runs again (expiry is idempotent).
+	entry2 := func() error {
+		if _, err := e.tl.Follow(1, 2); err != nil {
+			return err
+		}
+		_, err := e.tl.EnqueueExpire()
+		return err
+	}
+	must(t, e.db.ApplyEntry(2, entry2))
+	e.run()
+	e.reopen()
+	must(t, e.db.ApplyEntry(2, entry2))
+	e.run()
+	e.check()
+}
+
+// oddShard is a Remote for tests: odd users live here (shard 1), even
+// ones on shard 2; messages to other shards are dropped.
+type oddShard struct{}
+
+func (oddShard) Local(u uint64) bool { return u%2 == 1 }
+func (oddShard) ShardOf(u uint64) uint32 {
+	if u%2 == 1 {
+		return 1
+	}
+	return 2
+}
+func (oddShard) Send(*store.Batch, uint32, [][]byte) error { return nil }
+
+// TestReappliedInstallKeepsPendingMarks is the pending-marks drift that
+// cluster.TestShardedCluster found after node restarts (seeds 3, 6, 15,
+// 21: "pending marks differ from their in-memory index", a mark in
+// memory that the store lacks). InstallCopy (TL.XBACKFILL, a replicated
+// entry) gives every live local follower a pending mark, in memory before
+// its commit. A restarted replica re-applies the entry at its store's
+// AppliedIndex; when that is an install, its commit is skipped as a
+// duplicate, but the in-memory marks stayed, although the backfill jobs
+// had long dropped the stored ones.
+func TestReappliedInstallKeepsPendingMarks(t *testing.T) {
+	e := &env{t: t, dir: "db", clock: newClock(), inline: -1, shared: -1, remote: oddShard{}}
+	e.st = testutil.OpenStore(t, vfs.NewMem(), e.hooks())
+	_, err := e.tl.MarkActive(1)
+	must(t, err)
+	must(t, e.db.ApplyEntry(1, func() error {
+		_, err := e.tl.Follow(1, 2) // 2 lives on shard 2
+		return err
+	}))
+	e.run()
+	install := func() error {
+		return e.tl.InstallCopy(2, 1, []Entry{{Post: 100, Author: 2}})
+	}
+	must(t, e.db.ApplyEntry(2, install))
+	if !e.tl.pendingHas(1, 2) {
+		t.Fatal("the install gave live follower 1 no pending mark")
+	}
+	e.run() // the backfill: the mark goes
+	e.check()
+	e.reopen()
+	must(t, e.db.ApplyEntry(2, install)) // the restarted replica's re-apply
+	e.check()
+	if got := homeAll(t, e.tl, 1, 10); len(got) != 1 || got[0].Post != 100 {
+		t.Fatalf("home of 1 = %v, want post 100", got)
+	}
+}
+
+// TestReappliedPipelineEntry: one entry may carry a client's pipeline, so
+// a re-applied entry's first commands see the state its later commands
+// left. A post published and removed in one entry is, on the re-apply, a
+// post to publish again ("again": in the removed set) whose commit is a
+// duplicate: the in-memory removed set must keep the post, as the store
+// does, and a shared fan-out must not look for a job id the skipped
+// commit never got.
+func TestReappliedPipelineEntry(t *testing.T) {
+	for _, shared := range []int{64, -1} {
+		e := &env{t: t, dir: "db", clock: newClock(), inline: -1, shared: shared}
+		e.st = testutil.OpenStore(t, vfs.NewMem(), e.hooks())
+		_, err := e.tl.Follow(2, 1)
+		must(t, err)
+		entry := func() error {
+			if _, err := e.tl.Publish(1, 100); err != nil {
+				return err
+			}
+			_, _, err := e.tl.Unpublish(1, 100)
+			return err
+		}
+		must(t, e.db.ApplyEntry(1, entry))
+		e.run()
+		e.reopen()
+		must(t, e.db.ApplyEntry(1, entry))
+		e.run()
+		e.check()
+		if got := homeAll(t, e.tl, 2, 10); len(got) != 0 {
+			t.Fatalf("shared %d: home of 2 = %v, want empty", shared, got)
+		}
+		e.close()
+	}
+}
