@@ -85,6 +85,7 @@ type ShardConfig struct {
 	// (default 1,000) and FanoutTimeout bounds the wait for every active
 	// home (default 10m).
 	FanoutShards     int
+	FanoutReplicas   int // per shard, the leader/master included (default 3)
 	FanoutFollowers  int
 	FanoutActive     float64
 	FanoutDurability string
@@ -143,6 +144,9 @@ func (c *ShardConfig) fill() {
 	}
 	if c.FanoutShards == 0 {
 		c.FanoutShards = 2
+	}
+	if c.FanoutReplicas == 0 {
+		c.FanoutReplicas = 3
 	}
 	if c.FanoutFollowers == 0 {
 		c.FanoutFollowers = 1_000_000
@@ -205,7 +209,7 @@ func (c *ShardConfig) validate() error {
 	if c.FanoutActive <= 0 || c.FanoutActive > 1 {
 		errs = append(errs, fmt.Errorf("%w: fan-out active share %v: want (0, 1]", errShardBench, c.FanoutActive))
 	}
-	if c.FanoutShards < 1 || c.FanoutShards > 16 || c.FanoutFollowers < 1 || c.FanoutSample < 0 || c.FanoutTimeout < 0 {
+	if c.FanoutShards < 1 || c.FanoutShards > 16 || c.FanoutReplicas < 1 || c.FanoutReplicas > 5 || c.FanoutFollowers < 1 || c.FanoutSample < 0 || c.FanoutTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%w: fan-out shards 1..16, followers ≥ 1", errShardBench))
 	}
 	if c.MoveTimeout < 0 || c.MoveShards < 1 || c.Goroutines < 1 || c.Pipeline < 1 || c.Keyspace < 1 || c.ReadRows < 1 || c.MoveRows < 1 {

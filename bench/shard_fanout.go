@@ -17,7 +17,8 @@ import (
 
 // The fan-out phase of the sharding benchmarks (issue 23: "time for a
 // 10^7-follower post to reach every active inbox"), on a tally cluster of
-// FanoutShards shards × 3 replicas and on a Redis Cluster of the same shape.
+// FanoutShards shards × FanoutReplicas replicas and on a Redis Cluster of the
+// same shape.
 //
 // One author (user 1) gets FanoutFollowers followers (users 2..F+1, spread
 // over every shard by their ids' slots); a FanoutActive share of them,
@@ -56,7 +57,7 @@ type fanoutRow struct {
 	Load         string // load average before the post
 	Follows      time.Duration
 	Activations  time.Duration
-	Resent       int64 // set-up pipelines sent again after an error
+	Resent       int64         // set-up pipelines sent again after an error
 	RSS          int64         // bytes, every server process, after set-up
 	Posted       time.Duration // TL.POST's reply (tally); the client fan-out's end (Redis)
 	Sampled      int           // active homes polled from the post on
@@ -129,9 +130,9 @@ func runShardFanout(ctx context.Context, cfg *ShardConfig, rep *ShardReport, sub
 		}
 		var cl shardCluster
 		if sys == "tally" {
-			cl, err = startTallyShards(ctx, cfg.TallyBin, dir, cfg.FanoutDurability, cfg.FanoutShards, 3, 0)
+			cl, err = startTallyShards(ctx, cfg.TallyBin, dir, cfg.FanoutDurability, cfg.FanoutShards, cfg.FanoutReplicas, 0)
 		} else {
-			cl, err = startRedisShards(ctx, dir, redisFsync(cfg.FanoutDurability), cfg.FanoutShards)
+			cl, err = startRedisShardsN(ctx, dir, redisFsync(cfg.FanoutDurability), cfg.FanoutShards, cfg.FanoutReplicas)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", sys, err)
@@ -585,13 +586,13 @@ func redisFanout(ctx context.Context, cc *redis.ClusterClient, conns int) (int64
 
 // markdown renders the fan-out phase.
 func (ph *FanoutPhase) markdown(b *strings.Builder, c ShardConfig) {
-	fmt.Fprintf(b, "Fan-out: %d shards × 3 replicas, durability %s (Redis: appendfsync %s); one author with %d followers over every shard, "+
+	fmt.Fprintf(b, "Fan-out: %d shards × %d replicas, durability %s (Redis: appendfsync %s); one author with %d followers over every shard, "+
 		"%d of them (%.0f%%, uniform) active; one post. tally: TL.FOLLOW / TL.ACTIVE set-up in write-only pipelines of 1,000 on 16 connections, "+
 		"then TL.POST; Redis: SADD of the follower set, an active user's home list created by LPUSH, then the client's SSCAN + LPUSHX + LTRIM fan-out on 16 connections. "+
 		"From the post on, %d uniformly drawn active homes are read together every 10 ms until each shows the post: their p50 / p99 / max is the post's reach, "+
 		"and deliveries/s is the active homes over that max. Afterwards a sweep reads every active home (pipelines of 500, repeated for the ones still without it) "+
 		"and counts those holding the post exactly once.\n\n",
-		ph.Shards, c.FanoutDurability, redisFsync(c.FanoutDurability), ph.Followers, ph.Active, 100*c.FanoutActive, c.FanoutSample)
+		ph.Shards, c.FanoutReplicas, c.FanoutDurability, redisFsync(c.FanoutDurability), ph.Followers, ph.Active, 100*c.FanoutActive, c.FanoutSample)
 	b.WriteString("tally's modes: **pull** is the default configuration, where an author past TL.CONFIG PULLTHRESHOLD (1,000,000 followers) is pulled by its followers' home reads instead of pushed to their inboxes (a post then reaches every home at its commit plus one cross-shard message); **push** raises the threshold past the follower count, so the post is written into every active inbox.\n\n")
 	b.WriteString("| system | follows set up (rate) | activations | server RSS after set-up | load before the post | post returned | polled homes showing it: p50 / p99 / max | deliveries/s | server CPU, post to last polled home | sweep of every active home | homes holding the post once |\n")
 	b.WriteString("| --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: | --- | --- |\n")

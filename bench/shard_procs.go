@@ -179,7 +179,8 @@ func (t *tallyShards) Stop() error {
 
 // redisShards is a Redis Cluster of S masters with 2 replicas each.
 type redisShards struct {
-	procs []*proc // masters at 0, 3, 6, ...; each followed by its 2 replicas
+	procs []*proc // masters at 0, per, 2×per, ...; each followed by its per-1 replicas
+	per   int
 }
 
 // startRedisShards starts 3×shards redis-servers in dir with
@@ -188,12 +189,18 @@ type redisShards struct {
 // makes each master's two followers its replicas, then waits until every
 // node says cluster_state:ok and every master has 2 online replicas.
 func startRedisShards(ctx context.Context, dir, appendfsync string, shards int) (*redisShards, error) {
-	n := 3 * shards
+	return startRedisShardsN(ctx, dir, appendfsync, shards, 3)
+}
+
+// startRedisShardsN is startRedisShards with replicas processes per shard
+// (the master and replicas-1 replicas).
+func startRedisShardsN(ctx context.Context, dir, appendfsync string, shards, replicas int) (*redisShards, error) {
+	n := replicas * shards
 	port, err := freePortRange(n) // the bus port is port+10000, as raftPortOffset
 	if err != nil {
 		return nil, err
 	}
-	r := &redisShards{}
+	r := &redisShards{per: replicas}
 	for i := 0; i < n; i++ {
 		d := filepath.Join(dir, fmt.Sprintf("redis-%d", i+1))
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -236,7 +243,7 @@ func (r *redisShards) form(ctx context.Context, shards int) error {
 	}
 	for s := 0; s < shards; s++ {
 		from, to := s*NumSlotsRedis/shards, (s+1)*NumSlotsRedis/shards-1
-		c := clients[3*s]
+		c := clients[r.per*s]
 		if err := c.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", s+1).Err(); err != nil {
 			return fmt.Errorf("SET-CONFIG-EPOCH: %w", err)
 		}
@@ -267,8 +274,8 @@ func (r *redisShards) form(ctx context.Context, shards int) error {
 		return fmt.Errorf("nodes meeting: %w", err)
 	}
 	for i, c := range clients {
-		if i%3 != 0 {
-			if err := c.Do(ctx, "CLUSTER", "REPLICATE", ids[i-i%3]).Err(); err != nil {
+		if i%r.per != 0 {
+			if err := c.Do(ctx, "CLUSTER", "REPLICATE", ids[i-i%r.per]).Err(); err != nil {
 				return fmt.Errorf("CLUSTER REPLICATE: %w", err)
 			}
 		}
@@ -282,12 +289,12 @@ func (r *redisShards) form(ctx context.Context, shards int) error {
 			if !strings.Contains(info, "cluster_state:ok") {
 				return false, nil
 			}
-			if i%3 == 0 {
+			if i%r.per == 0 {
 				repl, err := c.Info(ctx, "replication").Result()
 				if err != nil {
 					return false, err
 				}
-				if strings.Count(repl, "state=online") != 2 {
+				if strings.Count(repl, "state=online") != r.per-1 {
 					return false, nil
 				}
 			}

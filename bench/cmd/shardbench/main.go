@@ -13,7 +13,7 @@
 //	    [--durability sync] [--duration 10s] [--goroutines 64] [--pipeline 16] [--keyspace N]
 //	    [--read-rows N] [--move-shards 2] [--move-rows N] [--move-durability interval] [--move-follower]
 //	    [--move-writers 0,1,4] [--move-timeout 3m]
-//	    [--fanout-shards 2] [--fanout-followers N] [--fanout-active 0.1] [--fanout-durability interval] [--fanout-timeout 10m] [--fanout-modes pull,push]
+//	    [--fanout-shards 2] [--fanout-replicas 3] [--fanout-followers N] [--fanout-active 0.1] [--fanout-durability interval] [--fanout-timeout 10m] [--fanout-modes pull,push]
 //	    [--tally BIN] [--dir DIR] [--out FILE] [--title T] [--quick]
 //
 // --quick runs everything small (3s tests, 1 and 2 shards, 20,000 read
@@ -55,6 +55,7 @@ func main() {
 	moveTimeout := flag.Duration("move-timeout", 3*time.Minute, "longest a move may take before it is stopped")
 	moveFollower := flag.Bool("move-follower", false, "move a follower rather than the leader")
 	fanShards := flag.Int("fanout-shards", 2, "shards of the fan-out phase's clusters")
+	fanReplicas := flag.Int("fanout-replicas", 3, "replicas per shard of the fan-out phase's clusters (leader included)")
 	fanFollowers := flag.Int("fanout-followers", 1_000_000, "followers of the fan-out phase's author")
 	fanActive := flag.Float64("fanout-active", 0.1, "share of the followers that are active")
 	fanDur := flag.String("fanout-durability", "interval", "durability of the fan-out phase (Redis: the paired appendfsync)")
@@ -98,7 +99,7 @@ func main() {
 		Durabilities: bench.SplitList(*durs), Duration: *duration, Goroutines: *goroutines, Pipeline: *pipeline,
 		Keyspace: *keyspace, ReadRows: *readRows, MoveShards: *moveShards, MoveRows: *moveRows,
 		MoveDurability: *moveDur, MoveFollower: *moveFollower, MoveWriters: writerList, MoveTimeout: *moveTimeout,
-		FanoutShards: *fanShards, FanoutFollowers: *fanFollowers, FanoutActive: *fanActive, FanoutDurability: *fanDur,
+		FanoutShards: *fanShards, FanoutReplicas: *fanReplicas, FanoutFollowers: *fanFollowers, FanoutActive: *fanActive, FanoutDurability: *fanDur,
 		FanoutTimeout: *fanTimeout, FanoutModes: bench.SplitList(*fanModes), Log: os.Stderr,
 	}
 	err = bench.RunAndPrint(*out, *title, *quick, func() (string, error) {
