@@ -71,6 +71,48 @@ func tcpNodeRate(t *testing.T, id uint64, dir string, peers []replica.Peer, self
 	return n, snaps
 }
 
+// promote makes replica id a voter through TALLY.CLUSTER PROMOTE, sent
+// first to addr and then to whichever replica a refusal names as the
+// leader (leadership may move under a loaded machine's 100 ms election
+// timeout), retrying while the learner is not caught up.
+func promote(t *testing.T, addr string, id uint64) {
+	t.Helper()
+	ctx := context.Background()
+	const notLeader = "ERR not the leader: send membership changes to "
+	for i := 0; ; i++ {
+		rc := redis.NewClient(&redis.Options{Addr: addr})
+		err := rc.Do(ctx, "TALLY.CLUSTER", "PROMOTE", id).Err()
+		rc.Close()
+		if err == nil {
+			return
+		}
+		if i == 200 {
+			t.Fatalf("promote %d: %v", id, err)
+		}
+		if msg := err.Error(); strings.HasPrefix(msg, notLeader) && len(msg) > len(notLeader) {
+			addr = msg[len(notLeader):]
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// doFollowing runs a command on addr, following MOVED redirections (the
+// leader may have changed).
+func doFollowing(addr string, args ...any) (any, error) {
+	for range 16 {
+		rc := redis.NewClient(&redis.Options{Addr: addr})
+		v, err := rc.Do(context.Background(), args...).Result()
+		rc.Close()
+		if err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+			return v, err
+		}
+		f := strings.Fields(err.Error())
+		addr = f[len(f)-1]
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("%v: too many redirections", args)
+}
+
 func freeAddr(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -172,16 +214,7 @@ func TestSnapshotJoin(t *testing.T) {
 	if st := snaps.Stats(); st.Installed != 1 || st.BytesFetched == 0 {
 		t.Fatalf("replica 4 snapshot stats %+v: want one streamed install", st)
 	}
-	for i := 0; ; i++ {
-		err := lc.Do(ctx, "TALLY.CLUSTER", "PROMOTE", 4).Err()
-		if err == nil {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("promote: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	promote(t, leader.cfg.ClientAddr, 4)
 	// Replica 4 serves the group's data from its reopened database.
 	rc := redis.NewClient(&redis.Options{Addr: p4.ClientAddr, PoolSize: 1})
 	defer rc.Close()
@@ -194,7 +227,7 @@ func TestSnapshotJoin(t *testing.T) {
 			t.Fatalf("replica 4: posts:%d likes = %d (%v), want 20", i, got, err)
 		}
 	}
-	want, err := lc.Do(ctx, "LIKE.COUNTS", "video", 3).Result()
+	want, err := doFollowing(leader.cfg.ClientAddr, "LIKE.COUNTS", "video", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,16 +364,7 @@ func TestSnapshotJoinUnderLoad(t *testing.T) {
 	}
 	caught := n4.Replica().Status().Applied
 	// Promoted while the writers go on.
-	for i := 0; ; i++ {
-		err := lc.Do(ctx, "TALLY.CLUSTER", "PROMOTE", 4).Err()
-		if err == nil {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("promote: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	promote(t, leader.cfg.ClientAddr, 4)
 	close(stop)
 	writes := waitWriters()
 	if got := snaps.Stats().Installed; got != 1 {
