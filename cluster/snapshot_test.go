@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,6 +69,48 @@ func tcpNodeRate(t *testing.T, id uint64, dir string, peers []replica.Peer, self
 		}
 	})
 	return n, snaps
+}
+
+// promote makes replica id a voter through TALLY.CLUSTER PROMOTE, sent
+// first to addr and then to whichever replica a refusal names as the
+// leader (leadership may move under a loaded machine's 100 ms election
+// timeout), retrying while the learner is not caught up.
+func promote(t *testing.T, addr string, id uint64) {
+	t.Helper()
+	ctx := context.Background()
+	const notLeader = "ERR not the leader: send membership changes to "
+	for i := 0; ; i++ {
+		rc := redis.NewClient(&redis.Options{Addr: addr})
+		err := rc.Do(ctx, "TALLY.CLUSTER", "PROMOTE", id).Err()
+		rc.Close()
+		if err == nil {
+			return
+		}
+		if i == 200 {
+			t.Fatalf("promote %d: %v", id, err)
+		}
+		if msg := err.Error(); strings.HasPrefix(msg, notLeader) && len(msg) > len(notLeader) {
+			addr = msg[len(notLeader):]
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// doFollowing runs a command on addr, following MOVED redirections (the
+// leader may have changed).
+func doFollowing(addr string, args ...any) (any, error) {
+	for range 16 {
+		rc := redis.NewClient(&redis.Options{Addr: addr})
+		v, err := rc.Do(context.Background(), args...).Result()
+		rc.Close()
+		if err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+			return v, err
+		}
+		f := strings.Fields(err.Error())
+		addr = f[len(f)-1]
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("%v: too many redirections", args)
 }
 
 func freeAddr(t *testing.T) string {
@@ -173,16 +214,7 @@ func TestSnapshotJoin(t *testing.T) {
 	if st := snaps.Stats(); st.Installed != 1 || st.BytesFetched == 0 {
 		t.Fatalf("replica 4 snapshot stats %+v: want one streamed install", st)
 	}
-	for i := 0; ; i++ {
-		err := lc.Do(ctx, "TALLY.CLUSTER", "PROMOTE", 4).Err()
-		if err == nil {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("promote: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	promote(t, leader.cfg.ClientAddr, 4)
 	// Replica 4 serves the group's data from its reopened database.
 	rc := redis.NewClient(&redis.Options{Addr: p4.ClientAddr, PoolSize: 1})
 	defer rc.Close()
@@ -195,7 +227,7 @@ func TestSnapshotJoin(t *testing.T) {
 			t.Fatalf("replica 4: posts:%d likes = %d (%v), want 20", i, got, err)
 		}
 	}
-	want, err := lc.Do(ctx, "LIKE.COUNTS", "video", 3).Result()
+	want, err := doFollowing(leader.cfg.ClientAddr, "LIKE.COUNTS", "video", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,27 +251,18 @@ func TestSnapshotJoin(t *testing.T) {
 	}
 }
 
-// TestSnapshotJoinUnderLoad: a replica joins while writes go on, the log
-// growing past MaxLogEntries during its (rate-limited) snapshot install;
-// it catches up from the log after one snapshot. (The leader keeps the
-// log after a snapshot being installed, maybeCompact; at this write rate
-// the test also passed before that rule, so it guards the join under
-// load, not the rule itself.)
+// TestSnapshotJoinUnderLoad: a replica joins while four writers go on,
+// the log growing far past MaxLogEntries (16) during its rate-limited
+// snapshot install (32 KiB/s: a couple of seconds); it goes on from the
+// log after that one snapshot and is promoted.
 //
-// Opt-in (TALLY_SNAPSHOT_LOAD=1): it reproduces an open limit (about 1
-// run in 3 here). With MaxLogEntries 16 and ~1,200 entries/s the log held
-// for the learner (64 × 16 entries) lasts under a second, so an install
-// can end behind the log and need another snapshot, again and again.
-// Before the sender kept a checkpoint being fetched (fetchGrace), each
-// newer checkpoint deleted the one the learner was fetching and it stayed
-// at its first snapshot for good; now it installs snapshot after snapshot
-// but may still not catch up at this rate. With the default 10,000
-// entries the hold covers minutes of writes; bounding the held log by
-// bytes or time rather than entries is the fix left to do.
+// Before the leader kept the log for a snapshot in flight (replica's
+// snapshot.go) it counted a snapshot done as soon as it sent it,
+// truncated the log past it, and the learner installed snapshot after
+// snapshot and never caught up (issue 23: a shard move under four
+// writers never finished; 3 installs in 60 s here, with 3,105 snapshot
+// messages sent). The count of installs is asserted, not the time.
 func TestSnapshotJoinUnderLoad(t *testing.T) {
-	if os.Getenv("TALLY_SNAPSHOT_LOAD") == "" {
-		t.Skip("opt-in (TALLY_SNAPSHOT_LOAD=1): reproduces the open bug in its doc comment")
-	}
 	root := t.TempDir()
 	var peers []replica.Peer
 	for id := uint64(1); id <= 4; id++ {
@@ -248,7 +271,7 @@ func TestSnapshotJoinUnderLoad(t *testing.T) {
 	voters := peers[:3]
 	nodes := map[uint64]*Node{}
 	for _, p := range voters {
-		nodes[p.ID], _ = tcpNodeRate(t, p.ID, filepath.Join(root, fmt.Sprint(p.ID)), voters, p, false, 128<<10)
+		nodes[p.ID], _ = tcpNodeRate(t, p.ID, filepath.Join(root, fmt.Sprint(p.ID)), voters, p, false, 32<<10)
 	}
 	ctx := context.Background()
 	var addrs []string
@@ -289,9 +312,10 @@ func TestSnapshotJoinUnderLoad(t *testing.T) {
 	if err := leader.DB().Store().Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
+	const writers = 4
 	stop := make(chan struct{})
 	done := make(chan int)
-	for w := range 3 { // writes all through the join
+	for w := range writers { // writes all through the join
 		go func() {
 			n := 0
 			defer func() { done <- n }()
@@ -309,18 +333,19 @@ func TestSnapshotJoinUnderLoad(t *testing.T) {
 	}
 	waitWriters := func() int {
 		total := 0
-		for range 3 {
+		for range writers {
 			total += <-done
 		}
 		return total
 	}
 	p4 := peers[3]
-	n4, snaps := tcpNodeRate(t, 4, filepath.Join(root, "4"), peers, p4, true, 128<<10)
+	n4, snaps := tcpNodeRate(t, 4, filepath.Join(root, "4"), peers, p4, true, 32<<10)
 	lc := redis.NewClient(&redis.Options{Addr: leader.cfg.ClientAddr})
 	defer lc.Close()
 	if err := lc.Do(ctx, "TALLY.CLUSTER", "ADDLEARNER", 4, p4.RaftAddr, p4.ClientAddr).Err(); err != nil {
 		t.Fatal(err)
 	}
+	added := leader.Replica().Status().Applied
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		st := n4.Replica().Status()
@@ -337,10 +362,19 @@ func TestSnapshotJoinUnderLoad(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	caught := n4.Replica().Status().Applied
+	// Promoted while the writers go on.
+	promote(t, leader.cfg.ClientAddr, 4)
 	close(stop)
 	writes := waitWriters()
 	if got := snaps.Stats().Installed; got != 1 {
 		t.Errorf("replica 4 installed %d snapshots, want 1 (it should go on from the log kept after it)", got)
 	}
-	t.Logf("%d writes during the join; replica 4 caught up after one snapshot of %d bytes", writes, snaps.Stats().BytesFetched)
+	// The case this test is about: the log grew past what MaxLogEntries
+	// keeps while the learner installed.
+	if caught-added <= 8*16 {
+		t.Fatalf("only %d entries appended during the install: the test did not exercise the log kept for a snapshot", caught-added)
+	}
+	t.Logf("%d writes during the join, %d entries between the learner's addition and its catch-up; replica 4 caught up after one snapshot of %d bytes",
+		writes, caught-added, snaps.Stats().BytesFetched)
 }

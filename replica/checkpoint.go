@@ -245,7 +245,8 @@ type CheckpointSnapshotter struct {
 
 	created, installed, filesFetched, bytesFetched, bytesResumed, bytesServed atomic.Int64
 
-	// fetched records when each checkpoint last served a file: prune
+	// fetched records when each checkpoint last served a file or a
+	// chunk: prune
 	// keeps one a replica is fetching (fetchGrace), so making a newer
 	// checkpoint for another probe does not fail a fetch under way.
 	fetched struct {
@@ -432,7 +433,20 @@ func (s *CheckpointSnapshotter) openSnapshotFile(index uint64, name string) (*os
 	return nil, 0, fmt.Errorf("%w: %q is not a file of checkpoint %d", ErrBadSnapshot, name, index)
 }
 
-func (s *CheckpointSnapshotter) served(n int) { s.bytesServed.Add(int64(n)) }
+// served implements snapshotSource: n bytes of the checkpoint at index
+// were sent.
+func (s *CheckpointSnapshotter) served(index uint64, n int) {
+	s.bytesServed.Add(int64(n))
+	s.servedFrom(index)
+}
+
+// LastServed implements SnapshotActivity: when the checkpoint at index
+// last served a file or a chunk of one.
+func (s *CheckpointSnapshotter) LastServed(index uint64) time.Time {
+	s.fetched.Lock()
+	defer s.fetched.Unlock()
+	return s.fetched.at[index]
+}
 
 // Prepare implements SnapshotPreparer: it fetches the files data names
 // into the staging directory, resuming an interrupted fetch of the same
@@ -664,7 +678,7 @@ func syncDir(dir string) error {
 // snapshotSource serves checkpoint files to fetching replicas.
 type snapshotSource interface {
 	openSnapshotFile(index uint64, name string) (*os.File, int64, error)
-	served(n int)
+	served(index uint64, n int)
 }
 
 func (t *TCPTransport) setSource(src snapshotSource) {
@@ -776,7 +790,7 @@ func (t *TCPTransport) serveFetch(conn net.Conn) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		src.served(n)
+		src.served(index, n)
 	}
 }
 

@@ -117,6 +117,9 @@ type core struct {
 	// applied (maxUint64: one was proposed and is not in the log yet).
 	confBarrier uint64
 	snapCache   *pb.Snapshot
+	// snapFlights are the snapshots this leader sent and is waiting on,
+	// by receiver (snapshot.go).
+	snapFlights map[uint64]*snapFlight
 	err         error // a storage failure: the replica stops
 	m           *metrics
 	// pub is the applied and commit index as the loop sets them, read by
@@ -223,6 +226,7 @@ func newCore(cfg Config) (*core, error) {
 func (c *core) tick() {
 	c.rn.Tick()
 	c.sinceLead++
+	c.watchSnapshots()
 	c.expireForwarded()
 	if f := c.readFlight; f != nil {
 		// A read index request can be dropped silently (no leader, a lost
@@ -240,6 +244,10 @@ func (c *core) tick() {
 func (c *core) step(m *pb.Message) {
 	if m.GetFrom() == c.lead && c.lead != 0 {
 		c.sinceLead = 0
+	}
+	if m.GetType() == pb.MessageType_MsgSnapStatus {
+		c.snapshotRefused(m) // local to raft: a receiver's report
+		return
 	}
 	if err := c.rn.Step(m); err != nil && c.log != nil {
 		c.log.Debug("replica: step", "from", m.GetFrom(), "type", m.GetType().String(), "err", err)
@@ -503,9 +511,7 @@ func (c *core) process() {
 		c.rn.Advance(rd)
 		for _, m := range rd.Messages {
 			if m.GetType() == pb.MessageType_MsgSnap {
-				// Delivery is the transport's; a lost snapshot shows as
-				// the follower still behind, and raft probes again.
-				c.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+				c.snapshotSent(m)
 			}
 		}
 	}
@@ -907,17 +913,24 @@ const holdFactor = 64
 
 // maybeCompact truncates the log behind the slowest replica the leader
 // knows of, keeping at most MaxLogEntries behind the applied index for a
-// replica the log no longer covers (it gets a snapshot), but up to
-// holdFactor times MaxLogEntries for one it still covers: a replica
-// catching up after a snapshot install (or installing one: the log after
-// its snapshot is kept) or after a pause goes on from the log instead of
-// falling behind it again. Without it a snapshot that takes longer to
-// install than the log takes to grow by MaxLogEntries always ends behind
-// the log, and a replica joining a shard under write load never catches
-// up (found by moving a loaded shard, issue 23).
+// replica the log no longer covers, but more for two kinds of replicas:
+//
+//   - One installing a snapshot this leader sent (a flight, snapshot.go,
+//     from the send until the replica's Match reaches the snapshot or the
+//     leader gives up on it): the log after the snapshot's index is kept,
+//     whatever its length, while the log in memory stays within
+//     MaxHeldLogBytes. Without it a snapshot that takes longer to install
+//     than the log takes to grow by MaxLogEntries always ends behind the
+//     log, and a replica joining a shard under write load never catches
+//     up (issue 23: 28 installs in 4 minutes, bench/RESULTS.md "Shard
+//     move").
+//   - One the log still covers (behind after a pause, or catching up
+//     after an install): up to holdFactor times MaxLogEntries behind the
+//     applied index, so it goes on from the log instead of falling behind
+//     it.
 func (c *core) maybeCompact() error {
 	target := c.applied
-	var hold uint64 // the lowest index a covered replica needs kept after
+	var hold uint64 // the lowest index a replica needs kept after
 	if c.state == raft.StateLeader {
 		first := c.st.snap.GetIndex()
 		c.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
@@ -928,13 +941,13 @@ func (c *core) maybeCompact() error {
 				target = pr.Match
 			}
 			at := pr.Match
-			if pr.State == tracker.StateSnapshot && pr.PendingSnapshot > at {
-				at = pr.PendingSnapshot
-			}
 			if at >= first && c.applied-min(c.applied, at) <= holdFactor*c.cfg.MaxLogEntries && (hold == 0 || at < hold) {
 				hold = at
 			}
 		})
+		if at := c.snapshotHold(); at >= first && at > 0 && (hold == 0 || at < hold) {
+			hold = at
+		}
 	} else {
 		target = 0
 	}

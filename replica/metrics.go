@@ -25,11 +25,16 @@ type Metrics struct {
 	LeaderChanges int64
 	// SnapshotsInstalled counts snapshots this replica installed.
 	SnapshotsInstalled int64
+	// SnapshotsSent counts snapshots this replica sent as leader;
+	// SnapshotsFailed those of them it gave up on (timed out, or refused
+	// by their receiver) before the receiver installed them.
+	SnapshotsSent, SnapshotsFailed int64
 }
 
 // metrics are the counters behind Metrics, updated by the node's loop.
 type metrics struct {
 	proposals, dropped, applied, applyNanos, leaderChanges, installs atomic.Int64
+	snapshotsSent, snapshotsFailed                                   atomic.Int64
 	// observe, if set (Config.ObserveApply), is told each apply's time.
 	observe func(time.Duration)
 }
@@ -64,5 +69,7 @@ func (n *Node) Metrics() Metrics {
 		ApplySeconds:       time.Duration(m.applyNanos.Load()).Seconds(),
 		LeaderChanges:      m.leaderChanges.Load(),
 		SnapshotsInstalled: m.installs.Load(),
+		SnapshotsSent:      m.snapshotsSent.Load(),
+		SnapshotsFailed:    m.snapshotsFailed.Load(),
 	}
 }

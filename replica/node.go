@@ -134,6 +134,23 @@ type Config struct {
 	// MaxLogEntries is the most log entries kept behind the applied index.
 	// The default is 10000.
 	MaxLogEntries uint64
+	// SnapshotTimeout is how long a leader waits on a snapshot it sent
+	// with no sign of progress before it counts the snapshot failed (raft
+	// then probes the replica and may send another). Signs of progress:
+	// the message sent, and, when the Snapshotter is a SnapshotActivity
+	// (CheckpointSnapshotter), a chunk of the snapshot's checkpoint
+	// served. Until then the leader sends that replica nothing but
+	// heartbeats and keeps the log after the snapshot's index (up to
+	// MaxHeldLogBytes), so the replica goes on from the log once it
+	// installed it. A receiver whose Prepare failed says so at once
+	// (SnapshotPreparer). The default is 30s.
+	SnapshotTimeout time.Duration
+	// MaxHeldLogBytes bounds the log a leader keeps in memory for a
+	// replica installing a snapshot, beyond MaxLogEntries (entry data
+	// plus a fixed overhead per entry): past it the log is truncated as
+	// usual and the replica needs another snapshot after the one it
+	// installs. The default is 256 MiB.
+	MaxHeldLogBytes uint64
 	// ForwardProposals lets a follower or learner propose: raft forwards
 	// the command to the leader, and Propose on this replica returns once
 	// the entry applied here (forward.go). A replica that knows no leader
@@ -175,6 +192,12 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}
 	if c.MaxLogEntries == 0 {
 		c.MaxLogEntries = 10000
+	}
+	if c.SnapshotTimeout <= 0 {
+		c.SnapshotTimeout = 30 * time.Second
+	}
+	if c.MaxHeldLogBytes == 0 {
+		c.MaxHeldLogBytes = 256 << 20
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -490,7 +513,10 @@ func (n *Node) prepareSnapshot(p SnapshotPreparer, m *pb.Message) error {
 			return
 		}
 		if index <= commit {
-			return // raft would ignore it
+			// Nothing to fetch: raft answers with the commit index, which
+			// ends the sender's wait on this snapshot.
+			_ = n.deliver(ctx, m)
+			return
 		}
 		_, _, desc, err := decodeSnapshotData(m.GetSnapshot().GetData())
 		if err == nil {
@@ -498,6 +524,11 @@ func (n *Node) prepareSnapshot(p SnapshotPreparer, m *pb.Message) error {
 		}
 		if err != nil {
 			n.cfg.Logger.Warn("replica: prepare snapshot", "from", m.GetFrom(), "index", index, "err", err)
+			// The sender waits on this snapshot (Config.SnapshotTimeout):
+			// tell it, so it can send another now.
+			refused := &pb.Message{Type: pb.MessageType_MsgSnapStatus.Enum(), To: new(m.GetFrom()),
+				From: new(n.cfg.ID), Index: new(index), Reject: new(true)}
+			n.report(func(c *core) { c.cfg.Transport.Send([]*pb.Message{refused}) })
 			return
 		}
 		_ = n.deliver(ctx, m)
@@ -510,7 +541,10 @@ func (n *Node) prepareSnapshot(p SnapshotPreparer, m *pb.Message) error {
 // optimistically and probes it instead. It never blocks; when the node is
 // busy the report is dropped.
 func (n *Node) ReportUnreachable(id uint64) {
-	n.report(func(c *core) { c.rn.ReportUnreachable(id) })
+	n.report(func(c *core) {
+		c.rn.ReportUnreachable(id)
+		c.snapshotUnreachable(id)
+	})
 }
 
 // ReportSnapshot tells raft whether the snapshot sent to replica id was

@@ -225,6 +225,8 @@ func (s *sim) start(n *simNode, peers []Peer, join bool) {
 		ElectionTicks:  1 << 30,
 		HeartbeatTicks: 1,
 		MaxLogEntries:  16,
+		// A dropped snapshot message is given up on after 20 ticks.
+		SnapshotTimeout: 20 * time.Millisecond,
 	}
 	c0, err := cfg.withDefaults()
 	if err != nil {
@@ -381,6 +383,9 @@ func (s *sim) check() {
 			if got != want[k] {
 				s.t.Fatalf("step %d: node %d at applied %d: key %d = %d, model %d", s.steps, n.id, n.c.applied, k, got, want[k])
 			}
+		}
+		if got, want := n.c.st.bytes, entriesSize(n.c.st.ents); got != want {
+			s.t.Fatalf("step %d: node %d: log counted as %d bytes, holds %d", s.steps, n.id, got, want)
 		}
 		if a := n.db.AppliedIndex(); a > n.c.applied {
 			s.t.Fatalf("step %d: node %d: store's AppliedIndex %d ahead of applied %d", s.steps, n.id, a, n.c.applied)

@@ -18,14 +18,51 @@ package replica
 // state in that store: the log restarts after the snapshot's index, its
 // hard state (term and vote are its own, never the sender's), the
 // ConfState and member table of the snapshot, and the applied mark.
+//
+// # In flight
+//
+// A snapshot takes the receiver seconds to minutes (fetch a checkpoint,
+// reopen the store), while writers go on. The leader waits for it the way
+// etcd raft means it to: the receiver's Progress stays in StateSnapshot
+// (raft sends it heartbeats only) until the receiver acknowledges an index
+// the log goes on from, and ReportSnapshot is called only when the
+// snapshot failed. A flight (snapFlight, one per receiver) records the
+// snapshot's index from the send, and while it lasts maybeCompact keeps
+// the log after that index, so the receiver, once installed, goes on from
+// the log (CockroachDB's raft log queue likewise keeps the log for a
+// pending snapshot's index). A flight ends:
+//
+//   - when the receiver's Match reaches its index (installed);
+//   - when the receiver refuses it (its Prepare failed: Node.Step sends a
+//     rejected MsgSnapStatus, snapshotRefused): raft sends a new one;
+//   - after Config.SnapshotTimeout with no sign of progress (no chunk of
+//     its checkpoint served, SnapshotActivity): a receiver that died or
+//     lost the message; raft probes it again;
+//   - or when this replica stops leading or the receiver leaves.
+//
+// The log kept is bounded by Config.MaxHeldLogBytes of memory: past it the
+// log is truncated as usual and the receiver needs another snapshot after
+// its install. A message the transport could not send, or a receiver
+// unreachable while its snapshot is in flight, makes raft send the same
+// snapshot again (a restarted receiver resumes its fetch) but keeps the
+// flight.
+//
+// Before this (issue 23), the leader reported every snapshot finished as
+// soon as it sent it: raft probed the receiver, which was still fetching
+// and rejected the probe, so raft sent snapshot after snapshot, the log
+// was truncated past each, and a learner joining under four writers
+// installed 28 snapshots in 4 minutes without catching up
+// (bench/RESULTS.md "Shard move").
 
 import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tallydb/tally/store"
@@ -51,15 +88,150 @@ type Snapshotter interface {
 // sender). When a snapshot message arrives, Node.Step runs Prepare on a
 // goroutine of its own, one at a time, and hands the message to raft only
 // once Prepare succeeded: raft then calls Install, which only swaps the
-// prepared state in. A failed Prepare drops the message; the leader sends
-// the snapshot again when the replica is still behind. Messages of a
-// snapshot arriving while one is being prepared are dropped, as are those
-// the replica's commit index already covers.
+// prepared state in. A failed Prepare drops the message and tells the
+// sender (a rejected MsgSnapStatus), which sends a snapshot again.
+// Messages of a snapshot arriving while one is being prepared are
+// dropped; those the replica's commit index already covers go to raft
+// unprepared (it answers with its commit index).
 type SnapshotPreparer interface {
 	// Prepare readies the snapshot at index that data (the Snapshotter's
 	// descriptor) describes, sent by replica from, so that Install is
 	// quick and cannot fail for want of data.
 	Prepare(ctx context.Context, from, index uint64, data []byte) error
+}
+
+// SnapshotActivity is implemented by a Snapshotter whose receivers fetch
+// a snapshot's bulk data from the sender (CheckpointSnapshotter): the
+// leader counts a fetch going on as progress of the snapshot, so a large
+// install is not given up on while it runs (Config.SnapshotTimeout).
+type SnapshotActivity interface {
+	// LastServed returns when data of the snapshot at index was last
+	// served to a receiver (zero if never).
+	LastServed(index uint64) time.Time
+}
+
+// snapFlight is a snapshot a leader sent and waits on (see the file
+// comment, "In flight").
+type snapFlight struct {
+	index  uint64
+	idle   int       // ticks since the last sign of progress
+	served time.Time // SnapshotActivity's last answer
+}
+
+// snapshotSent records the snapshot message m the leader sent. raft keeps
+// the receiver's progress in StateSnapshot, sending it nothing else, until
+// the receiver acknowledges an index the log goes on from or the snapshot
+// is reported failed; the flight keeps the log after m's index
+// (maybeCompact) until the receiver's Match reaches it, the receiver
+// refuses it, or it times out (watchSnapshots). A send of the same
+// snapshot again (raft resends it after a failure report) goes on with
+// the same flight.
+func (c *core) snapshotSent(m *pb.Message) {
+	if c.snapFlights == nil {
+		c.snapFlights = map[uint64]*snapFlight{}
+	}
+	index := m.GetSnapshot().GetMetadata().GetIndex()
+	c.m.snapshotsSent.Add(1)
+	if f := c.snapFlights[m.GetTo()]; f != nil && f.index == index {
+		return
+	}
+	c.snapFlights[m.GetTo()] = &snapFlight{index: index}
+	c.log.Info("replica: sent snapshot", "to", m.GetTo(), "index", index,
+		"log_first", c.st.firstIndex(), "applied", c.applied)
+}
+
+// watchSnapshots (every tick) ends the flights of snapshots installed
+// (the receiver's Match reached the index) or whose receiver left, and
+// those with no sign of progress for SnapshotTimeout: raft is told the
+// snapshot failed, and the log is no longer kept for it.
+func (c *core) watchSnapshots() {
+	if len(c.snapFlights) == 0 {
+		return
+	}
+	if c.state != raft.StateLeader {
+		clear(c.snapFlights)
+		return
+	}
+	prs := map[uint64]tracker.Progress{}
+	c.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		prs[id] = pr
+	})
+	limit := max(int(c.cfg.SnapshotTimeout/c.cfg.TickInterval), 1)
+	act, _ := c.cfg.Snapshots.(SnapshotActivity)
+	for _, id := range sortedKeys(c.snapFlights) {
+		f := c.snapFlights[id]
+		pr, ok := prs[id]
+		if !ok {
+			delete(c.snapFlights, id)
+			continue
+		}
+		if pr.Match >= f.index {
+			delete(c.snapFlights, id)
+			if pr.State == tracker.StateSnapshot {
+				// Installed, but the log no longer goes on from it
+				// (MaxHeldLogBytes): raft leaves the replica waiting
+				// until told, then probes it and sends a newer one.
+				c.rn.ReportSnapshot(id, raft.SnapshotFinish)
+			}
+			continue
+		}
+		f.idle++
+		if act != nil {
+			if t := act.LastServed(f.index); t.After(f.served) {
+				f.served, f.idle = t, 0
+			}
+		}
+		if f.idle >= limit {
+			delete(c.snapFlights, id)
+			c.m.snapshotsFailed.Add(1)
+			c.log.Warn("replica: snapshot timed out", "to", id, "index", f.index, "after", c.cfg.SnapshotTimeout)
+			c.rn.ReportSnapshot(id, raft.SnapshotFailure)
+		}
+	}
+}
+
+// snapshotUnreachable: a message to id could not be sent. While id has a
+// snapshot in flight, raft is told the snapshot failed, so it sends it
+// again once id answers (a receiver restarted during its fetch resumes
+// it); the flight, and the log kept for it, go on.
+func (c *core) snapshotUnreachable(id uint64) {
+	if c.snapFlights[id] != nil {
+		c.rn.ReportSnapshot(id, raft.SnapshotFailure)
+	}
+}
+
+// snapshotRefused handles a receiver's report (MsgSnapStatus, rejected)
+// that it could not prepare the snapshot at m.Index this leader sent it
+// (its checkpoint may be gone): the flight ends, the cached snapshot is
+// not sent again, and raft may send a new one at once.
+func (c *core) snapshotRefused(m *pb.Message) {
+	f := c.snapFlights[m.GetFrom()]
+	if f == nil || f.index != m.GetIndex() || !m.GetReject() || c.state != raft.StateLeader {
+		return
+	}
+	delete(c.snapFlights, m.GetFrom())
+	if c.snapCache.GetMetadata().GetIndex() == f.index {
+		c.snapCache = nil
+	}
+	c.m.snapshotsFailed.Add(1)
+	c.log.Info("replica: snapshot refused by its receiver", "from", m.GetFrom(), "index", f.index)
+	c.rn.ReportSnapshot(m.GetFrom(), raft.SnapshotFailure)
+}
+
+// snapshotHold returns the lowest index a snapshot in flight needs the
+// log kept after (0: none), while the log in memory is within
+// MaxHeldLogBytes.
+func (c *core) snapshotHold() uint64 {
+	if c.state != raft.StateLeader || c.st.bytes > c.cfg.MaxHeldLogBytes {
+		return 0
+	}
+	var hold uint64
+	for _, f := range c.snapFlights {
+		if hold == 0 || f.index < hold {
+			hold = f.index
+		}
+	}
+	return hold
 }
 
 // ownStateKey is the context key of a replica's own Raft state during an

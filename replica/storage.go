@@ -166,14 +166,31 @@ func decodeHardState(b []byte) (*pb.HardState, error) {
 
 // logStorage is raft.Storage over the raft-log and raft-state families.
 type logStorage struct {
-	db        *store.DB
-	log       *store.Family
-	state     *store.Family
-	hard      *pb.HardState
-	conf      *pb.ConfState // after the last applied conf change
-	snap      *pb.SnapshotMetadata
-	ents      []*pb.Entry // snap.Index+1 ... last
+	db    *store.DB
+	log   *store.Family
+	state *store.Family
+	hard  *pb.HardState
+	conf  *pb.ConfState // after the last applied conf change
+	snap  *pb.SnapshotMetadata
+	ents  []*pb.Entry // snap.Index+1 ... last
+	// bytes is the memory ents holds, by entrySize: what a leader keeping
+	// the log for a snapshot in flight bounds (Config.MaxHeldLogBytes).
+	bytes     uint64
 	snapshots func() (*pb.Snapshot, error)
+}
+
+// entryOverhead is what an in-memory entry costs beyond its data (the
+// pb.Entry and its fields), for logStorage.bytes.
+const entryOverhead = 64
+
+func entrySize(e *pb.Entry) uint64 { return uint64(len(e.GetData())) + entryOverhead }
+
+func entriesSize(ents []*pb.Entry) uint64 {
+	var n uint64
+	for _, e := range ents {
+		n += entrySize(e)
+	}
+	return n
 }
 
 var _ raft.Storage = (*logStorage)(nil)
@@ -237,6 +254,7 @@ func openStorage(db *store.DB) (*logStorage, error) {
 			return nil, err
 		}
 		s.ents = append(s.ents, e)
+		s.bytes += entrySize(e)
 		next++
 	}
 	if err := it.Err(); err != nil {
@@ -345,6 +363,7 @@ func (s *logStorage) stage(b *store.Batch, ents []*pb.Entry, hs *pb.HardState) (
 		if len(ents) > 0 {
 			first := ents[0].GetIndex()
 			kept := s.ents[:first-s.firstIndex()]
+			s.bytes = s.bytes - entriesSize(s.ents[len(kept):]) + entriesSize(ents)
 			s.ents = append(kept[:len(kept):len(kept)], ents...)
 		}
 		if newHard != nil {
@@ -406,7 +425,9 @@ func (s *logStorage) compact(index uint64) error {
 	if err := b.Commit(); err != nil {
 		return err
 	}
-	s.ents = append([]*pb.Entry(nil), s.ents[index+1-s.firstIndex():]...)
+	cut := index + 1 - s.firstIndex()
+	s.bytes -= entriesSize(s.ents[:cut])
+	s.ents = append([]*pb.Entry(nil), s.ents[cut:]...)
 	s.snap = proto.Clone(meta).(*pb.SnapshotMetadata)
 	return nil
 }
@@ -439,7 +460,7 @@ func (s *logStorage) resetTo(meta *pb.SnapshotMetadata, hs *pb.HardState, member
 	s.snap = proto.Clone(meta).(*pb.SnapshotMetadata)
 	s.conf = proto.Clone(meta.GetConfState()).(*pb.ConfState)
 	s.hard = proto.Clone(hs).(*pb.HardState)
-	s.ents = nil
+	s.ents, s.bytes = nil, 0
 	return nil
 }
 

@@ -91,7 +91,9 @@ clients: CLUSTER SLOTS/SHARDS/NODES, MOVED, READONLY):
   --max-log-entries N      log kept behind the applied index before a
                            lagging replica needs a snapshot (default 10000;
                            up to 64x that while the log still covers a
-                           replica catching up, e.g. after a snapshot)
+                           replica catching up; all of it after a snapshot
+                           being installed, up to 256 MiB of log, until
+                           the install or 30 s without a chunk fetched)
   --snapshot-rate B        bytes/s a snapshot is sent and fetched at (0: no
                            limit)
 
