@@ -394,7 +394,10 @@ func (s *dsim) crash(d *dsNode) {
 		d.snd.snd.Close()
 		d.snd = nil
 	}
-	crashed := d.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: s.rng.IntN(101), RNG: s.rng})
+	// The clone draws from a generator of its own: it visits the files in
+	// map order, which would make the loop's draws differ between runs.
+	crng := rand.New(rand.NewPCG(s.rng.Uint64(), 0))
+	crashed := d.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: s.rng.IntN(101), RNG: crng})
 	d.rep.Stop()
 	d.rep = nil
 	s.nets[d.group].SetDown(d.id, true)
@@ -746,7 +749,7 @@ func (s *dsim) step() {
 	nw := s.nets[g]
 	switch {
 	case r < 300 && nw.Len() > 0: // deliver random messages (reorders)
-		for k := s.rng.IntN(12); k >= 0 && nw.Len() > 0; k-- {
+		for k := s.rng.IntN(24); k >= 0 && nw.Len() > 0; k-- {
 			s.deliver(g, s.rng.IntN(nw.Len()))
 			s.processAll()
 		}
@@ -814,7 +817,7 @@ func (s *dsim) step() {
 	// A group without a leader calls an election now and then (the
 	// election timeout is out of the ticks' reach).
 	for _, g := range s.groups() {
-		if s.leader(g) == nil && s.rng.IntN(8) == 0 {
+		if s.leader(g) == nil && s.rng.IntN(40) == 0 {
 			s.elect(g, 0)
 		}
 	}
@@ -896,7 +899,8 @@ func (s *dsim) moveStep() {
 	isMember, voter := member(mv.to)
 	switch {
 	case !isMember:
-		if _, err := l.rep.AddLearner(replica.Peer{ID: mv.to, RaftAddr: dsRaftAddr(mv.to), ClientAddr: to.addr}); err == nil {
+		_, err := l.rep.AddLearner(replica.Peer{ID: mv.to, RaftAddr: dsRaftAddr(mv.to), ClientAddr: to.addr})
+		if err == nil {
 			s.note("move: add learner %d", mv.to)
 			if !to.boot {
 				to.join = true
@@ -1001,21 +1005,28 @@ func (s *dsim) quiesce() {
 		}
 	}
 	for i := 0; ; i++ {
-		for s.move.started && !s.move.done {
+		for k := 0; s.move.started && !s.move.done; k++ {
+			if k == 1000 {
+				s.fatalf("the move of %d to %d does not finish: %s", s.move.from, s.move.to, s.describe())
+			}
 			s.steps++
-			s.moveStep()
 			s.move.next = 0
+			s.moveStep()
 			s.settle(2)
+			if s.leader(s.move.shard) == nil && k%10 == 9 {
+				s.elect(s.move.shard, 0)
+			}
 		}
 		for _, g := range s.groups() {
 			if s.leader(g) == nil {
 				s.elect(g, 0)
 			}
 		}
-		for _, op := range s.retry {
+		retry := s.retry
+		s.retry = nil // submit puts back what finds no leader
+		for _, op := range retry {
 			s.submit(op)
 		}
-		s.retry = nil
 		for _, o := range s.metaOpsSorted() {
 			if o.pend == nil {
 				s.submitMeta(o)
