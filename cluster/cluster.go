@@ -185,35 +185,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, clock: replica.NewClock()}
-	n.metrics = newRaftCollector(n)
-	so := store.Options{}
-	if cfg.Store != nil {
-		so = *cfg.Store
-	}
-	so.Durability = cfg.Durability
-	so.Families = append(so.Families, replica.Families()...)
-	if cfg.Sharding != nil {
-		so.Families = append(so.Families, xshard.Families()...)
-	}
-	to := timeline.Options{}
-	if cfg.Timeline != nil {
-		to = *cfg.Timeline
-	}
-	to.Now = n.clock.Now
-	if cfg.Sharding != nil {
-		to.Remote = &remote{n: n}
-	}
-	lo := likes.Options{}
-	if cfg.Likes != nil {
-		lo = *cfg.Likes
-	}
-	lo.Now = n.clock.Now
-	n.openOpts = tallydb.Options{Store: &so, Timeline: &to, Likes: &lo}
-	n.co = cfg.Cluster
-	if n.co.Addr == "" {
-		n.co.Addr = cfg.ClientAddr
-	}
+	n := newNode(cfg)
 	if cfg.Sharding != nil {
 		if err := n.startSharding(); err != nil {
 			return nil, err
@@ -310,6 +282,42 @@ func Start(cfg Config) (*Node, error) {
 		go n.shardLoop()
 	}
 	return n, nil
+}
+
+// newNode makes a Node for cfg with its packages' options (Start's first
+// part, before anything runs; the deterministic simulation builds its
+// nodes with it).
+func newNode(cfg Config) *Node {
+	n := &Node{cfg: cfg, clock: replica.NewClock()}
+	n.metrics = newRaftCollector(n)
+	so := store.Options{}
+	if cfg.Store != nil {
+		so = *cfg.Store
+	}
+	so.Durability = cfg.Durability
+	so.Families = append(so.Families, replica.Families()...)
+	if cfg.Sharding != nil {
+		so.Families = append(so.Families, xshard.Families()...)
+	}
+	to := timeline.Options{}
+	if cfg.Timeline != nil {
+		to = *cfg.Timeline
+	}
+	to.Now = n.clock.Now
+	if cfg.Sharding != nil {
+		to.Remote = &remote{n: n}
+	}
+	lo := likes.Options{}
+	if cfg.Likes != nil {
+		lo = *cfg.Likes
+	}
+	lo.Now = n.clock.Now
+	n.openOpts = tallydb.Options{Store: &so, Timeline: &to, Likes: &lo}
+	n.co = cfg.Cluster
+	if n.co.Addr == "" {
+		n.co.Addr = cfg.ClientAddr
+	}
+	return n
 }
 
 // open opens the database in dir and a server on it with every command

@@ -512,9 +512,11 @@ func (c *checker) checkRemoved() error {
 	}
 	c.t.removed.RLock()
 	same := removed.Equals(c.t.removed.bm)
+	mem := c.t.removed.bm.Clone()
 	c.t.removed.RUnlock()
 	if !same {
-		return errors.New("removed posts differ from their in-memory set")
+		return fmt.Errorf("removed posts differ from their in-memory set: stored only %v, in memory only %v",
+			roaring64.AndNot(removed, mem).ToArray(), roaring64.AndNot(mem, removed).ToArray())
 	}
 	return nil
 }

@@ -71,6 +71,10 @@ type SenderConfig struct {
 	Timeout time.Duration
 	// Logger receives failures at debug level. The default discards.
 	Logger *slog.Logger
+	// Now is the clock of the backoffs and of the outboxes' ages. The
+	// default is time.Now; a deterministic simulation that calls Pass
+	// itself gives its own.
+	Now func() time.Time
 }
 
 // SenderStats are a sender's counters since it was made.
@@ -140,6 +144,9 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Sender{cfg: cfg, clients: map[string]Client{}, targets: map[uint32]*targetState{}}, nil
 }
 
@@ -178,6 +185,23 @@ func (s *Sender) Run(ctx context.Context) error {
 	return nil
 }
 
+// Pass makes one pass of Run's loop without waiting: while this replica
+// leads, one batch to every target with pending messages whose backoff is
+// over. It reports whether any message was delivered. A host that drives
+// the sender itself (a deterministic simulation, whose Client and
+// Proposer answer from its own loop) calls it instead of Run; Close
+// closes the clients then.
+func (s *Sender) Pass(ctx context.Context) bool {
+	st := s.cfg.Streams()
+	if !s.cfg.Leader.IsLeader() || st == nil {
+		return false
+	}
+	return s.pass(ctx, st)
+}
+
+// Close closes the clients Pass dialed (Run closes its own).
+func (s *Sender) Close() { s.closeClients() }
+
 func (s *Sender) wait(ctx context.Context, wake <-chan struct{}) {
 	t := time.NewTimer(s.cfg.Poll)
 	defer t.Stop()
@@ -191,7 +215,7 @@ func (s *Sender) wait(ctx context.Context, wake <-chan struct{}) {
 // pass sends one batch to every target with pending messages whose
 // backoff is over, and reports whether any was delivered.
 func (s *Sender) pass(ctx context.Context, st *Streams) bool {
-	status, err := st.Status(time.Now())
+	status, err := st.Status(s.cfg.Now())
 	if err != nil {
 		s.cfg.Logger.Debug("xshard: reading the outboxes", "err", err)
 		return false
@@ -202,7 +226,7 @@ func (s *Sender) pass(ctx context.Context, st *Streams) bool {
 			continue
 		}
 		ts := s.target(t.Target)
-		if time.Now().Before(ts.next) {
+		if s.cfg.Now().Before(ts.next) {
 			continue
 		}
 		n, err := s.send(ctx, st, t.Target, ts)
@@ -212,7 +236,7 @@ func (s *Sender) pass(ctx context.Context, st *Streams) bool {
 			}
 			s.retries.Add(1)
 			ts.backoff = min(max(2*ts.backoff, s.cfg.MinBackoff), s.cfg.MaxBackoff)
-			ts.next = time.Now().Add(ts.backoff)
+			ts.next = s.cfg.Now().Add(ts.backoff)
 			s.cfg.Logger.Debug("xshard: send", "target", t.Target, "err", err, "backoff", ts.backoff)
 			continue
 		}
