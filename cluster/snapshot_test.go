@@ -346,29 +346,47 @@ func TestSnapshotJoinUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	added := leader.Replica().Status().Applied
-	deadline := time.Now().Add(60 * time.Second)
+	term0 := leader.Replica().Status().Term
+	// The current leader: under a loaded machine leadership may move
+	// during the join (the new leader then sends its own snapshot).
+	current := func() *Node {
+		for _, n := range nodes {
+			if n.Replica().Status().Role == "leader" {
+				return n
+			}
+		}
+		return leader
+	}
+	deadline := time.Now().Add(120 * time.Second)
 	for {
 		st := n4.Replica().Status()
-		if st.Applied > 0 && st.Applied+32 >= leader.Replica().Status().Applied && snaps.Stats().Installed > 0 {
+		if st.Applied > 0 && st.Applied+32 >= current().Replica().Status().Applied && snaps.Stats().Installed > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
 			close(stop)
 			waitWriters()
-			ls := leader.Replica().Status()
+			ls := current().Replica().Status()
 			t.Logf("leader log %d-%d, members %+v; replica 4 %+v", ls.LogFirst, ls.LogLast, ls.Members, n4.Replica().Status())
 			t.Fatalf("replica 4 applied %d, the leader %d, after %d snapshot installs (%d bytes): it never caught up under load",
-				st.Applied, leader.Replica().Status().Applied, snaps.Stats().Installed, snaps.Stats().BytesFetched)
+				st.Applied, ls.Applied, snaps.Stats().Installed, snaps.Stats().BytesFetched)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	leader = current()
 	caught := n4.Replica().Status().Applied
 	// Promoted while the writers go on.
 	promote(t, leader.cfg.ClientAddr, 4)
 	close(stop)
 	writes := waitWriters()
-	if got := snaps.Stats().Installed; got != 1 {
-		t.Errorf("replica 4 installed %d snapshots, want 1 (it should go on from the log kept after it)", got)
+	// One install; a leader change during the join (a loaded machine)
+	// may cost one more, from the new leader, never a series.
+	want := uint64(1)
+	if leader.Replica().Status().Term != term0 {
+		want = 2
+	}
+	if got := snaps.Stats().Installed; got < 1 || uint64(got) > want {
+		t.Errorf("replica 4 installed %d snapshots, want 1 (2 after a leader change): it should go on from the log kept after it", got)
 	}
 	// The case this test is about: the log grew past what MaxLogEntries
 	// keeps while the learner installed.
