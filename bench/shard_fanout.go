@@ -57,11 +57,12 @@ type fanoutRow struct {
 	Load         string // load average before the post
 	Follows      time.Duration
 	Activations  time.Duration
-	Resent       int64         // set-up pipelines sent again after an error
-	RSS          int64         // bytes, every server process, after set-up
-	Posted       time.Duration // TL.POST's reply (tally); the client fan-out's end (Redis)
-	Sampled      int           // active homes polled from the post on
-	SampleP50    time.Duration // when the polled homes first showed the post
+	Resent       int64          // set-up pipelines sent again after an error
+	ResendErrs   map[string]int // their errors, by kind
+	RSS          int64          // bytes, every server process, after set-up
+	Posted       time.Duration  // TL.POST's reply (tally); the client fan-out's end (Redis)
+	Sampled      int            // active homes polled from the post on
+	SampleP50    time.Duration  // when the polled homes first showed the post
 	SampleP99    time.Duration
 	SampleMax    time.Duration
 	SampleCPU    time.Duration // every server process, from the post to the last polled home
@@ -189,7 +190,18 @@ func fanoutOnce(ctx context.Context, cfg *ShardConfig, cl shardCluster, sys, mod
 		}
 		p.SAdd(ctx, "followers:{"+strconv.Itoa(fanoutAuthor)+"}", members...)
 	}
-	resent, err := chunked(ctx, cc, conns, 2, F+2, 1000, follow)
+	var emu sync.Mutex
+	row.ResendErrs = map[string]int{}
+	noteErr := func(err error) {
+		kind := err.Error()
+		if i := strings.IndexAny(kind, "0123456789"); i > 0 {
+			kind = kind[:i] // a kind, not each address or number
+		}
+		emu.Lock()
+		row.ResendErrs[kind]++
+		emu.Unlock()
+	}
+	resent, err := chunked(ctx, cc, conns, 2, F+2, 1000, follow, noteErr)
 	row.Resent += resent
 	if err != nil {
 		return row, fmt.Errorf("follows: %w", err)
@@ -216,7 +228,7 @@ func fanoutOnce(ctx context.Context, cfg *ShardConfig, cl shardCluster, sys, mod
 			}
 		}
 	}
-	resent, err = chunked(ctx, cc, conns, 0, len(active), 1000, activate)
+	resent, err = chunked(ctx, cc, conns, 0, len(active), 1000, activate, noteErr)
 	row.Resent += resent
 	if err != nil {
 		return row, fmt.Errorf("activations: %w", err)
@@ -334,8 +346,9 @@ func setPullThreshold(ctx context.Context, cc *redis.ClusterClient, n uint64) er
 // failed command (a TRYAGAIN or CLUSTERDOWN during an election that
 // go-redis's own retries did not outlast, a lost connection) is sent
 // again whole, up to 30 times with a growing pause. It returns the
-// pipelines sent again and the first error that outlasted the retries.
-func chunked(ctx context.Context, cc *redis.ClusterClient, conns, lo, hi, batch int, fill func(p redis.Pipeliner, lo, hi int)) (int64, error) {
+// pipelines sent again and the first error that outlasted the retries;
+// sample, when not nil, receives each error that caused a resend.
+func chunked(ctx context.Context, cc *redis.ClusterClient, conns, lo, hi, batch int, fill func(p redis.Pipeliner, lo, hi int), sample ...func(error)) (int64, error) {
 	var next atomic.Int64
 	next.Store(int64(lo))
 	var resent atomic.Int64
@@ -370,6 +383,9 @@ func chunked(ctx context.Context, cc *redis.ClusterClient, conns, lo, hi, batch 
 						return
 					}
 					resent.Add(1)
+					for _, f := range sample {
+						f(failed)
+					}
 					time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
 				}
 			}
@@ -614,7 +630,12 @@ func (ph *FanoutPhase) markdown(b *strings.Builder, c ShardConfig) {
 		}
 		follows := fmt.Sprintf("%s (%.0f/s)", fmtDur(r.Follows), float64(ph.Followers)/r.Follows.Seconds())
 		if r.Resent > 0 {
-			follows += fmt.Sprintf(", %d pipelines sent again", r.Resent)
+			var kinds []string
+			for k, n := range r.ResendErrs {
+				kinds = append(kinds, fmt.Sprintf("%d× %q", n, k))
+			}
+			slices.Sort(kinds)
+			follows += fmt.Sprintf(", %d pipelines sent again (%s)", r.Resent, strings.Join(kinds, "; "))
 		}
 		rate := "—"
 		if r.SampleMax > 0 {
