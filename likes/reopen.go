@@ -13,8 +13,9 @@ package likes
 //     (reloadAfterReopen) and before a creation decides an id
 //     (syncBusinessesLocked), and the record is written in a batch pinned
 //     to the generation the ids were read in (putMetaIn).
-//   - user ordinals (ords.next): only ever grows, never reused after a
-//     failed commit, so a durable failed write cannot collide with it.
+//   - user ordinals (ords.next): never reused after a failed commit, so
+//     a durable failed write cannot collide with it (only a duplicate's,
+//     which surely wrote nothing, are handed back: ordAlloc.unuse).
 //   - the stripes' caches hold only what a committed group wrote (a failed
 //     commit forgets its items); they are cleared after a reopen anyway.
 //   - groups, loads and checks: the hook's Before takes loadMu, so none
