@@ -1,9 +1,12 @@
 package likes
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tallydb/tally/store"
 )
 
 // In a replicated store every like runs inside store.DB.ApplyEntry, and a
@@ -160,5 +163,39 @@ func TestReappliedEntryCommitsNoPrune(t *testing.T) {
 	}
 	if got := e.l.pruneDay.Load(); got != 0 {
 		t.Fatalf("prune day %d after a duplicate commit, want 0 (no prune queued)", got)
+	}
+}
+
+// TestReappliedBusinessRecord: a business whose record commit is skipped
+// as a duplicate is not declared in memory only. (The entry's first apply
+// stands for a crash after its first commit, a like: the re-apply's like
+// changes nothing and commits nothing, so the record's commit takes the
+// like's number. Server.Apply declares commands to the store, so there
+// the record's commit keeps its own number.)
+func TestReappliedBusinessRecord(t *testing.T) {
+	e := newEnv(t, nil)
+	if err := e.l.AddBusiness("v", BusinessOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	like := func() error {
+		_, err := e.l.Like("v", 1, 7, 0)
+		return err
+	}
+	if err := e.db.ApplyEntry(1, like); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen()
+	err := e.db.ApplyEntry(1, func() error {
+		if err := like(); err != nil {
+			return err
+		}
+		return e.l.AddBusiness("x", BusinessOptions{})
+	})
+	if !errors.Is(err, store.ErrValueRange) {
+		t.Fatalf("AddBusiness skipped as a duplicate: %v", err)
+	}
+	e.check()
+	if got := e.l.Businesses(); !slices.Equal(got, []string{"v"}) {
+		t.Fatalf("businesses %v, want [v]", got)
 	}
 }

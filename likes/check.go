@@ -35,6 +35,9 @@ func (l *Likes) Check() error {
 	if err := l.checkCaches(snap); err != nil {
 		return err
 	}
+	if err := l.checkBusinessRecords(snap); err != nil {
+		return err
+	}
 	received := map[uint64]uint64{}
 	var errs []error
 	for _, name := range l.Businesses() {
@@ -483,6 +486,39 @@ func (l *Likes) checkCaches(snap *store.Snapshot) error {
 				return fmt.Errorf("likes: check: stripe %d caches item %d of business %d with day %d score %d, the store holds %d", i, e.item, e.biz, e.day, e.dayScore, score)
 			}
 		}
+	}
+	return nil
+}
+
+// checkBusinessRecords checks that the businesses in memory are the
+// stored records (a record's commit skipped as a duplicate declares none:
+// TestReappliedBusinessRecord).
+func (l *Likes) checkBusinessRecords(snap *store.Snapshot) error {
+	mem := *l.biz.byName.Load()
+	p := appendMetaKey(nil, metaBizPre)
+	it, err := snap.NewIter(l.fam.meta, &store.IterOptions{Prefix: p})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for it.Next() {
+		name := string(it.Key()[len(p):])
+		r, err := decodeBiz(it.Value())
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("%w: likes business record %s: %v", store.ErrCorrupt, name, err)
+		}
+		if b := mem[name]; b == nil || b.id != r.id {
+			it.Close()
+			return fmt.Errorf("likes: check: business %s (id %d) stored, not in memory (or with another id)", name, r.id)
+		}
+		n++
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if n != len(mem) {
+		return fmt.Errorf("likes: check: %d businesses in memory, %d stored", len(mem), n)
 	}
 	return nil
 }

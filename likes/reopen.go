@@ -50,13 +50,15 @@ func (l *Likes) syncBusinessesLocked() (uint64, error) {
 }
 
 // putMetaIn writes one meta record in its own batch, decided on state of
-// store generation gen (store.Batch.SetGeneration).
-func (l *Likes) putMetaIn(gen uint64, key, value []byte) error {
+// store generation gen (store.Batch.SetGeneration); dup reports a commit
+// skipped as a re-applied entry's duplicate (it wrote nothing).
+func (l *Likes) putMetaIn(gen uint64, key, value []byte) (dup bool, err error) {
 	b := l.db.NewBatch()
 	defer b.Close()
 	b.SetGeneration(gen)
 	if err := l.fam.meta.Put(b, key, value); err != nil {
-		return err
+		return false, err
 	}
-	return b.Commit()
+	err = b.Commit()
+	return err == nil && b.Duplicate(), err
 }
