@@ -32,6 +32,12 @@ func (l *Likes) Check() error {
 	if err := l.checkFilter(snap); err != nil {
 		return err
 	}
+	if err := l.checkCaches(snap); err != nil {
+		return err
+	}
+	if err := l.checkBusinessRecords(snap); err != nil {
+		return err
+	}
 	received := map[uint64]uint64{}
 	var errs []error
 	for _, name := range l.Businesses() {
@@ -79,8 +85,9 @@ func (l *Likes) checkOrdinals(snap *store.Snapshot) (map[uint64]uint32, error) {
 		return nil, err
 	}
 	l.ords.mu.Lock()
-	next := l.ords.next
+	next, first, gaps := l.ords.next, l.ords.first, l.ords.gaps
 	l.ords.mu.Unlock()
+	since := uint32(0) // ordinals from first on
 	for it.Next() {
 		ord := u32at(it.Key(), 1)
 		user, err := decodeOrdUser(it.Value())
@@ -96,10 +103,21 @@ func (l *Likes) checkOrdinals(snap *store.Snapshot) (map[uint64]uint32, error) {
 			it.Close()
 			return nil, fmt.Errorf("likes: check: ordinal %d not below the next one %d", ord, next)
 		}
+		if ord >= first {
+			since++
+		}
 		n++
 	}
 	if err := it.Close(); err != nil {
 		return nil, err
+	}
+	// Every ordinal handed out since New was written, unless a commit
+	// failed: the allocator counted none that its batch skipped (a
+	// duplicate of a re-applied entry, TestReappliedEntryKeepsOrdinals),
+	// so replicas number users alike. (Check holds loadMu: no group holds
+	// a pending ordinal.)
+	if !gaps && since != next-first {
+		return nil, fmt.Errorf("likes: check: %d ordinals handed out since New (%d to %d), %d in the store", next-first, first, next-1, since)
 	}
 	if n != len(fwd) {
 		return nil, fmt.Errorf("likes: check: %d users have ordinals, %d ordinals have users", len(fwd), n)
@@ -423,4 +441,84 @@ func dayName(d uint32) string {
 		return "all-time"
 	}
 	return fmt.Sprintf("day %d", d)
+}
+
+// checkCaches checks that every stripe's cached item record and day score
+// is what the store holds: a group's cache takes only what its batch
+// wrote (not a duplicate's, TestReappliedEntryKeepsCaches). A day score
+// of a day no longer kept is not compared: the prune job deletes those,
+// and no write reads them.
+func (l *Likes) checkCaches(snap *store.Snapshot) error {
+	keep, days := l.firstKeptDay(l.today())
+	var kb, vb []byte
+	for i := range l.stripes {
+		for _, e := range l.stripes[i].cache {
+			if !e.valid {
+				continue
+			}
+			kb = appendItemKey(kb[:0], e.biz, e.item)
+			var rec itemRec
+			v, ok, err := snap.Get(l.fam.item, kb, vb[:0])
+			if err != nil {
+				return err
+			}
+			if ok {
+				if rec, err = decodeItem(v); err != nil {
+					return fmt.Errorf("%w: %v", store.ErrCorrupt, err)
+				}
+			}
+			if rec != e.rec {
+				return fmt.Errorf("likes: check: stripe %d caches item %d of business %d as %+v, the store holds %+v", i, e.item, e.biz, e.rec, rec)
+			}
+			if !e.hasDay || !days || e.day < keep {
+				continue
+			}
+			kb = appendDayScoreKey(kb[:0], e.biz, e.day, e.item)
+			var score int64
+			if v, ok, err = snap.Get(l.fam.dayScore, kb, vb[:0]); err != nil {
+				return err
+			} else if ok {
+				if score, err = store.DecodeAdd(v); err != nil {
+					return err
+				}
+			}
+			if score != e.dayScore {
+				return fmt.Errorf("likes: check: stripe %d caches item %d of business %d with day %d score %d, the store holds %d", i, e.item, e.biz, e.day, e.dayScore, score)
+			}
+		}
+	}
+	return nil
+}
+
+// checkBusinessRecords checks that the businesses in memory are the
+// stored records (a record's commit skipped as a duplicate declares none:
+// TestReappliedBusinessRecord).
+func (l *Likes) checkBusinessRecords(snap *store.Snapshot) error {
+	mem := *l.biz.byName.Load()
+	p := appendMetaKey(nil, metaBizPre)
+	it, err := snap.NewIter(l.fam.meta, &store.IterOptions{Prefix: p})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for it.Next() {
+		name := string(it.Key()[len(p):])
+		r, err := decodeBiz(it.Value())
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("%w: likes business record %s: %v", store.ErrCorrupt, name, err)
+		}
+		if b := mem[name]; b == nil || b.id != r.id {
+			it.Close()
+			return fmt.Errorf("likes: check: business %s (id %d) stored, not in memory (or with another id)", name, r.id)
+		}
+		n++
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if n != len(mem) {
+		return fmt.Errorf("likes: check: %d businesses in memory, %d stored", len(mem), n)
+	}
+	return nil
 }

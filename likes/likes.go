@@ -618,8 +618,21 @@ func (l *Likes) ensureBusiness(name string, opts BusinessOptions) (*business, er
 		return nil, fmt.Errorf("%w: counter %s exists with columns %v", ErrBusinessConflict, cn, c.Columns())
 	}
 	rec := bizRec{id: id, created: l.opts.Now().UnixMilli()}
-	if err := l.putMetaIn(gen, appendMetaKey(nil, metaBizPre+name), appendBiz(nil, rec)); err != nil {
+	if dup, err := l.putMetaIn(gen, appendMetaKey(nil, metaBizPre+name), appendBiz(nil, rec)); err != nil {
 		return nil, err
+	} else if dup {
+		// A re-applied entry whose record commit is in the store would
+		// have found the business loaded: this commit took the number of
+		// another of the entry's commits (a command that commits
+		// differently on a re-apply, store apply.go). Memory follows the
+		// store, not the skipped write.
+		if err := l.loadBusinesses(); err != nil {
+			return nil, err
+		}
+		if b := (*l.biz.byName.Load())[name]; b != nil {
+			return b, nil
+		}
+		return nil, fmt.Errorf("%w: business %s: its record's commit was skipped as a duplicate of a re-applied entry", store.ErrValueRange, quote.Input(name))
 	}
 	b := &business{id: id, name: name, counter: cn, c: c}
 	next := make(map[string]*business, len(cur)+1)

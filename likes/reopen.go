@@ -13,8 +13,9 @@ package likes
 //     (reloadAfterReopen) and before a creation decides an id
 //     (syncBusinessesLocked), and the record is written in a batch pinned
 //     to the generation the ids were read in (putMetaIn).
-//   - user ordinals (ords.next): only ever grows, never reused after a
-//     failed commit, so a durable failed write cannot collide with it.
+//   - user ordinals (ords.next): never reused after a failed commit, so
+//     a durable failed write cannot collide with it (only a duplicate's,
+//     which surely wrote nothing, are handed back: ordAlloc.unuse).
 //   - the stripes' caches hold only what a committed group wrote (a failed
 //     commit forgets its items); they are cleared after a reopen anyway.
 //   - groups, loads and checks: the hook's Before takes loadMu, so none
@@ -49,13 +50,15 @@ func (l *Likes) syncBusinessesLocked() (uint64, error) {
 }
 
 // putMetaIn writes one meta record in its own batch, decided on state of
-// store generation gen (store.Batch.SetGeneration).
-func (l *Likes) putMetaIn(gen uint64, key, value []byte) error {
+// store generation gen (store.Batch.SetGeneration); dup reports a commit
+// skipped as a re-applied entry's duplicate (it wrote nothing).
+func (l *Likes) putMetaIn(gen uint64, key, value []byte) (dup bool, err error) {
 	b := l.db.NewBatch()
 	defer b.Close()
 	b.SetGeneration(gen)
 	if err := l.fam.meta.Put(b, key, value); err != nil {
-		return err
+		return false, err
 	}
-	return b.Commit()
+	err = b.Commit()
+	return err == nil && b.Duplicate(), err
 }

@@ -312,6 +312,9 @@ type group struct {
 	// bulk is set for a group of a bulk load (load.go): counts come from
 	// and go to it instead of the counter.
 	bulk *bulkLoad
+	// bulkOrds: the load's group allocated ordinals (ordAlloc.allocate),
+	// which its batch writes.
+	bulkOrds bool
 	// accumulators of earlier groups, for reuse (pooled groups)
 	freeItems  []*itemAcc
 	freeStates []*stateAcc
@@ -630,7 +633,13 @@ func (g *group) addDay(it *itemAcc, ms int64, delta int64) {
 }
 
 // commit writes the group's net effect as one batch.
-func (g *group) commit() error {
+func (g *group) commit() (err error) {
+	dup := false
+	defer func() {
+		if g.bulkOrds && (err != nil || dup) {
+			g.l.ords.noteGap() // a load's ordinals its batch did not write
+		}
+	}()
 	b := g.l.db.NewBatch()
 	defer b.Close()
 	// The group read records, counts and caches in generation g.gen: after
@@ -668,7 +677,24 @@ func (g *group) commit() error {
 			return err
 		}
 	}
-	err := b.Commit()
+	err = b.Commit()
+	if dup = err == nil && b.Duplicate(); dup {
+		// A re-apply of a replicated entry (store apply.go): the store
+		// holds this commit's effects, or what the entry's later commands
+		// made of them (one entry may be a pipeline), and this commit
+		// changed nothing. Nor may memory change: the group's ordinals
+		// go back to the allocator, which hands them out again exactly
+		// as a replica that never restarted does; its items leave the
+		// cache (the group computed them from a state the entry moved
+		// past); no prune was queued (TestReappliedEntryKeepsCaches,
+		// TestReappliedEntryKeepsOrdinals, TestReappliedEntryCommitsNoPrune).
+		if len(g.fresh) > 0 {
+			g.l.ords.unuse(g.fresh)
+			g.fresh = nil
+		}
+		g.updateCache(false)
+		return nil
+	}
 	g.release(err == nil)
 	if g.bulk == nil {
 		g.updateCache(err == nil)
@@ -1100,6 +1126,7 @@ func (g *group) ordinal(user uint64) (uint32, error) {
 				}
 				o1 = ord + 1
 				g.bulk.ords[user] = o1
+				g.bulkOrds = true
 				if err := g.l.putOrdinal(g.b, user, ord); err != nil {
 					return 0, err
 				}
@@ -1135,6 +1162,13 @@ type ordAlloc struct {
 	mu      sync.Mutex
 	next    uint32
 	pending map[uint64]*pendingOrd
+	// gaps is set (under mu) once an ordinal was handed out that no
+	// batch wrote (its commit failed; a failed commit may still turn out
+	// durable, so the ordinal is never handed out again): until then the
+	// ordinals in the store are exactly 0..next-1, which Check verifies.
+	gaps bool
+	// first is next at New: a store may hold gaps from before it.
+	first uint32
 	// settled counts the pending ordinals that left pending because their
 	// batch committed (under mu). get reads it before its unlocked lookup:
 	// unchanged under mu, no ordinal became durable and left pending in
@@ -1157,6 +1191,7 @@ func (a *ordAlloc) init(l *Likes) error {
 	if it.Next() {
 		a.next = u32at(it.Key(), 1) + 1
 	}
+	a.first = a.next
 	if err := it.Close(); err != nil {
 		return err
 	}
@@ -1225,8 +1260,44 @@ func (a *ordAlloc) done(users []uint64, committed bool) {
 			a.settled.Add(1)
 		} else if p.refs <= 0 {
 			delete(a.pending, u)
+			a.gaps = true
 		}
 	}
+}
+
+// unuse drops one reference to each pending ordinal of users, whose
+// batch was skipped as a duplicate (it wrote nothing): an ordinal no one
+// holds any more is handed back if it is the newest one, so the next user
+// gets it, as on a replica that never applied the skipped batch. In the
+// apply of a replicated store (serial) it always is: the group's fresh
+// ordinals are the newest, and users lists them in allocation order.
+// Outside it (concurrent groups, where duplicates do not happen: likes
+// sets no Once mark) one that is not stays a gap, as after a failed commit.
+func (a *ordAlloc) unuse(users []uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, u := range slices.Backward(users) {
+		p := a.pending[u]
+		if p == nil {
+			continue
+		}
+		if p.refs--; p.refs > 0 {
+			continue
+		}
+		delete(a.pending, u)
+		if p.ord == a.next-1 {
+			a.next--
+		} else {
+			a.gaps = true
+		}
+	}
+}
+
+// noteGap records that an ordinal handed out will never be written.
+func (a *ordAlloc) noteGap() {
+	a.mu.Lock()
+	a.gaps = true
+	a.mu.Unlock()
 }
 
 // doneOne drops one reference to user's pending ordinal, which stays

@@ -90,6 +90,9 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 	if err != nil {
 		for i := range c.pend {
 			p := &c.pend[i]
+			if c.applyBase > 0 {
+				c.declareCommand(c.applyBase - 1 + i)
+			}
 			c.run(p.cmd, p.args)
 		}
 		return len(c.pend)

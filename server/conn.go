@@ -79,7 +79,11 @@ type Conn struct {
 	applying  bool      // the Conn of Server.Apply: no network
 	nested    bool      // running a command of RunNested (FlagInternal allowed)
 	applyReqs []request // Apply's scratch
-	cst       struct {  // the group's status for the batch being run
+	// applyBase is 1 + the index in the entry of the first command of the
+	// batch runBatch runs for Apply (0: none): when the batch fails, its
+	// commands run one by one, each declared as its own (declareCommand).
+	applyBase int
+	cst       struct { // the group's status for the batch being run
 		st     ReplicationStatus
 		ok     bool          // st was read in this batch
 		fenced bool          // a ReadIndex barrier was passed in this batch

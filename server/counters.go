@@ -58,7 +58,10 @@ func (cs *columnSet) index(field []byte) int {
 }
 
 // counterCache maps counter names to entries. It is copy-on-write: readers
-// load the map without a lock.
+// load the map without a lock. It mirrors the schema only (counters and
+// columns, never changed by a batch commit), so no commit, skipped as a
+// re-applied entry's duplicate or not, changes it: the server keeps no
+// memory derived from commits (row locks and statistics aside).
 type counterCache struct {
 	m  atomic.Pointer[map[string]*counterEntry]
 	mu sync.Mutex

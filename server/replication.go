@@ -379,6 +379,7 @@ func (s *Server) Apply(data []byte) []byte {
 	}
 	c.applyReqs = reqs[:0]
 	for i := 0; i < len(reqs); {
+		c.declareCommand(i)
 		args := reqs[i].Args
 		cmd, msg, _ := c.find(args)
 		if msg != "" {
@@ -407,7 +408,9 @@ func (s *Server) Apply(data []byte) []byte {
 			continue
 		}
 		if cmd.stage != nil {
+			c.applyBase = i + 1
 			i += c.runBatch(cmd, reqs[i:])
+			c.applyBase = 0
 			continue
 		}
 		c.run(cmd, args)
@@ -420,6 +423,21 @@ func (s *Server) Apply(data []byte) []byte {
 	}
 	return out
 }
+
+// declareCommand tells the store that the entry being applied runs its
+// command i (0-based) from now on (store.DB.ApplyCommand): a re-apply
+// after a crash then numbers each command's commits as its first apply
+// did, whatever the commands before it commit the second time
+// (TestReappliedEntryNumbersCommands). Commands past the store's limit
+// share its last number, numbered one after another as without it; so
+// cannot the call fail (numbers only go up), and outside
+// store.DB.ApplyEntry it does nothing.
+func (c *Conn) declareCommand(i int) {
+	_ = c.s.db.ApplyCommand(uint64(min(i+1, maxApplyCommand)))
+}
+
+// maxApplyCommand is store.DB.ApplyCommand's highest command number.
+const maxApplyCommand = 1<<16 - 1
 
 // hasKeys reports whether the command names keys (COMMAND's key
 // positions or a Keys function).

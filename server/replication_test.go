@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
+
+	"github.com/tallydb/tally/store"
 )
 
 // randomApplyEntry returns an entry of one to 24 commands, mostly
@@ -219,5 +222,70 @@ func BenchmarkApplyRun(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestReappliedEntryNumbersCommands: a restarted replica re-applies the
+// entry at its store's AppliedIndex, and a command of it may commit where
+// its first apply did not: the entry "DEL posts:1, HINCRBY posts:1 likes
+// 1" found no row to delete the first time, and a row (the HINCRBY's) the
+// second time. Its commits were numbered one after another, so the DEL's
+// took the HINCRBY's number (skipped as a duplicate) and the HINCRBY's a
+// new one: it applied twice, on this replica only. Apply declares each
+// command (store.DB.ApplyCommand), and each is numbered as it was.
+func TestReappliedEntryNumbersCommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	open := func() (*store.DB, *Server) {
+		db, err := store.Open(dir, &store.Options{Durability: store.NoSync, DisableBackground: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db, s
+	}
+	db, s := open()
+	mustSchema(t, db)
+	entry, err := encodeEntry([][][]byte{
+		{[]byte("DEL"), []byte("posts:1")},
+		{[]byte("HINCRBY"), []byte("posts:1"), []byte("likes"), []byte("1")},
+		{[]byte("HINCRBY"), []byte("posts:2"), []byte("likes"), []byte("1")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func() {
+		t.Helper()
+		if err := db.ApplyEntry(1, func() error {
+			s.Apply(entry)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply()
+	for range 2 { // restarts: the entry is re-applied each time
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		db, s = open()
+		apply()
+	}
+	c, err := db.Counter("posts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{1, 2} {
+		if v, err := c.GetColumn(id, "likes"); err != nil || v != 1 {
+			t.Errorf("posts:%d likes = %d (%v), want 1", id, v, err)
+		}
+	}
+	if err := db.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

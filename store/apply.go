@@ -29,7 +29,10 @@ package store
 //     first apply: fn decides them from the entry and from the state before
 //     the entry, not from what its own earlier commits wrote (a re-apply
 //     sees those; a commit that would be skipped anyway is harmless, but a
-//     commit that is left out shifts the numbering of the next ones).
+//     commit that is left out shifts the numbering of the next ones). A
+//     host whose entries carry several commands declares them
+//     (ApplyCommand, "Commands of an entry" below): then this binds the
+//     commits of each command, not those of the whole entry.
 //  3. Apply commits do not wait for an fsync, whatever the durability: the
 //     Raft log, fsynced before an entry is acknowledged, is what makes the
 //     entry durable, and Pebble's WAL is written in order, so a crash that
@@ -68,7 +71,60 @@ package store
 // a run's commit waits for no fsync, and its mark is written only with
 // the whole run's effects.
 
+// Commands of an entry (DB.ApplyCommand). An entry may carry several
+// commands (a client's pipeline), and what a command commits depends on
+// the state it finds: a command that changes nothing commits nothing (an
+// unlike of an item not liked, a DEL of an absent key). A re-apply sees
+// the state its entry's later commands left, so a command may commit
+// where it did not (or not where it did), and numbered one after another
+// the entry's commits would then shift: a commit that was left out makes
+// the next command's commit take its number and be skipped as a
+// duplicate (a lost write on that replica), a commit that was added makes
+// the next command's commit take a number above the stored one and apply
+// twice. Invariant 2 cannot hold for such commands, and holding every
+// command to "commit once, whatever the state" would cost a Pebble write
+// for each command that changes nothing. So a host that runs commands
+// declares each one with ApplyCommand(k), k = 1, 2, ... in the entry's
+// order, and every numbered commit records, beside its apply mark, the
+// command it belongs to and the number of that command's first commit
+// (source applyCmdSource, in the same Pebble batch: cmdMark). Re-applying
+// the entry of the stored mark:
+//
+//   - a command before the recorded one finished before the crash: every
+//     commit it makes is a duplicate, however many it makes;
+//   - the recorded command is numbered from its recorded first commit, as
+//     before the crash: invariant 2 holds within one command;
+//   - a command after it never committed: its commits are numbered above
+//     the stored mark, whatever the commands before it made this time.
+//
+// Invariant 2 then binds only the commits of one command, most of which
+// make one commit or none (TestApplyCommandNumbering). Without
+// ApplyCommand (a host whose entry is one command) the numbering is as
+// before; so it is for an entry whose record is missing (written before
+// the record existed).
+
 import "fmt"
+
+// applyCmdSource is the source key under which the command of the last
+// numbered apply commit is recorded (cmdMark); it is not a source of the
+// store's (SourceSeq does not know it). Like ApplySource it is reserved.
+const applyCmdSource = "raft.cmd"
+
+// maxApplyCommand is the highest command number ApplyCommand takes.
+const maxApplyCommand = 1<<16 - 1
+
+// cmdMark encodes the command record of a numbered commit of entry
+// index: its low 32 bits of index, command k, and the number of k's
+// first commit (1..applyCompleteN-1).
+//
+//	bits   meaning
+//	-----  --------------------------------------------
+//	63-32  entry index mod 2^32 (the record's entry)
+//	31-16  command k (1..maxApplyCommand)
+//	15-0   number of the command's first commit
+func cmdMark(index, k, start uint64) uint64 {
+	return (index&0xffffffff)<<32 | k<<16 | start
+}
 
 // ApplySource is the Once source of replicated entries' apply marks.
 const ApplySource = "raft"
@@ -85,7 +141,10 @@ const MaxApplyIndex = 1<<48 - 1
 type applyState struct {
 	active bool
 	index  uint64
-	n      uint64 // commits of the entry so far
+	n      uint64 // number of the entry's last numbered commit so far
+	cmd    uint64 // the command running (ApplyCommand); 0: none declared
+	start  uint64 // number of the command's first commit
+	skip   bool   // the command finished before a crash: its commits are duplicates
 }
 
 // ApplyEntry runs fn as the apply of replicated entry index: every batch
@@ -110,7 +169,7 @@ func (db *DB) ApplyEntry(index uint64, fn func() error) error {
 		db.commit.Unlock()
 		return fmt.Errorf("%w: apply index %d not above %d", ErrValueRange, index, db.applying.index)
 	}
-	db.applying = applyState{active: true, index: index}
+	db.applying = applyState{active: true, index: index, start: 1}
 	db.commit.Unlock()
 	defer func() {
 		db.commit.Lock()
@@ -172,6 +231,11 @@ func (db *DB) applyMarkLocked(b *Batch) (onceMark, bool, error) {
 	if !a.active || b.progress != nil || b.local {
 		return onceMark{}, false, nil
 	}
+	if a.skip {
+		// A duplicate (the stored mark is of this entry, past this
+		// command): it takes no number.
+		return onceMark{source: ApplySource, seq: a.index<<16 | 1}, true, nil
+	}
 	if a.n >= applyCompleteN-1 {
 		// An entry of that many commits cannot be marked; fail the commit
 		// rather than reuse a number (Once would skip it).
@@ -179,6 +243,51 @@ func (db *DB) applyMarkLocked(b *Batch) (onceMark, bool, error) {
 	}
 	a.n++
 	return onceMark{source: ApplySource, seq: a.index<<16 | a.n}, true, nil
+}
+
+// ApplyCommand declares that the entry ApplyEntry is applying runs its
+// k-th command (k from 1, in the entry's order) from now on: see
+// "Commands of an entry" in apply.go. Outside ApplyEntry it does nothing.
+// k must not go down within an entry, nor exceed 65535 (ErrValueRange).
+func (db *DB) ApplyCommand(k uint64) error {
+	db.commit.Lock()
+	defer db.commit.Unlock()
+	a := &db.applying
+	if !a.active {
+		return nil
+	}
+	if k == 0 || k > maxApplyCommand || k < a.cmd {
+		return fmt.Errorf("%w: command %d of entry %d (after command %d; want 1..%d, not going down)", ErrValueRange, k, a.index, a.cmd, maxApplyCommand)
+	}
+	a.cmd, a.skip = k, false
+	stored := db.sources[ApplySource]
+	if n := stored & applyCompleteN; stored>>16 == a.index && n != applyCompleteN {
+		// A re-apply of the entry a crash cut: where was it?
+		rec := db.applyCmd
+		if rec>>32 == a.index&0xffffffff && rec>>16&0xffff != 0 {
+			switch recK, recStart := rec>>16&0xffff, rec&0xffff; {
+			case k < recK:
+				a.skip = true
+			case k == recK:
+				a.n = recStart - 1
+			default:
+				a.n = max(a.n, n)
+			}
+		}
+	}
+	a.start = a.n + 1
+	return nil
+}
+
+// cmdMarkLocked returns the command record b's commit carries with its
+// apply mark m: for a numbered commit of a declared command. The caller
+// holds DB.commit.
+func (db *DB) cmdMarkLocked(b *Batch, m *onceMark) (onceMark, bool) {
+	a := &db.applying
+	if b.run.last != 0 || !a.active || a.cmd == 0 || a.skip || m.source == "" {
+		return onceMark{}, false
+	}
+	return onceMark{source: applyCmdSource, seq: cmdMark(a.index, a.cmd, a.start)}, true
 }
 
 // appliedLocked records m, the apply mark of b's commit, once the commit

@@ -417,3 +417,97 @@ func TestEmptyRecordIsNotAnEntrysCommit(t *testing.T) {
 		t.Fatalf("row 1 = %d, %v after re-applying entry 1, want 1", got, err)
 	}
 }
+
+// TestApplyCommandNumbering: an entry of several commands whose re-apply,
+// seeing the state its later commands left, commits in other commands
+// than its first apply did. Numbered one after another (without
+// ApplyCommand), its commits shifted: a command that committed nothing
+// the second time made the next command's commit a duplicate (a lost
+// write), one that committed only the second time made the next
+// command's commit apply twice. Declared with ApplyCommand, each command
+// is numbered as it was.
+func TestApplyCommandNumbering(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openTest(t, fs, "a", nil)
+	c := newPosts(t, db, 16)
+	get := func(id uint64) uint64 {
+		v, err := c.GetColumn(id, "reposts")
+		must(t, err)
+		return v
+	}
+	// The commands: "once" adds 1 to row 2 while it is 0, "clear" deletes
+	// row 9 if it has a value, "set" adds 1 to row 9, "add" adds 10 to
+	// row 1. A command that changes nothing commits nothing.
+	run := func(cmds ...string) func() error {
+		return func() error {
+			for k, cmd := range cmds {
+				must(t, db.ApplyCommand(uint64(k+1)))
+				var err error
+				switch cmd {
+				case "once":
+					if get(2) == 0 {
+						_, err = c.Incr(2, "reposts", 1)
+					}
+				case "clear":
+					if get(9) != 0 {
+						err = c.Delete(9)
+					}
+				case "set":
+					_, err = c.Incr(9, "reposts", 1)
+				case "add":
+					_, err = c.Incr(1, "reposts", 10)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	// Entry 1: "clear" commits only on the re-apply; "add" must not apply
+	// twice.
+	entry1 := run("clear", "set", "add")
+	must(t, db.ApplyEntry(1, entry1))
+	// Entry 2: a crash after its first commit ("once"); on the re-apply
+	// "once" commits nothing, and "add" must not be taken for its commit.
+	must(t, db.ApplyEntry(2, run("once")))
+	entry2 := run("once", "add")
+	dir := "a"
+	reopen := func() {
+		must(t, db.Close())
+		db = openTest(t, fs, dir, nil)
+		var err error
+		c, err = db.Counter("posts")
+		must(t, err)
+	}
+	reopen()
+	must(t, db.ApplyEntry(2, entry2))
+	if got := get(1); got != 20 {
+		t.Fatalf("row 1 = %d after entry 2's re-apply, want 20 (its add was skipped)", got)
+	}
+	reopen()
+	must(t, db.ApplyEntry(2, entry2)) // complete now: commits nothing
+	if got := get(1); got != 20 {
+		t.Fatalf("row 1 = %d after entry 2's second re-apply, want 20", got)
+	}
+	// Entry 1 re-applied after a restart, on a second store.
+	fs, dir = vfs.NewMem(), "b"
+	db = openTest(t, fs, dir, nil)
+	c = newPosts(t, db, 16)
+	must(t, db.ApplyEntry(1, entry1))
+	reopen()
+	must(t, db.ApplyEntry(1, entry1))
+	if got, nine := get(1), get(9); got != 10 || nine != 1 {
+		t.Fatalf("rows 1, 9 = %d, %d after entry 1's re-apply, want 10, 1 (its add applied twice)", got, nine)
+	}
+	// Commands may not go down; outside ApplyEntry ApplyCommand does
+	// nothing.
+	must(t, db.ApplyCommand(7))
+	err := db.ApplyEntry(2, func() error {
+		must(t, db.ApplyCommand(2))
+		return db.ApplyCommand(1)
+	})
+	if !errors.Is(err, ErrValueRange) {
+		t.Fatalf("command 1 after 2: %v", err)
+	}
+}

@@ -531,7 +531,10 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 		c.sync = b.sync // the raft log, not the apply, is what is fsynced
 	}
 	if (b.once.source != "" && db.isDuplicateLocked(&b.once)) || (marked && db.isDuplicateLocked(&raft)) {
-		b.dup = true // a redelivery: commit nothing
+		// A redelivery: commit nothing. NB: before the images, the queue
+		// and the marks, so nothing in memory changes either: no hot row
+		// (TestApplyEntryReapplyIsNoop), no job (JobIDs is empty).
+		b.dup = true
 		return c, nil
 	}
 	if err := b.buildImagesLocked(); err != nil {
@@ -559,7 +562,8 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 		pb.Close()
 		return c, err
 	}
-	for _, m := range [...]*onceMark{&b.once, &raft} {
+	cmd, cmdOK := db.cmdMarkLocked(b, &raft)
+	for _, m := range [...]*onceMark{&b.once, &raft, &cmd} {
 		if m.source == "" {
 			continue
 		}
@@ -588,6 +592,9 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 	}
 	if marked {
 		db.appliedLocked(b, &raft)
+	}
+	if cmdOK {
+		db.applyCmd = cmd.seq
 	}
 	return c, nil
 }

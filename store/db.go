@@ -41,6 +41,7 @@ type DB struct {
 	// batchUses numbers the uses of batches (Batch.Use).
 	batchUses atomic.Uint64
 	applying  applyState // the replicated entry being applied (apply.go), guarded by commit
+	applyCmd  uint64     // the last numbered apply commit's command (apply.go, cmdMark), guarded by commit
 
 	// commit serializes writers; see commit.go for the ordering rules.
 	commit struct {

@@ -167,6 +167,10 @@ func (db *DB) loadSources() error {
 		if err != nil {
 			return fmt.Errorf("source %s: %w", quote.Input(source), err)
 		}
+		if source == applyCmdSource {
+			db.applyCmd = seq // not a source of its own (apply.go)
+			return nil
+		}
 		db.sources[source] = seq
 		return nil
 	})

@@ -214,3 +214,51 @@ func TestReappliedPipelineEntry(t *testing.T) {
 		e.close()
 	}
 }
+
+// TestReappliedMuteKeepsPairs: a mute or unmute whose commit is a
+// duplicate changes no in-memory pair. (The first apply of the entry
+// stands for a crash after its first commit, the mute: the re-apply's
+// mute finds the pair and commits nothing, so the unmute's commit takes
+// the mute's number and is skipped; it took the pair out of memory only.)
+func TestReappliedMuteKeepsPairs(t *testing.T) {
+	e := newEnv(t, Config{})
+	_, err := e.tl.Follow(1, 2)
+	must(t, err)
+	mute := func() error {
+		_, err := e.tl.Mute(1, 2)
+		return err
+	}
+	must(t, e.db.ApplyEntry(1, mute))
+	e.reopen()
+	must(t, e.db.ApplyEntry(1, func() error {
+		if err := mute(); err != nil {
+			return err
+		}
+		_, err := e.tl.Unmute(1, 2)
+		return err
+	}))
+	e.check()
+}
+
+// TestReappliedOriginalGoneKeepsRemoved: a TL.XGONE whose commit is a
+// duplicate leaves the in-memory removed set as the store has it. (As in
+// TestReappliedMuteKeepsPairs, the re-apply's follow finds the edge and
+// commits nothing, so XGONE's commit takes its number.)
+func TestReappliedOriginalGoneKeepsRemoved(t *testing.T) {
+	e := &env{t: t, dir: "db", clock: newClock(), inline: -1, shared: -1, remote: oddShard{}}
+	e.st = testutil.OpenStore(t, vfs.NewMem(), e.hooks())
+	follow := func() error {
+		_, err := e.tl.Follow(1, 3)
+		return err
+	}
+	must(t, e.db.ApplyEntry(1, follow))
+	e.reopen()
+	must(t, e.db.ApplyEntry(1, func() error {
+		if err := follow(); err != nil {
+			return err
+		}
+		_, err := e.tl.OriginalGone(2, 100) // 2 lives on shard 2
+		return err
+	}))
+	e.check()
+}

@@ -924,7 +924,9 @@ func (t *Timeline) OriginalGone(author, post uint64) (bool, error) {
 	t.removed.Lock()
 	t.removed.bm.Add(post)
 	t.removed.Unlock()
-	if err := b.Commit(); err != nil {
+	if err := b.Commit(); err != nil || b.Duplicate() {
+		// A duplicate changed nothing in the store, nor may it change
+		// the removed set (as unpublish's).
 		t.removed.Lock()
 		t.removed.bm.Remove(post)
 		t.removed.Unlock()

@@ -18,7 +18,11 @@ import (
 // never older than the gen the reader just read, an operation committed
 // since makes it a miss, and a miss rereads Pebble, never answers zero.
 // Nothing has to be invalidated at the observer's call, which happens
-// before a commit that may still fail.
+// before a commit that may still fail, nor after a commit skipped as a
+// re-applied entry's duplicate (it changed no gen and no snapshot). The
+// other memory of unread derived from commits is the channels' tags and
+// notices (channels.go: a duplicate changes neither); counts live in the
+// store's counter only.
 //
 // Entries are immutable once published (the LRU links aside, which the
 // shard's mutex guards), so a reader uses one after releasing the lock

@@ -212,6 +212,10 @@ func (st *Stage) Append(target uint32, argv [][]byte) (uint64, error) {
 		return 0, err
 	}
 	st.heads[target] = h
+	// NB: nothing in memory follows the commit (heads are read from the
+	// store, a Stage dies with its batch, notify only wakes the sender),
+	// so a commit skipped as a re-applied entry's duplicate leaves no
+	// drift: the sender finds nothing new.
 	s.notify()
 	return h.last, nil
 }
