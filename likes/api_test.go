@@ -522,3 +522,37 @@ func TestWideBuckets(t *testing.T) {
 	}
 	e.check()
 }
+
+// TestCursorSecretShared: two stores given the same CursorSecret (the
+// replicas of a cluster) accept each other's cursors and page on alike;
+// stores with their own random secrets refuse each other's, as before.
+func TestCursorSecretShared(t *testing.T) {
+	fill := func(e *env) {
+		for u := range uint64(10) {
+			must[Result](t)(e.l.Like("video", 1, u+1, 9))
+		}
+	}
+	shared := []byte("the cluster's shared secret")
+	a, b := newEnv(t, &Options{CursorSecret: shared}), newEnv(t, &Options{CursorSecret: shared})
+	fill(a)
+	fill(b)
+	first := must[Page](t)(a.l.Likers("video", 1, "", 3))
+	if first.Next == "" {
+		t.Fatal("want a next cursor")
+	}
+	onA := must[Page](t)(a.l.Likers("video", 1, first.Next, 3))
+	onB, err := b.l.Likers("video", 1, first.Next, 3)
+	if err != nil {
+		t.Fatalf("a cursor of a replica with the same secret: %v", err)
+	}
+	if fmt.Sprint(onA.IDs) != fmt.Sprint(onB.IDs) || onA.Next != onB.Next {
+		t.Fatalf("pages differ: %v %q against %v %q", onA.IDs, onA.Next, onB.IDs, onB.Next)
+	}
+	c, d := newEnv(t, nil), newEnv(t, nil)
+	fill(c)
+	fill(d)
+	cur := must[Page](t)(c.l.Likers("video", 1, "", 3)).Next
+	if _, err := d.l.Likers("video", 1, cur, 3); !errors.Is(err, ErrBadCursor) {
+		t.Fatalf("another store's own secret: %v, want ErrBadCursor", err)
+	}
+}

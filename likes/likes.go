@@ -2,6 +2,7 @@ package likes
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sort"
@@ -122,6 +123,13 @@ type Options struct {
 	// Now is the clock of like times and daily boards. The default is
 	// time.Now.
 	Now func() time.Time
+	// CursorSecret, when set, keys the page cursors (Likers, UserLikes)
+	// instead of the random secret a store makes once and keeps: every
+	// replica of a replicated store must accept the cursors any other
+	// replica signed, so a cluster sets it from its shared secret (each
+	// replica's own random secret made a cursor fail with ErrBadCursor
+	// after a failover). It is not stored.
+	CursorSecret []byte
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -393,6 +401,13 @@ func (l *Likes) putMeta(key, value []byte) error {
 }
 
 func (l *Likes) loadSecret() error {
+	if len(l.opts.CursorSecret) > 0 {
+		h := sha256.New()
+		h.Write([]byte("tally likes cursors\x00"))
+		h.Write(l.opts.CursorSecret)
+		l.secret = h.Sum(nil)[:secretLen]
+		return nil
+	}
 	key := appendMetaKey(nil, metaSecret)
 	v, ok, err := l.fam.meta.Get(key, nil)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	tallydb "github.com/tallydb/tally"
 	"github.com/tallydb/tally/cluster"
 	"github.com/tallydb/tally/internal/quote"
+	"github.com/tallydb/tally/likes"
 	"github.com/tallydb/tally/replica"
 	"github.com/tallydb/tally/server"
 	"github.com/tallydb/tally/store"
@@ -158,6 +159,9 @@ func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, opts *se
 		Dir: e.dir, ID: cf.id, ClientAddr: announce, Peers: peers, Join: cf.join,
 		Durability: so.Durability, Store: so, Server: opts, Logger: logger,
 		MaxLogEntries: cf.maxLog, Sharding: sharding,
+		// Every replica signs and accepts the same likes cursors, so a
+		// page fetched before a failover goes on after it.
+		Likes: &likes.Options{CursorSecret: []byte(cf.secret)},
 		Register: func(srv *server.Server, db *tallydb.DB) error {
 			if old := live.Swap(db); old != nil {
 				setServed(old.Store(), false)
