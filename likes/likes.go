@@ -423,6 +423,13 @@ func (l *Likes) loadSecret() error {
 	if _, err := rand.Read(s); err != nil {
 		return err
 	}
+	if l.db.ReadOnly() {
+		// A read-only open (tally verify, a backup's check) of a store
+		// that has none, such as a cluster replica's (CursorSecret):
+		// cursors it signs live as long as the open.
+		l.secret = s
+		return nil
+	}
 	if err := l.putMeta(key, appendSecret(nil, s)); err != nil {
 		return err
 	}
