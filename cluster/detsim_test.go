@@ -64,20 +64,19 @@ package cluster
 // starts at seed S, TALLY_DETSIM_STEPS=N sets the steps per seed,
 // TALLY_DETSIM_TRACE=1 logs the trace.
 //
-// Known bug (TALLY_DETSIM_LOSSY=1 shows it): by default a data replica's
-// crash first syncs its store's WAL, so it loses only its unsynced Raft
-// log tail. With lossy crashes the store also loses unsynced apply
-// commits (store/apply.go rule 3 allows it), the replica re-applies the
-// entry at its AppliedIndex, and some seeds end with a replica that
-// differs from its leader (seed 16 of the lossy run at this commit: shard
-// 2's replica 21 lacks follower 3 of user 6, applied by a TALLY.XRECV
-// entry of three TL.XFOLLOWER messages just before 21 crashed). The
-// cause: timeline.RemoteFollower (and its kind) breaks rule 2 of
-// store/apply.go: it decides its commits from the state its own earlier
-// commits wrote (ensureOrds commits new ordinals, then "present == add"
-// returns without a commit), so a re-apply makes fewer commits than the
-// first apply and the commits after them take numbers whose marks
-// survived: they are skipped as duplicates and their effect is lost.
+// TALLY_DETSIM_LOSSY=1 makes crashes lossier: by default a data
+// replica's crash first syncs its store's WAL (a process kill), so it
+// loses only its unsynced Raft log tail; lossy, the store also loses a
+// random share of its unsynced apply commits (store/apply.go rule 3
+// allows it) and the replica re-applies the entry at its AppliedIndex.
+// That found a rule-2 break: timeline.RemoteFollower returned without a
+// commit when the edge was in the set already, so a re-applied TALLY.XRECV
+// of several TL.XFOLLOWER messages made fewer commits than the first
+// apply, and a later message's commit took a surviving number and was
+// skipped (seed 16 at the time; timeline.TestReappliedRemoteFollowers).
+// It stays opt-in: what Pebble's own goroutines wrote is outside the
+// seed, and with unsynced store commits it could change what a crash
+// keeps, hence the trace.
 
 import (
 	"context"
@@ -166,9 +165,7 @@ type dsim struct {
 	verbose bool // TALLY_DETSIM_TRACE=1: log the trace
 	// lossy (TALLY_DETSIM_LOSSY=1): a data replica's crash loses a random
 	// share of its store's unsynced apply commits, not only its log's
-	// unsynced tail. Off by default: a known bug makes such runs fail
-	// (an entry re-applied after losing the tail of its commits skips
-	// some of them: see TestDeterministicShards).
+	// unsynced tail (see TestDeterministicShards).
 	lossy  bool
 	rng    *rand.Rand
 	now    time.Time
@@ -1687,12 +1684,11 @@ func runDsim(t *testing.T, seed uint64, steps int) uint64 {
 // dsKnownBad are the default run's seeds that fail on an open bug; the
 // default run skips them (naming the bug), TALLY_DETSIM_SEEDS runs them.
 var dsKnownBad = map[uint64]string{
-	// Step 700: replica 11's timeline Check fails: post 1006 (author 5,
-	// of shard 2) is in the in-memory removed set but not in the stored
-	// one. 11 had crashed (at steps ~250 and ~690) and re-applied
-	// TALLY.XRECV entries carrying TL.XBACKFILL 5 and TL.XPUBLISH 5 1006.
-	// Not pinned down yet.
-	8: "timeline: removed posts differ from their in-memory set after a restart",
+	// None now. Seed 8 (a post in a replica's in-memory removed set but
+	// not in its store, after re-applied TL.XBACKFILL and TL.XPUBLISH
+	// entries) passes since a duplicate commit changes no mirror
+	// (timeline.TestReappliedPipelineEntry and
+	// TestReappliedInstallKeepsPendingMarks).
 }
 
 func TestDeterministicShards(t *testing.T) {
