@@ -283,3 +283,40 @@ func TestReappliedRemoteFollowers(t *testing.T) {
 		t.Fatalf("followers of 1 on shard 2 = %d, want %d", byShard[2], len(followers))
 	}
 }
+
+// TestReappliedInstallThenFollower: the lost follower of lossy seed 107
+// of cluster.TestDeterministicShards. One TALLY.XRECV entry carries
+// TL.XBACKFILL (InstallCopy) and then TL.XFOLLOWER. A crash keeps the
+// install's commit and loses the follower's; on the re-apply the install
+// finds its copy in place and its batch was empty, and an empty batch
+// commits nothing and takes no apply number: the follower's commit took
+// the install's number and was skipped as a duplicate (rule 2).
+func TestReappliedInstallThenFollower(t *testing.T) {
+	e := &env{t: t, dir: "db", clock: newClock(), inline: -1, shared: -1, remote: oddShard{}}
+	fs := vfs.NewCrashableMem()
+	e.st = testutil.OpenStore(t, fs, e.hooks())
+	entry := func(crashPoint bool) func() error {
+		return func() error {
+			// Author 2 lives on shard 2; nobody here follows them.
+			if err := e.tl.InstallCopy(2, 1, []Entry{{Post: 100, Author: 2}}); err != nil {
+				return err
+			}
+			if crashPoint {
+				if err := e.db.SyncWAL(); err != nil {
+					return err
+				}
+			}
+			_, err := e.tl.RemoteFollower(1, 4, 2, true)
+			return err
+		}
+	}
+	must(t, e.db.ApplyEntry(1, entry(true)))
+	e.st.RestartOn(fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}))
+	must(t, e.db.ApplyEntry(1, entry(false)))
+	e.check()
+	got, err := e.tl.FollowersPage(1, "", 10)
+	must(t, err)
+	if !slices.Equal(got.IDs, []uint64{4}) {
+		t.Fatalf("followers of 1 after the re-apply = %v, want [4]", got.IDs)
+	}
+}
