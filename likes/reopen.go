@@ -51,11 +51,21 @@ func (l *Likes) syncBusinessesLocked() (uint64, error) {
 
 // putMetaIn writes one meta record in its own batch, decided on state of
 // store generation gen (store.Batch.SetGeneration); dup reports a commit
-// skipped as a re-applied entry's duplicate (it wrote nothing).
+// skipped as a re-applied entry's duplicate (it wrote nothing). The batch
+// is node-local (store.Batch.SetLocal): its one caller, a business's
+// declaration, writes the record only when the store lacks it, so inside
+// a replicated entry (LIKE.BUSINESS pipelined with a LIKE) a re-apply
+// after a crash that kept the record makes one commit fewer; numbered,
+// the record shifted the numbers of the entry's later commits and the
+// re-apply skipped the first of them as a duplicate (store/apply.go rule
+// 2; TestReappliedBusinessEntry). Unnumbered, it is decided from the
+// store alone, the same on every replica's apply, and written again by a
+// re-apply whenever a crash lost it.
 func (l *Likes) putMetaIn(gen uint64, key, value []byte) (dup bool, err error) {
 	b := l.db.NewBatch()
 	defer b.Close()
 	b.SetGeneration(gen)
+	b.SetLocal()
 	if err := l.fam.meta.Put(b, key, value); err != nil {
 		return false, err
 	}

@@ -141,6 +141,32 @@ func (s *Stepped) TransferLeadership() bool {
 	return true
 }
 
+// Transferee returns the voter a leadership transfer this leader started
+// goes to, 0 when none is in progress. A leader whose transfer stalls (its
+// MsgTimeoutNow lost, the transferee down) drops every proposal until the
+// transfer ends: the transferee wins an election, or the leader abandons
+// the transfer after an election timeout of ticks (AbortTransfer, for a
+// host whose ticks never reach the timeout).
+func (s *Stepped) Transferee() uint64 {
+	if s.c.state != raft.StateLeader {
+		return 0
+	}
+	return s.c.rn.Status().LeadTransferee
+}
+
+// AbortTransfer abandons a leadership transfer in progress (see
+// Transferee), as the leader itself does once an election timeout passes
+// without the transferee taking over; the leader accepts proposals again.
+// It does nothing on a replica that is not leading or not transferring.
+func (s *Stepped) AbortTransfer() {
+	if s.Transferee() == 0 {
+		return
+	}
+	// A transfer to the leader itself aborts the one in progress and
+	// starts none (raft's stepLeader, MsgTransferLeader).
+	s.c.rn.TransferLeader(s.c.cfg.ID)
+}
+
 // IsLeader reports whether the replica leads now.
 func (s *Stepped) IsLeader() bool { return s.c.state == raft.StateLeader && s.c.err == nil }
 

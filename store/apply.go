@@ -185,7 +185,12 @@ func (db *DB) ApplyEntry(index uint64, fn func() error) error {
 // entry that happens to be applying (ApplyEntry) while it commits. Such a
 // batch must be idempotent and must not change what any read returns, as
 // only then may it be made on one replica and not another, or twice on one
-// replica when an entry is applied again after a crash. Reset forgets it.
+// replica when an entry is applied again after a crash. One exception: an
+// entry's "ensure" write, made only when the store lacks it and decided
+// from the store alone (so every replica's apply makes it alike), is local
+// so that a re-apply finding it in place does not make one numbered commit
+// fewer (rule 2); the re-apply writes it again exactly when a crash lost
+// it. Reset forgets it.
 func (b *Batch) SetLocal() { b.local = true }
 
 // entryRun is the run of replicated entries a batch's commit applies

@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -261,4 +262,109 @@ func TestReappliedOriginalGoneKeepsRemoved(t *testing.T) {
 		return err
 	}))
 	e.check()
+}
+
+// TestReappliedRemoteFollowers is the lost cross-shard follow that
+// cluster.TestDeterministicShards found with lossy crashes (TALLY_DETSIM_
+// LOSSY=1, seed 16 at the time: a replica lacked follower 3 of user 6).
+// One TALLY.XRECV entry carries several TL.XFOLLOWER messages, each of
+// them one numbered commit (the followers' new ordinals are node-local,
+// not numbered). A crash keeps the entry's first commit and loses the
+// rest (store/apply.go rule 3 allows it); the restarted replica applies
+// the entry again. Rule 2: the re-apply must make the same numbered
+// commits in the same order. RemoteFollower used to look the edge up and
+// return without a commit when the follower was in the set already, so on
+// the re-apply the first message made no commit, the second took the
+// first's number, was skipped as a duplicate, and its follower was lost.
+func TestReappliedRemoteFollowers(t *testing.T) {
+	e := &env{t: t, dir: "db", clock: newClock(), inline: -1, shared: -1, remote: oddShard{}}
+	fs := vfs.NewCrashableMem()
+	e.st = testutil.OpenStore(t, fs, e.hooks())
+	followers := []uint64{2, 4, 6} // on shard 2; author 1 lives here
+	// msg runs the entry's i-th message, as Streams.Receive does.
+	msg := func(i int) error {
+		_, err := e.tl.RemoteFollower(1, followers[i], 2, true)
+		return err
+	}
+	must(t, e.db.ApplyEntry(1, func() error {
+		if err := msg(0); err != nil {
+			return err
+		}
+		// The first commit (and the ordinal before it) reach the disk;
+		// the others stay in the WAL's unsynced tail.
+		if err := e.db.SyncWAL(); err != nil {
+			return err
+		}
+		for i := 1; i < len(followers); i++ {
+			if err := msg(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	e.st.RestartOn(fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}))
+	if got := e.db.AppliedIndex(); got != 1 {
+		t.Fatalf("AppliedIndex %d after the crash, want 1 (the entry's first commit survives)", got)
+	}
+	got, err := e.tl.FollowersPage(1, "", 10)
+	must(t, err)
+	if len(got.IDs) != 1 {
+		t.Fatalf("followers of 1 after the crash = %v, want only the first (the crash lost the rest)", got.IDs)
+	}
+	must(t, e.db.ApplyEntry(1, func() error { // the re-apply
+		for i := range followers {
+			if err := msg(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	e.check()
+	got, err = e.tl.FollowersPage(1, "", 10)
+	must(t, err)
+	if !slices.Equal(got.IDs, followers) {
+		t.Fatalf("followers of 1 after the re-apply = %v, want %v", got.IDs, followers)
+	}
+	byShard, err := e.tl.RemoteFollowers(1)
+	must(t, err)
+	if byShard[2] != uint64(len(followers)) {
+		t.Fatalf("followers of 1 on shard 2 = %d, want %d", byShard[2], len(followers))
+	}
+}
+
+// TestReappliedInstallThenFollower: the lost follower of lossy seed 107
+// of cluster.TestDeterministicShards. One TALLY.XRECV entry carries
+// TL.XBACKFILL (InstallCopy) and then TL.XFOLLOWER. A crash keeps the
+// install's commit and loses the follower's; on the re-apply the install
+// finds its copy in place and its batch was empty, and an empty batch
+// commits nothing and takes no apply number: the follower's commit took
+// the install's number and was skipped as a duplicate (rule 2).
+func TestReappliedInstallThenFollower(t *testing.T) {
+	e := &env{t: t, dir: "db", clock: newClock(), inline: -1, shared: -1, remote: oddShard{}}
+	fs := vfs.NewCrashableMem()
+	e.st = testutil.OpenStore(t, fs, e.hooks())
+	entry := func(crashPoint bool) func() error {
+		return func() error {
+			// Author 2 lives on shard 2; nobody here follows them.
+			if err := e.tl.InstallCopy(2, 1, []Entry{{Post: 100, Author: 2}}); err != nil {
+				return err
+			}
+			if crashPoint {
+				if err := e.db.SyncWAL(); err != nil {
+					return err
+				}
+			}
+			_, err := e.tl.RemoteFollower(1, 4, 2, true)
+			return err
+		}
+	}
+	must(t, e.db.ApplyEntry(1, entry(true)))
+	e.st.RestartOn(fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}))
+	must(t, e.db.ApplyEntry(1, entry(false)))
+	e.check()
+	got, err := e.tl.FollowersPage(1, "", 10)
+	must(t, err)
+	if !slices.Equal(got.IDs, []uint64{4}) {
+		t.Fatalf("followers of 1 after the re-apply = %v, want [4]", got.IDs)
+	}
 }

@@ -574,10 +574,14 @@ func (t *Timeline) InstallCopy(author, posts uint64, entries []Entry) error {
 			}
 		}
 	}
-	if d := int64(posts) - int64(ar[colPosts]); d != 0 {
-		if err := b.Incr(UsersCounter, author, ColPosts, d); err != nil {
-			return err
-		}
+	// NB: set even when unchanged, so the batch is never empty: an empty
+	// batch commits nothing and takes no apply number, and a re-applied
+	// install that finds its copy in place (a crash kept its commit, not
+	// the entry's later ones) would shift the next message's commit onto
+	// a surviving mark (store/apply.go rule 2;
+	// TestReappliedInstallThenFollower).
+	if err := b.SetColumn(UsersCounter, author, ColPosts, posts); err != nil {
+		return err
 	}
 
 	// The local followers: a backfill for each live inbox, and the

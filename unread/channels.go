@@ -424,7 +424,15 @@ func (x *Unread) Post(channel string, id uint64) (posted bool, err error) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.hasNotice(id) {
-		return false, nil
+		// NB: commit the notice again (it changes nothing): inside a
+		// replicated entry every call must make its commit whatever the
+		// state, or a re-apply after a crash that kept this notice makes
+		// one commit fewer and the entry's next commit is skipped as a
+		// duplicate (store/apply.go rule 2; TestReappliedPostEntry).
+		if err := x.noticeFam.Put(b, noticeKey(nil, ch.id, id), nil); err != nil {
+			return false, err
+		}
+		return false, b.Commit()
 	}
 	if ch.noticeCount() >= MaxNotices {
 		return false, fmt.Errorf("%w %s (%d)", ErrTooManyNotices, ch.name, MaxNotices)
