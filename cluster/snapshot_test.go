@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http/httptest"
 	"path/filepath"
@@ -113,13 +114,25 @@ func doFollowing(addr string, args ...any) (any, error) {
 	return nil, fmt.Errorf("%v: too many redirections", args)
 }
 
+// freeAddr returns a loopback address whose port is free now.
+//
+// The port is drawn below Linux's ephemeral range (32768-60999): a port
+// the kernel hands out for ":0" is in that range, where the outgoing
+// connections of tests running at the same time take ports too, and one
+// of them took a port between its pick and a node's listen (TestAddNode:
+// "bind: address already in use").
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
 
 // TestSnapshotJoin: a replica added after the log was truncated gets a
