@@ -52,6 +52,7 @@ package cluster
 // losing that host loses both, whatever the leadership.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -157,7 +158,7 @@ func PlanRebalance(shards []LeaderShard, by RebalanceBy) (*RebalancePlan, error)
 		return nil, fmt.Errorf("%w: by %v", ErrInvalidRebalance, by)
 	}
 	ss := slices.Clone(shards)
-	slices.SortFunc(ss, func(a, b LeaderShard) int { return cmpU32(a.ID, b.ID) })
+	slices.SortFunc(ss, func(a, b LeaderShard) int { return cmp.Compare(a.ID, b.ID) })
 	for i := 1; i < len(ss); i++ {
 		if ss[i].ID == ss[i-1].ID {
 			return nil, fmt.Errorf("%w: shard %d listed twice", ErrInvalidRebalance, ss[i].ID)
@@ -362,14 +363,4 @@ func sharedHosts(s *LeaderShard) []string {
 		}
 	}
 	return out
-}
-
-func cmpU32(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
