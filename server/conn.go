@@ -75,10 +75,15 @@ type Conn struct {
 	errReply bool // the running command replied with an error
 
 	// Cluster mode (cluster.go).
-	readonly  bool      // READONLY: reads run on a follower
-	applying  bool      // the Conn of Server.Apply: no network
-	nested    bool      // running a command of RunNested (FlagInternal allowed)
-	applyReqs []request // Apply's scratch
+	readonly bool // READONLY: reads run on a follower
+	applying bool // the Conn of Server.Apply: no network
+	nested   bool // running a command of RunNested (FlagInternal allowed)
+	// Command numbers of the entry being applied (declareCommand,
+	// NestCommands): the running command's number, how many nested
+	// commands it declared, and how many numbers nested commands of the
+	// entry's earlier commands took.
+	unit, nestN, unitShift int
+	applyReqs              []request // Apply's scratch
 	// applyBase is 1 + the index in the entry of the first command of the
 	// batch runBatch runs for Apply (0: none): when the batch fails, its
 	// commands run one by one, each declared as its own (declareCommand).

@@ -13,10 +13,44 @@ var ErrNotApplying = errors.New("tally: nested command outside a replicated appl
 // marked FlagInternal: only another shard sends it.
 var ErrInternal = errors.New("tally: internal command")
 
-// RunNested runs argv as one more command of the replicated entry c is
-// applying (Server.Apply's connection, c.Replicated()), as if the entry had
-// carried it, and returns its RESP reply. The caller's pending reply is
-// kept apart: the nested command's reply is returned, not added to c's.
+// ErrNestedRange is returned by NestCommands and RunNested when a
+// command's nested commands are declared twice, inside a nested command,
+// or run outside the positions declared: a bug of the handler, never of
+// input.
+var ErrNestedRange = errors.New("tally: nested command outside its declared positions")
+
+// NestCommands declares that the running command of a replicated entry
+// will run n nested commands, RunNested(i, ...) with 0 <= i < n. Each
+// nested position is numbered as a command of the entry of its own
+// (store.DB.ApplyCommand), right after the running command, and the
+// entry's later commands after them: a re-apply of the entry after a crash
+// then numbers each nested command's commits as the first apply did, even
+// when one before it commits the second time what it did not the first
+// (a post found already published commits nothing). n must follow from
+// the command's arguments alone (the number of messages it carries), so
+// that every replica and every re-apply number alike; the handler calls
+// it once, before its first RunNested, and makes no commit of its own
+// after its first nested command (such a commit would count as that
+// nested command's). It returns ErrNotApplying on a connection that is
+// not applying an entry.
+func (c *Conn) NestCommands(n int) error {
+	switch {
+	case !c.applying:
+		return ErrNotApplying
+	case c.nested || c.nestN != 0 || n < 0:
+		return fmt.Errorf("%w: %d nested commands declared by command %d (declared %d already, nested %v)", ErrNestedRange, n, c.unit, c.nestN, c.nested)
+	}
+	c.nestN = n
+	c.unitShift += n
+	return nil
+}
+
+// RunNested runs argv as the nested command at position i (declared by
+// NestCommands) of the command running in the replicated entry c is
+// applying (Server.Apply's connection, c.Replicated()), as if the entry
+// had carried it, and returns its RESP reply. The caller's pending reply
+// is kept apart: the nested command's reply is returned, not added to
+// c's. Positions must be run in increasing order; one may be skipped.
 //
 // It is the hook of package xshard: a shard applying a cross-shard message
 // (TALLY.XRECV) runs the message's command inside its own apply, so the
@@ -28,13 +62,21 @@ var ErrInternal = errors.New("tally: internal command")
 // read, a node-local command) gets the same error reply Apply gives it,
 // deterministically on every replica, and runs nothing. The reply bytes are
 // the caller's (a copy). It returns ErrNotApplying, and runs nothing, on a
-// connection that is not applying.
-func (c *Conn) RunNested(argv [][]byte) ([]byte, error) {
+// connection that is not applying, and ErrNestedRange for a position
+// outside the declared ones.
+func (c *Conn) RunNested(i int, argv [][]byte) ([]byte, error) {
 	if !c.applying {
 		return nil, ErrNotApplying
 	}
+	if c.nested || i < 0 || i >= c.nestN {
+		return nil, fmt.Errorf("%w: position %d of %d (nested %v)", ErrNestedRange, i, c.nestN, c.nested)
+	}
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%w: empty command", ErrNotReplicated)
+	}
+	if err := c.s.db.ApplyCommand(uint64(min(c.unit+1+i, maxApplyCommand))); err != nil {
+		// A position below one run before: the numbers would go down.
+		return nil, fmt.Errorf("%w: position %d: %w", ErrNestedRange, i, err)
 	}
 	saved, savedErr := c.out, c.errReply
 	c.out = nil

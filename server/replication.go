@@ -378,6 +378,7 @@ func (s *Server) Apply(data []byte) []byte {
 		reqs = append(reqs, request{Args: argv})
 	}
 	c.applyReqs = reqs[:0]
+	c.unitShift = 0
 	for i := 0; i < len(reqs); {
 		c.declareCommand(i)
 		args := reqs[i].Args
@@ -428,12 +429,16 @@ func (s *Server) Apply(data []byte) []byte {
 // command i (0-based) from now on (store.DB.ApplyCommand): a re-apply
 // after a crash then numbers each command's commits as its first apply
 // did, whatever the commands before it commit the second time
-// (TestReappliedEntryNumbersCommands). Commands past the store's limit
-// share its last number, numbered one after another as without it; so
-// cannot the call fail (numbers only go up), and outside
-// store.DB.ApplyEntry it does nothing.
+// (TestReappliedEntryNumbersCommands). A command's number is its
+// position in the entry plus the numbers the nested commands of the
+// commands before it took (NestCommands), so every number follows from
+// the entry's bytes alone. Numbers past the store's limit share its last
+// number, numbered one after another as without it; so cannot the call
+// fail (numbers only go up), and outside store.DB.ApplyEntry it does
+// nothing.
 func (c *Conn) declareCommand(i int) {
-	_ = c.s.db.ApplyCommand(uint64(min(i+1, maxApplyCommand)))
+	c.unit, c.nestN = i+1+c.unitShift, 0
+	_ = c.s.db.ApplyCommand(uint64(min(c.unit, maxApplyCommand)))
 }
 
 // maxApplyCommand is store.DB.ApplyCommand's highest command number.

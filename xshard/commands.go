@@ -106,8 +106,12 @@ func recv(s *Streams, c *server.Conn, args [][]byte) {
 			return
 		}
 	}
-	last, err := s.Receive(src, first, msgs, func(argv [][]byte) error {
-		if _, err := c.RunNested(argv); err != nil {
+	if err := c.NestCommands(len(msgs)); err != nil {
+		c.WriteErr(err)
+		return
+	}
+	last, err := s.Receive(src, first, msgs, func(i int, argv [][]byte) error {
+		if _, err := c.RunNested(i, argv); err != nil {
 			return err
 		}
 		// A store that failed under the command fails the entry: the

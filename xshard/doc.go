@@ -17,7 +17,8 @@
 // it like any write; its apply (Streams.Receive) skips messages at or
 // below the last sequence it applied from S, refuses a batch that would
 // leave a gap (ErrGap, reply "XGAP last ..."), runs each new message
-// through server.Conn.RunNested (a command of the same entry) and
+// through server.Conn.RunNested (a command of the same entry, numbered
+// apart from the others: server.Conn.NestCommands) and
 // replies the last sequence applied from S. The Sender then proposes
 // TALLY.XACK T seq on S, whose apply (Streams.Ack) drops the prefix on
 // every replica of S. A send that fails or whose outcome is unknown
@@ -47,8 +48,11 @@
 //     value, as the first apply chose them. Otherwise against "last".
 //  3. The record is the second commit, made only when there is a new
 //     message (a decision on "before", so the same on a re-apply); then
-//     each new message runs, in order. A message's commits are skipped on
-//     a re-apply exactly as a command's of any multi-command entry are.
+//     each new message runs, in order, numbered as a command of its own
+//     (its position in the batch: server.Conn.NestCommands). A message's
+//     commits are skipped on a re-apply exactly as a command's of any
+//     multi-command entry are, even when a message before it commits
+//     nothing the second time (a post found published).
 //  4. A second TALLY.XRECV from the same source in one entry (a client
 //     pipelining two) is refused with ErrRepeated, after the probe, by an
 //     in-memory note of the sources seen in the entry. A re-apply starts

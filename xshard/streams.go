@@ -339,15 +339,15 @@ func cloneArgv(argv [][]byte) [][]byte {
 // sequence first: it is the apply of TALLY.XRECV and must run inside
 // store.DB.ApplyEntry (the replicated apply). Messages at or below the
 // last sequence applied from src are skipped; the rest run, in order,
-// through run (the nested apply of each argv; run's error means the
-// store failed, and is returned). It returns the last sequence applied
+// through run (the nested apply of each argv, with i its position in
+// msgs; run's error means the store failed, and is returned). It returns the last sequence applied
 // from src.
 //
 // Refused, with nothing applied: bad input (ErrBadShard, ErrBadMessage);
 // first past last+1 (ErrGap, with last returned); a second call for src
 // in the same entry (ErrRepeated). See the package doc for why a re-apply
 // of the entry after a crash applies no message twice and skips none.
-func (s *Streams) Receive(src uint32, first uint64, msgs [][][]byte, run func(argv [][]byte) error) (uint64, error) {
+func (s *Streams) Receive(src uint32, first uint64, msgs [][][]byte, run func(i int, argv [][]byte) error) (uint64, error) {
 	if src == 0 || src == s.self {
 		return 0, fmt.Errorf("%w: source %d (own shard %d)", ErrBadShard, src, s.self)
 	}
@@ -407,7 +407,7 @@ func (s *Streams) Receive(src uint32, first uint64, msgs [][][]byte, run func(ar
 		if first+uint64(i) <= before {
 			continue
 		}
-		if err := run(m); err != nil {
+		if err := run(i, m); err != nil {
 			return 0, err
 		}
 	}

@@ -74,7 +74,7 @@ func (e *env) applyAt(index uint64, fn func() error) error {
 
 // incr is a message's nested apply: it adds 1 to row id of "msgs" (argv
 // is INCR id), in a commit of its own.
-func (e *env) incr(argv [][]byte) error {
+func (e *env) incr(_ int, argv [][]byte) error {
 	id, err := strconv.ParseUint(string(argv[1]), 10, 64)
 	if err != nil {
 		return err
@@ -240,12 +240,12 @@ func TestReceiveReapplyAfterCrash(t *testing.T) {
 			index := e.entry
 			ran := 0
 			err := e.applyAt(index, func() error {
-				_, err := e.s.Receive(1, 1, msgsFor(1, n), func(argv [][]byte) error {
+				_, err := e.s.Receive(1, 1, msgsFor(1, n), func(i int, argv [][]byte) error {
 					if ran == crashAfter {
 						return errCrash
 					}
 					ran++
-					return e.incr(argv)
+					return e.incr(i, argv)
 				})
 				return err
 			})
