@@ -87,11 +87,14 @@ type Config struct {
 	// Register, if set, registers the host's own commands with a server
 	// (Start's, and the one a snapshot install opens).
 	Register func(srv *server.Server, db *tallydb.DB) error
-	// TickInterval, ElectionTicks, HeartbeatTicks and MaxLogEntries are
-	// the replica's (replica.Config); zero means its defaults.
+	// TickInterval, ElectionTicks, HeartbeatTicks, MaxLogEntries,
+	// SnapshotTimeout and MaxHeldLogBytes are the replica's
+	// (replica.Config); zero means its defaults.
 	TickInterval                  time.Duration
 	ElectionTicks, HeartbeatTicks int
 	MaxLogEntries                 uint64
+	SnapshotTimeout               time.Duration
+	MaxHeldLogBytes               uint64
 	// Server configures the RESP server; Cluster its cluster mode (Addr
 	// defaults to ClientAddr).
 	Server  *server.Options
@@ -247,22 +250,24 @@ func Start(cfg Config) (*Node, error) {
 		return nil, n.fail(err)
 	}
 	r, err := replica.Start(replica.Config{
-		ID:             cfg.ID,
-		DB:             db.Store(),
-		Peers:          cfg.Peers,
-		Join:           cfg.Join,
-		Transport:      tr,
-		Apply:          n.apply,
-		ApplyRun:       n.applyRun,
-		Snapshots:      snaps,
-		Clock:          n.clock,
-		Sync:           cfg.Durability == store.SyncAlways,
-		TickInterval:   cfg.TickInterval,
-		ElectionTicks:  cfg.ElectionTicks,
-		HeartbeatTicks: cfg.HeartbeatTicks,
-		MaxLogEntries:  cfg.MaxLogEntries,
-		ObserveApply:   func(d time.Duration) { n.metrics.apply.Observe(d.Seconds()) },
-		Logger:         cfg.Logger,
+		ID:              cfg.ID,
+		DB:              db.Store(),
+		Peers:           cfg.Peers,
+		Join:            cfg.Join,
+		Transport:       tr,
+		Apply:           n.apply,
+		ApplyRun:        n.applyRun,
+		Snapshots:       snaps,
+		Clock:           n.clock,
+		Sync:            cfg.Durability == store.SyncAlways,
+		TickInterval:    cfg.TickInterval,
+		ElectionTicks:   cfg.ElectionTicks,
+		HeartbeatTicks:  cfg.HeartbeatTicks,
+		MaxLogEntries:   cfg.MaxLogEntries,
+		SnapshotTimeout: cfg.SnapshotTimeout,
+		MaxHeldLogBytes: cfg.MaxHeldLogBytes,
+		ObserveApply:    func(d time.Duration) { n.metrics.apply.Observe(d.Seconds()) },
+		Logger:          cfg.Logger,
 	})
 	if err != nil {
 		if tr != nil {

@@ -39,6 +39,10 @@ type clusterFlags struct {
 	announce string
 	maxLog   uint64
 	snapRate int64
+	// snapTimeout and maxHeld: replica.Config's SnapshotTimeout and
+	// MaxHeldLogBytes (0: its defaults).
+	snapTimeout time.Duration
+	maxHeld     uint64
 
 	// Many shards (--shard and the metadata group's member).
 	shard        uint64
@@ -119,6 +123,9 @@ func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, opts *se
 	if len(cf.secret) < replica.MinSecretLen {
 		return usagef("serve --cluster needs the cluster's secret, at least %d bytes: --cluster-secret S or $%s", replica.MinSecretLen, secretEnv)
 	}
+	if cf.snapTimeout < 0 {
+		return usagef("bad --snapshot-timeout %v: want a positive duration (0: the default 30s)", cf.snapTimeout)
+	}
 	peers, err := parsePeers(cf.peers)
 	if err != nil {
 		return err
@@ -159,6 +166,7 @@ func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, opts *se
 		Dir: e.dir, ID: cf.id, ClientAddr: announce, Peers: peers, Join: cf.join,
 		Durability: so.Durability, Store: so, Server: opts, Logger: logger,
 		MaxLogEntries: cf.maxLog, Sharding: sharding,
+		SnapshotTimeout: cf.snapTimeout, MaxHeldLogBytes: cf.maxHeld,
 		// Every replica signs and accepts the same likes cursors, so a
 		// page fetched before a failover goes on after it.
 		Likes: &likes.Options{CursorSecret: []byte(cf.secret)},

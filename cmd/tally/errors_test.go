@@ -305,3 +305,25 @@ func TestHelpQuotesTheLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestServeSnapshotFlags: --snapshot-timeout and --max-held-log are
+// cluster flags (refused without --cluster), and a negative timeout is
+// refused before anything is opened.
+func TestServeSnapshotFlags(t *testing.T) {
+	t.Setenv("TALLY_DIR", "")
+	for _, args := range [][]string{
+		{"--snapshot-timeout", "5s"},
+		{"--max-held-log", "1048576"},
+		{"--cluster", "--node-id", "1", "--raft-addr", "127.0.0.1:1", "--peers", "1=127.0.0.1:1/127.0.0.1:2",
+			"--cluster-secret", "0123456789abcdef", "--snapshot-timeout", "-1s"},
+	} {
+		dir := filepath.Join(t.TempDir(), "new")
+		_, errOut, code := tally(t, append([]string{"-d", dir, "serve", "--create", "--addr", "127.0.0.1:0"}, args...)...)
+		if code != exitUsage {
+			t.Errorf("serve %q: exit %d (%q), want %d", args, code, errOut, exitUsage)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("serve %q created %s: %v", args, dir, err)
+		}
+	}
+}

@@ -96,6 +96,11 @@ clients: CLUSTER SLOTS/SHARDS/NODES, MOVED, READONLY):
                            the install or 30 s without a chunk fetched)
   --snapshot-rate B        bytes/s a snapshot is sent and fetched at (0: no
                            limit)
+  --snapshot-timeout D     how long a leader keeps the log for a snapshot
+                           it sent while no chunk of it is fetched
+                           (default 30s)
+  --max-held-log B         bytes of log a leader keeps for a snapshot being
+                           installed (default 268435456, 256 MiB)
 
 Many shards (a cluster of replica groups behind one slot map):
   --shard N                this replica's shard (1 or more); the map is
@@ -154,6 +159,8 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&cf.announce, "announce", "", "")
 	fs.Uint64Var(&cf.maxLog, "max-log-entries", 0, "")
 	fs.Int64Var(&cf.snapRate, "snapshot-rate", 0, "")
+	fs.DurationVar(&cf.snapTimeout, "snapshot-timeout", 0, "")
+	fs.Uint64Var(&cf.maxHeld, "max-held-log", 0, "")
 	fs.Uint64Var(&cf.shard, "shard", 0, "")
 	fs.StringVar(&cf.metaRaftAddr, "meta-raft-addr", "", "")
 	fs.StringVar(&cf.metaPeers, "meta-peers", "", "")
@@ -214,8 +221,9 @@ func runServe(e *env, args []string) error {
 		return runClusterServe(e, cf, *addr, *metricsAddr, opts)
 	}
 	if cf.id != 0 || cf.raftAddr != "" || cf.peers != "" || cf.join || cf.announce != "" ||
-		cf.shard != 0 || cf.metaRaftAddr != "" || cf.metaPeers != "" || cf.metaJoin || cf.metaDir != "" {
-		return usagef("--node-id, --raft-addr, --peers, --join, --announce, --shard and --meta-* need --cluster")
+		cf.shard != 0 || cf.metaRaftAddr != "" || cf.metaPeers != "" || cf.metaJoin || cf.metaDir != "" ||
+		cf.snapTimeout != 0 || cf.maxHeld != 0 {
+		return usagef("--node-id, --raft-addr, --peers, --join, --announce, --shard, --snapshot-timeout, --max-held-log and --meta-* need --cluster")
 	}
 
 	// Every package on the one store, wired by tally.Open (unread observes
