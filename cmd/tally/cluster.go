@@ -327,12 +327,14 @@ Example:
 `}
 	cmdClusterTransfer = &command{name: "cluster transfer", local: true,
 		synopsis: "hand leadership to the most caught-up voter",
-		help: `Usage: tally cluster transfer --addr LEADER [--password P]
+		help: `Usage: tally cluster transfer [ID] --addr LEADER [--password P]
 
-Hands leadership to the most caught-up voter and waits until it leads.
+Hands leadership to voter ID (without ID, to the most caught-up voter) and
+waits until it leads.
 
 Example:
   tally cluster transfer --addr 127.0.0.1:7000
+  tally cluster transfer 2 --addr 127.0.0.1:7000
 `}
 )
 
@@ -427,11 +429,11 @@ func init() {
 	cmdClusterAdd.run = func(e *env, args []string) error { return e.clusterCall(cmdClusterAdd, args, 3, "ADDLEARNER") }
 	cmdClusterPromote.run = func(e *env, args []string) error { return e.clusterCall(cmdClusterPromote, args, 1, "PROMOTE") }
 	cmdClusterRemove.run = func(e *env, args []string) error { return e.clusterCall(cmdClusterRemove, args, 1, "REMOVE") }
-	cmdClusterTransfer.run = func(e *env, args []string) error { return e.clusterCall(cmdClusterTransfer, args, 0, "TRANSFER") }
+	cmdClusterTransfer.run = func(e *env, args []string) error { return e.clusterCall(cmdClusterTransfer, args, -1, "TRANSFER") }
 }
 
 // clusterCall sends TALLY.CLUSTER SUB with npos positionals to --addr and
-// prints the reply.
+// prints the reply; npos -1 takes an optional ID.
 func (e *env) clusterCall(c *command, args []string, npos int, sub string) error {
 	fs := e.flags(c)
 	addr := fs.String("addr", "", "")
@@ -439,7 +441,14 @@ func (e *env) clusterCall(c *command, args []string, npos int, sub string) error
 	if err != nil {
 		return err
 	}
-	if len(pos) != npos {
+	switch {
+	case npos < 0 && len(pos) > 1:
+		return usagef("takes at most 1 argument (ID), got %d", len(pos))
+	case npos < 0 && len(pos) == 1:
+		if _, err := strconv.ParseUint(pos[0], 10, 64); err != nil {
+			return usagef("bad ID %q", pos[0])
+		}
+	case npos >= 0 && len(pos) != npos:
 		return usagef("takes %d arguments, got %d", npos, len(pos))
 	}
 	if *addr == "" {

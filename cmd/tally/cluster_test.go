@@ -159,4 +159,33 @@ func TestClusterProcesses(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "cluster.secret")); err != nil {
 		t.Fatal(err)
 	}
+	// Leadership to a named voter: "cluster transfer ID" on the leader,
+	// then every replica's status names ID as the leader.
+	field := func(status, key string) string {
+		for _, l := range strings.Split(status, "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == key {
+				return f[1]
+			}
+		}
+		t.Fatalf("cluster status without %q: %q", key, status)
+		return ""
+	}
+	lid, laddr := field(status, "leader"), field(status, "leader_addr")
+	var to string
+	for _, l := range strings.Split(status, "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "member" && f[1] != lid {
+			to = f[1]
+			break
+		}
+	}
+	tallyCmd(t, "cluster", "transfer", to, "--addr", laddr)
+	deadline = time.Now().Add(30 * time.Second)
+	for _, addr := range addrs {
+		for field(tallyCmd(t, "cluster", "status", "--addr", addr), "leader") != to {
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %s: leader is not %s after cluster transfer %s", addr, to, to)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
