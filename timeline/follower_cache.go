@@ -65,7 +65,9 @@ func (t *Timeline) followersOf(aOrd uint32) ([]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
-	if puttable && len(out) <= maxCachedFollowers {
+	// An empty list is not kept: it would hold a map entry the budget,
+	// counted in ordinals, does not see.
+	if puttable && len(out) > 0 && len(out) <= maxCachedFollowers {
 		if t.testFolCacheMiss != nil {
 			t.testFolCacheMiss()
 		}
