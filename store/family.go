@@ -29,6 +29,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/tallydb/tally/internal/limits"
@@ -596,7 +598,10 @@ type Iter struct {
 	valid   bool
 	loaded  bool   // val holds the current key's checked value
 	val     []byte // see loaded
-	err     error
+	// add is the set the current value holds, for a MergeRoaring family:
+	// its check decoded it, and Roaring hands it over (nil once taken).
+	add *roaring.Bitmap
+	err error
 }
 
 // NewIter returns an iterator over the family's keys within o's bounds
@@ -673,7 +678,7 @@ func (it *Iter) Next() bool {
 // reads as absent, moving on in the iteration's direction.
 func (it *Iter) settle() bool {
 	for {
-		it.loaded = false
+		it.loaded, it.add = false, nil
 		if !it.valid {
 			if err := it.it.Error(); err != nil {
 				it.err = it.f.db.readErr(err)
@@ -702,6 +707,16 @@ func (it *Iter) load() bool {
 	if err != nil {
 		it.err = it.f.db.readErr(err)
 		return false
+	}
+	if it.f.spec.Merge == MergeRoaring && it.f.spec.CheckValue == nil && len(v) > 1 && v[0] == MergeRoaring.ID {
+		// The check is the decode: keep what it decoded for Roaring.
+		add, _, err := decodeRoaring(v[1:])
+		if err != nil {
+			it.err = it.f.corrupt(it.it.Key(), err)
+			return false
+		}
+		it.val, it.loaded, it.add = v, true, add
+		return true
 	}
 	if len(v) > 0 && v[0] == deferredID {
 		v = bytes.Clone(v) // rare: a list this process resolves now
@@ -746,6 +761,19 @@ func (it *Iter) Value() []byte {
 		return nil
 	}
 	return v
+}
+
+// Roaring returns the set the current value of a MergeRoaring family
+// holds (DecodeRoaring's add set), decoded once: the iterator's check of
+// the value is the decode, and the caller gets its result, to keep and
+// modify. Errors: ErrCorrupt.
+func (it *Iter) Roaring() (*roaring.Bitmap, error) {
+	if add := it.add; add != nil {
+		it.add = nil
+		return add, nil
+	}
+	add, _, err := DecodeRoaring(it.Value())
+	return add, err
 }
 
 // Err returns the error that stopped the iteration, if any.

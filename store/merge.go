@@ -27,6 +27,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -294,9 +295,12 @@ type valueMerger struct {
 	key []byte
 	m   *MergeOperator // nil once deferred
 	acc []byte         // merged payload so far (m != nil, no MergeMany)
-	// newer and older buffer payloads for m.MergeMany: newer oldest first,
-	// older newest first (each MergeOlder appends an older one).
-	newer, older [][]byte
+	// newer and older buffer payloads for m.MergeMany, as spans of arena:
+	// newer oldest first, older newest first (each MergeOlder appends an
+	// older one). One arena, not a copy per operand: Pebble keeps the
+	// operand it hands over, and a compaction of inboxes hands many.
+	newer, older []span
+	arena        []byte
 	ops          [][]byte // deferred operands, oldest first (m == nil)
 }
 
@@ -306,7 +310,7 @@ func (v *valueMerger) start(value []byte) {
 		if m := v.t.lookup(value[0]); m != nil && m.MergeMany != nil {
 			v.m = m // payloads are decoded once, by MergeMany at Finish
 			if len(value) > 1 {
-				v.newer = append(v.newer, bytes.Clone(value[1:]))
+				v.newer = append(v.newer, v.keep(value[1:]))
 			}
 			return
 		}
@@ -319,13 +323,31 @@ func (v *valueMerger) start(value []byte) {
 	v.ops = v.appendOps(v.ops, value)
 }
 
-// buffered returns the payloads buffered for MergeMany, oldest first.
+// span locates a payload in a valueMerger's arena.
+type span struct{ off, n int }
+
+// keep copies p into the arena.
+func (v *valueMerger) keep(p []byte) span {
+	if len(v.arena) == 0 {
+		v.arena = make([]byte, 0, 2*len(p)+64)
+	}
+	s := span{len(v.arena), len(p)}
+	v.arena = append(v.arena, p...)
+	return s
+}
+
+// buffered returns the payloads buffered for MergeMany, oldest first
+// (aliasing the arena).
 func (v *valueMerger) buffered() [][]byte {
 	out := make([][]byte, 0, len(v.older)+len(v.newer))
 	for i := len(v.older) - 1; i >= 0; i-- {
-		out = append(out, v.older[i])
+		s := v.older[i]
+		out = append(out, v.arena[s.off:s.off+s.n:s.off+s.n])
 	}
-	return append(out, v.newer...)
+	for _, s := range v.newer {
+		out = append(out, v.arena[s.off:s.off+s.n:s.off+s.n])
+	}
+	return out
 }
 
 // appendOps appends value's operands (cloned) to ops; a value that is not
@@ -347,7 +369,7 @@ func (v *valueMerger) deferNow() {
 		for _, p := range v.buffered() {
 			v.ops = append(v.ops, v.m.Frame(nil, p))
 		}
-		v.m, v.newer, v.older = nil, nil, nil
+		v.m, v.newer, v.older, v.arena = nil, nil, nil, nil
 	case v.m != nil:
 		v.ops = [][]byte{v.m.Frame(nil, v.acc)}
 		v.m, v.acc = nil, nil
@@ -384,9 +406,9 @@ func (v *valueMerger) absorb(value []byte, newer bool) bool {
 		return true
 	case v.m.MergeMany != nil:
 		if newer {
-			v.newer = append(v.newer, bytes.Clone(payload))
+			v.newer = append(v.newer, v.keep(payload))
 		} else {
-			v.older = append(v.older, bytes.Clone(payload))
+			v.older = append(v.older, v.keep(payload))
 		}
 		return true
 	case len(v.acc) == 0:
@@ -867,70 +889,162 @@ func mergeTopLists(older, newer *TopList) *TopList {
 }
 
 func mergeTopList(older, newer []byte) ([]byte, error) {
-	o, err := decodeTopList(older)
-	if err != nil {
-		return nil, err
-	}
-	n, err := decodeTopList(newer)
-	if err != nil {
-		return nil, err
-	}
-	return appendTopList(nil, mergeTopLists(o, n)), nil
+	return mergeTopListMany([][]byte{older, newer})
 }
 
 // mergeTopListMany merges payloads (oldest first) at once: every entry,
 // the newest operand winning per key, keys ≥ every floor, trimmed at the
-// newest operand's cap. One decode per payload and one encode, where a fold
-// would re-encode after every operand.
+// newest operand's cap.
+//
+// Every payload is already a sorted list (keys strictly descending), so
+// this is a k-way merge of the payloads as they are decoded, entry by
+// entry, with nothing decoded into lists, no sort, and no allocation but
+// the result's (and, for many operands or a long result, a pooled
+// scratch): an inbox compaction merges a few new entries into a list of
+// hundreds, and the earlier decode-append-sort-encode was half of the
+// bytes the timeline benchmark allocated (bench/RESULTS.md, "Sustained
+// fan-out"). The merge stops at the cap or the floor; the rest of every
+// payload is then checked without being built, so a malformed payload
+// fails the merge wherever its damage lies, as a full decode would.
 func mergeTopListMany(payloads [][]byte) ([]byte, error) {
-	type tagged struct {
-		e   TopEntry
-		src int // operand index: higher is newer
+	sc := topMergePool.Get().(*topMergeScratch)
+	defer sc.release()
+	if cap(sc.srcs) < len(payloads) {
+		sc.srcs = make([]topMergeSrc, len(payloads))
 	}
-	var all []tagged
+	srcs := sc.srcs[:len(payloads)]
+	act := sc.act[:0] // the sources not spent, oldest first
 	var floor uint64
-	capacity := 0
+	capacity, size := 0, 32
 	for i, p := range payloads {
-		l, err := decodeTopList(p)
-		if err != nil {
+		s := &srcs[i]
+		if err := s.it.init(p); err != nil {
 			return nil, err
 		}
-		floor = max(floor, l.Floor)
-		capacity = l.Cap
-		for _, e := range l.Entries {
-			all = append(all, tagged{e, i})
+		floor = max(floor, s.it.floor)
+		capacity = int(s.it.capacity)
+		size += len(p) + int(s.it.n) // room for a kind byte per entry, should the result be version 2
+		if err := s.advance(); err != nil {
+			return nil, err
+		}
+		if s.ok {
+			act = append(act, i)
 		}
 	}
-	// Key descending; for one key, the newest operand first.
-	slices.SortFunc(all, func(a, b tagged) int {
-		switch {
-		case a.e.Key > b.e.Key:
-			return -1
-		case a.e.Key < b.e.Key:
-			return 1
-		}
-		return b.src - a.src
-	})
-	out := &TopList{Cap: capacity, Floor: floor, Entries: make([]TopEntry, 0, min(len(all), 2*capacity+8))}
+	out := sc.out[:0]
 	live := 0
-	for i, t := range all {
-		if i > 0 && all[i-1].e.Key == t.e.Key {
-			continue // an older operand's entry for the same key
+	for live < capacity && len(act) > 0 {
+		// The source with the largest head key; for one key, the newest.
+		best := act[len(act)-1]
+		for j := len(act) - 2; j >= 0; j-- {
+			if i := act[j]; srcs[i].e.Key > srcs[best].e.Key {
+				best = i
+			}
 		}
-		if t.e.Key < out.Floor || live == out.Cap {
-			break
+		e := srcs[best].e
+		if e.Key < floor {
+			break // every source is sorted: all that is left is below the floor
 		}
-		out.Entries = append(out.Entries, t.e)
-		if !t.e.Removed {
-			if live++; live == out.Cap {
-				out.Floor = t.e.Key
+		n := 0
+		for _, i := range act {
+			s := &srcs[i]
+			if s.e.Key == e.Key {
+				if err := s.advance(); err != nil {
+					return nil, err
+				}
+			}
+			if s.ok {
+				act[n] = i
+				n++
+			}
+		}
+		act = act[:n]
+		out = append(out, e)
+		if !e.Removed {
+			if live++; live == capacity {
+				floor = e.Key
 			}
 		}
 	}
-	return appendTopList(nil, out), nil
+	sc.out, sc.act = out, act
+	for i := range srcs {
+		if s := &srcs[i]; s.ok {
+			if err := s.it.checkRest(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return appendTopList(make([]byte, 0, size), &TopList{Cap: capacity, Floor: floor, Entries: out}), nil
+}
+
+// topMergeSrc is one payload of a merge: its iterator and its next entry
+// (ok false once it is spent).
+type topMergeSrc struct {
+	it topListIter
+	e  TopEntry
+	ok bool
+}
+
+// advance reads the source's next entry.
+func (s *topMergeSrc) advance() error {
+	var err error
+	s.e, s.ok, err = s.it.next()
+	return err
+}
+
+// topMergeScratch is what a merge reuses: its sources, the indexes of
+// those not spent, and the entries of its result before they are encoded.
+type topMergeScratch struct {
+	srcs []topMergeSrc
+	act  []int
+	out  []TopEntry
+}
+
+var topMergePool = sync.Pool{New: func() any { return &topMergeScratch{} }}
+
+// release returns the scratch to the pool, holding no payload (the
+// iterators alias them) and no result longer than an inbox's few pages.
+func (sc *topMergeScratch) release() {
+	clear(sc.srcs[:cap(sc.srcs)])
+	if cap(sc.out) > 1<<14 {
+		sc.out = nil
+	}
+	if cap(sc.srcs) > 1<<10 {
+		sc.srcs, sc.act = nil, nil
+	}
+	topMergePool.Put(sc)
 }
 
 func finishTopList(p []byte) ([]byte, error) {
+	// Most finished lists hold no tombstone: then the payload is the
+	// result, checked to the end without being built.
+	var it topListIter
+	if err := it.init(p); err != nil {
+		return nil, err
+	}
+	tombstones := false
+	for {
+		e, ok, err := it.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if e.Removed {
+			tombstones = true
+			if err := it.checkRest(); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	if !tombstones {
+		if it.n == 0 && it.floor == 0 {
+			return nil, nil
+		}
+		return p, nil
+	}
 	l, err := decodeTopList(p)
 	if err != nil {
 		return nil, err

@@ -116,6 +116,12 @@
 //     Its ordering rules are in shared.go.
 //   - otherwise a fan-out job per post, as above.
 //
+// Both small kinds read the author's followers from an in-memory cache of
+// small authors' follower ordinals (Options.FollowerCache,
+// follower_cache.go: exact, as every writer of tl_followers holds the
+// authors it changes across its commit) and test each against the push
+// set, rather than iterating the author's follower chunks.
+//
 // Unpublish, backfill, rebuild, expiry and pulled authors see no
 // difference: a delivery is the same operand whoever writes it.
 //

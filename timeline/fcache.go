@@ -32,37 +32,42 @@ const DefaultFolloweeCache = 4 << 20
 // fcacheShards is the number of shards of the cache (a power of two).
 const fcacheShards = 256
 
-type followeeCache struct {
+// listCache keeps sorted lists keyed by user ordinal, bounded in
+// elements: the followee lists of page readers (followeeCache) and the
+// follower ordinals of small authors (followerCache, follower_cache.go).
+type listCache[T uint32 | uint64] struct {
 	perShard int // ids a shard holds at most; 0: the cache is off
-	shards   [fcacheShards]fcacheShard
+	shards   [fcacheShards]fcacheShard[T]
 }
 
-type fcacheShard struct {
+type followeeCache = listCache[uint64]
+
+type fcacheShard[T uint32 | uint64] struct {
 	mu      sync.Mutex
-	m       map[uint32][]uint64
+	m       map[uint32][]T
 	ids     int    // ids held
 	gen     uint64 // bumped by every release and clear
 	holding int    // writers between hold and release
 	_       [24]byte
 }
 
-func (c *followeeCache) init(maxIDs int) {
+func (c *listCache[T]) init(maxIDs int) {
 	if maxIDs <= 0 {
 		c.perShard = 0
 		return
 	}
 	c.perShard = max(maxIDs/fcacheShards, 1)
 	for i := range c.shards {
-		c.shards[i].m = map[uint32][]uint64{}
+		c.shards[i].m = map[uint32][]T{}
 	}
 }
 
-func (c *followeeCache) shard(ord uint32) *fcacheShard {
+func (c *listCache[T]) shard(ord uint32) *fcacheShard[T] {
 	return &c.shards[ord%fcacheShards]
 }
 
 // hold starts a rewrite of ord's list (before its commit).
-func (c *followeeCache) hold(ord uint32) {
+func (c *listCache[T]) hold(ord uint32) {
 	if c.perShard == 0 {
 		return
 	}
@@ -74,7 +79,7 @@ func (c *followeeCache) hold(ord uint32) {
 
 // release ends a rewrite of ord's list (after its commit, failed or not):
 // the cached list goes, and reads begun before cannot insert theirs.
-func (c *followeeCache) release(ord uint32) {
+func (c *listCache[T]) release(ord uint32) {
 	if c.perShard == 0 {
 		return
 	}
@@ -91,7 +96,7 @@ func (c *followeeCache) release(ord uint32) {
 
 // holdMany holds the lists of ords (each once) and returns the function
 // that releases them.
-func (c *followeeCache) holdMany(ords []uint32) func() {
+func (c *listCache[T]) holdMany(ords []uint32) func() {
 	if c.perShard == 0 || len(ords) == 0 {
 		return func() {}
 	}
@@ -109,7 +114,7 @@ func (c *followeeCache) holdMany(ords []uint32) func() {
 }
 
 // clear drops every cached list; reads begun before cannot insert theirs.
-func (c *followeeCache) clear() {
+func (c *listCache[T]) clear() {
 	if c.perShard == 0 {
 		return
 	}
@@ -124,12 +129,60 @@ func (c *followeeCache) clear() {
 }
 
 // len returns the number of cached lists (tests, stats).
-func (c *followeeCache) len() int {
+func (c *listCache[T]) len() int {
 	n := 0
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
 		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// get returns ord's cached list, which nobody modifies (lists are
+// replaced, never changed), or, on a miss, the shard's generation and
+// whether a list read now may be put (no writer holds the shard).
+func (c *listCache[T]) get(ord uint32) (l []T, hit bool, gen uint64, puttable bool) {
+	s := c.shard(ord)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.m[ord]; ok {
+		return l, true, 0, false
+	}
+	return nil, false, s.gen, s.holding == 0
+}
+
+// put caches a copy of l, read from the store after a miss that returned
+// gen, if no writer released or holds the shard since, evicting lists at
+// random until it fits; a list longer than a shard holds is not cached.
+func (c *listCache[T]) put(ord uint32, gen uint64, l []T) {
+	if len(l) > c.perShard {
+		return
+	}
+	s := c.shard(ord)
+	s.mu.Lock()
+	if _, ok := s.m[ord]; !ok && s.gen == gen && s.holding == 0 {
+		for k, l2 := range s.m { // evict at random until the list fits
+			if s.ids+len(l) <= c.perShard {
+				break
+			}
+			s.ids -= len(l2)
+			delete(s.m, k)
+		}
+		s.m[ord] = slices.Clone(l)
+		s.ids += len(l)
+	}
+	s.mu.Unlock()
+}
+
+// size returns the elements the cache holds (tests).
+func (c *listCache[T]) size() int {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += s.ids
 		s.mu.Unlock()
 	}
 	return n
@@ -145,33 +198,17 @@ func (t *Timeline) cachedFolloweesOf(ord uint32, dst []uint64, buf []byte) (list
 		dst, buf, err = t.followeesOf(ord, dst, buf)
 		return dst, dst, buf, err
 	}
-	s := c.shard(ord)
-	s.mu.Lock()
-	if l, ok := s.m[ord]; ok {
-		s.mu.Unlock()
+	l, hit, gen, puttable := c.get(ord)
+	if hit {
 		return l, dst, buf, nil
 	}
-	gen, holding := s.gen, s.holding
-	s.mu.Unlock()
 	dst, buf, err = t.followeesOf(ord, dst, buf)
-	if err != nil || holding > 0 || len(dst) > c.perShard {
+	if err != nil || !puttable || len(dst) > c.perShard {
 		return dst, dst, buf, err
 	}
 	if t.testFcacheMiss != nil {
 		t.testFcacheMiss()
 	}
-	s.mu.Lock()
-	if _, ok := s.m[ord]; !ok && s.gen == gen && s.holding == 0 {
-		for k, l := range s.m { // evict at random until the list fits
-			if s.ids+len(dst) <= c.perShard {
-				break
-			}
-			s.ids -= len(l)
-			delete(s.m, k)
-		}
-		s.m[ord] = slices.Clone(dst)
-		s.ids += len(dst)
-	}
-	s.mu.Unlock()
+	c.put(ord, gen, dst)
 	return dst, dst, buf, nil
 }

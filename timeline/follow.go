@@ -181,9 +181,15 @@ func (t *Timeline) followLocked(user uint64, fs []uint64) (added, followers []ui
 			newPend = append(newPend, f)
 		}
 	}
+	aOrds := make([]uint32, len(added))
+	for i := range added {
+		aOrds[i] = uint32(rows[(i+1)*nc+colOrd])
+	}
+	releaseFol := t.folCache.holdMany(aOrds)
 	t.fcache.hold(uOrd)
 	err = b.Commit()
 	t.fcache.release(uOrd)
+	releaseFol()
 	// A duplicate (a re-apply of this entry) changed nothing in the store:
 	// nor may it change the index (see InstallCopy).
 	if err != nil || b.Duplicate() {
@@ -321,9 +327,15 @@ func (t *Timeline) UnfollowMany(user uint64, followees ...uint64) (int, error) {
 			return 0, err
 		}
 	}
+	aOrds := make([]uint32, len(removed))
+	for i := range removed {
+		aOrds[i] = uint32(rows[i*nc+colOrd])
+	}
+	releaseFol := t.folCache.holdMany(aOrds)
 	t.fcache.hold(uOrd)
 	err = b.Commit()
 	t.fcache.release(uOrd)
+	releaseFol()
 	if err != nil {
 		return 0, err
 	}

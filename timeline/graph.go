@@ -164,6 +164,7 @@ func (t *Timeline) loadState() error {
 	t.reposts.set(reposts)
 	t.reposts.Unlock()
 	t.fcache.clear()
+	t.folCache.clear()
 	return nil
 }
 
@@ -591,7 +592,7 @@ func (t *Timeline) followerChunks(aOrd uint32, from uint64, fn func(*roaring.Bit
 		return err
 	}
 	for it.Next() {
-		bm, _, err := store.DecodeRoaring(it.Value())
+		bm, err := it.Roaring() // decoded once, by the read's check
 		if err != nil {
 			it.Close()
 			return err

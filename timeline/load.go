@@ -345,9 +345,15 @@ func (t *Timeline) loadBatch(es []Edge, st *LoadStats) error {
 		}
 	}
 	if !b.Empty() {
+		aOrds := make([]uint32, 0, len(adds))
+		for k := range adds {
+			aOrds = append(aOrds, k[0])
+		}
+		releaseFol := t.folCache.holdMany(aOrds)
 		release := t.fcache.holdMany(rewritten)
 		err := b.Commit()
 		release()
+		releaseFol()
 		if err != nil {
 			return err
 		}

@@ -298,8 +298,9 @@ func (t *Timeline) deliverInline(b *store.Batch, author uint64, meta entryMeta, 
 	if err != nil {
 		return false, 0, err
 	}
-	targets, n, err := t.fanoutTargets(aOrd, 0)
-	if err != nil || n > uint64(t.inlineMax) {
+	var buf [64]uint32
+	targets, err := t.pushFollowers(aOrd, buf[:0])
+	if err != nil || len(targets) > t.inlineMax {
 		return false, 0, err
 	}
 	entries := make([]store.TopEntry, len(posts))
@@ -308,15 +309,12 @@ func (t *Timeline) deliverInline(b *store.Batch, author uint64, meta entryMeta, 
 	}
 	operand := inboxOperand(t.Config().InboxCap, entries)
 	var key [5]byte
-	for _, ct := range targets {
-		it := ct.bm.Iterator()
-		for it.HasNext() {
-			if err := t.fam.inbox.Merge(b, inboxKey(key[:0], it.Next()), operand); err != nil {
-				return false, 0, err
-			}
+	for _, o := range targets {
+		if err := t.fam.inbox.Merge(b, inboxKey(key[:0], o), operand); err != nil {
+			return false, 0, err
 		}
 	}
-	return true, n, nil
+	return true, uint64(len(targets)), nil
 }
 
 // repeats returns a function reporting whether ids[i] occurs earlier in

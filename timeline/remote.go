@@ -361,7 +361,10 @@ func (t *Timeline) RemoteFollower(author, follower uint64, shard uint32, add boo
 			return false, err
 		}
 	}
-	if err := b.Commit(); err != nil {
+	t.folCache.hold(aOrd)
+	err = b.Commit()
+	t.folCache.release(aOrd)
+	if err != nil {
 		return false, err
 	}
 	if add {

@@ -260,12 +260,10 @@ func (t *Timeline) deliverPost(b *store.Batch, author, post uint64, cfg Config) 
 	if err != nil || aOrd == 0 {
 		return 0, err
 	}
-	targets, n, err := t.fanoutTargets(aOrd, 0)
-	if err != nil {
+	var buf [64]uint32
+	targets, err := t.pushFollowers(aOrd, buf[:0])
+	if err != nil || len(targets) == 0 {
 		return 0, err
-	}
-	if n == 0 {
-		return 0, nil
 	}
 	m, _, err := t.outboxMeta(author, post)
 	if err != nil {
@@ -273,15 +271,12 @@ func (t *Timeline) deliverPost(b *store.Batch, author, post uint64, cfg Config) 
 	}
 	operand := inboxOperand(cfg.InboxCap, []store.TopEntry{m.entry(post, author)})
 	var key [5]byte
-	for _, ct := range targets {
-		it := ct.bm.Iterator()
-		for it.HasNext() {
-			if err := t.fam.inbox.Merge(b, inboxKey(key[:0], it.Next()), operand); err != nil {
-				return 0, err
-			}
+	for _, o := range targets {
+		if err := t.fam.inbox.Merge(b, inboxKey(key[:0], o), operand); err != nil {
+			return 0, err
 		}
 	}
-	return n, nil
+	return uint64(len(targets)), nil
 }
 
 // sharedPosts returns the posts waiting for the shared job, in id order.

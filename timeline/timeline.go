@@ -219,6 +219,12 @@ type Options struct {
 	// followee list from the store (see fcache.go). Negative disables
 	// the cache. The default is DefaultFolloweeCache.
 	FolloweeCache int
+	// FollowerCache is the most follower ordinals (4 bytes each) kept in
+	// memory for the authors with at most 2048 followers, so a small
+	// fan-out does not read its author's follower chunks from the store
+	// (see follower_cache.go). Negative disables the cache. The default
+	// is DefaultFollowerCache.
+	FollowerCache int
 	// Remote reaches the users whose data lives on other shards of a
 	// sharded cluster (remote.go); nil (the default) is one shard: every
 	// user is local and nothing is ever sent.
@@ -339,6 +345,9 @@ type Timeline struct {
 	remote Remote
 	// fcache keeps followee lists for page reads (fcache.go).
 	fcache followeeCache
+	// folCache keeps small authors' follower ordinals for fan-outs
+	// (follower_cache.go).
+	folCache followerCache
 	// lastGenID is the last post id newPostID generated.
 	lastGenID atomic.Uint64
 	stats     struct {
@@ -356,6 +365,9 @@ type Timeline struct {
 	// the cache and read the store, before it inserts the list (tests
 	// commit a follow there).
 	testFcacheMiss func()
+	// testFolCacheMiss, if set, runs when a fan-out's follower read
+	// missed the follower cache, between its read and its insert (tests).
+	testFolCacheMiss func()
 
 	closed   atomic.Bool
 	stop     chan struct{}
@@ -440,6 +452,10 @@ func New(db *store.DB, opts *Options) (*Timeline, error) {
 		o.FolloweeCache = DefaultFolloweeCache
 	}
 	t.fcache.init(o.FolloweeCache)
+	if o.FollowerCache == 0 {
+		o.FollowerCache = DefaultFollowerCache
+	}
+	t.folCache.init(o.FollowerCache)
 	t.pending.m = map[uint32]map[uint64]struct{}{}
 	if err := t.registerFamilies(); err != nil {
 		return nil, err
