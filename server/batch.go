@@ -61,11 +61,13 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 				break // Apply runs it alone, after its broadcast
 			}
 		}
-		p := pending{cmd: cmd, args: args, op: b.Len()}
-		if !cmd.stage(c, args, b, &p) {
+		// Staged in place: a pending on the stack would escape through
+		// the stage function (an allocation per command).
+		c.pend = append(c.pend, pending{cmd: cmd, args: args, op: b.Len()})
+		if !cmd.stage(c, args, b, &c.pend[len(c.pend)-1]) {
+			c.pend = c.pend[:len(c.pend)-1]
 			break
 		}
-		c.pend = append(c.pend, p)
 	}
 	if len(c.pend) == 0 {
 		c.run(first, cmds[0].Args)
@@ -98,11 +100,20 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 		return len(c.pend)
 	}
 	d := time.Since(t0)
+	// Metrics once per run of one command (observeN): each command still
+	// counts as one call that took the batch's time.
+	run, failed := 0, 0
 	for i := range c.pend {
 		p := &c.pend[i]
 		c.errReply = false
 		p.cmd.finish(c, b, p)
-		c.account(p.cmd, d)
+		if c.errReply {
+			failed++
+		}
+		if i+1 == len(c.pend) || c.pend[i+1].cmd != p.cmd {
+			c.accountN(p.cmd, d, i+1-run, failed)
+			run, failed = i+1, 0
+		}
 	}
 	// The slow log records a batch once, as its first command with the
 	// batch's time: every command of it took that long.
