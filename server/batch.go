@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"slices"
 	"sync"
 	"time"
@@ -46,6 +47,7 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 	b.Reset()
 	c.pend = c.pend[:0]
 	t0 := time.Now()
+	prev := cmds[0].Args
 	for i := range cmds {
 		if len(c.pend) == maxBatch {
 			break
@@ -53,10 +55,19 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 		args := cmds[i].Args
 		cmd := first
 		if i > 0 {
-			var msg string
-			if cmd, msg, _ = c.find(args); msg != "" || cmd.stage == nil {
-				break
+			// A pipeline repeats one command: the same name (same bytes)
+			// with as many arguments resolves as the one before did (a
+			// batchable command has no subcommands, and nothing staged
+			// changes AUTH), without the table lookup.
+			if len(args) != len(prev) || !bytes.Equal(args[0], prev[0]) {
+				var msg string
+				if cmd, msg, _ = c.find(args); msg != "" || cmd.stage == nil {
+					break
+				}
+			} else {
+				cmd = c.pend[len(c.pend)-1].cmd
 			}
+			prev = args
 			if c.applying && !cmd.hasKeys() && c.s.cluster != nil && c.s.cluster.opts.Broadcast != nil {
 				break // Apply runs it alone, after its broadcast
 			}
