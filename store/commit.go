@@ -262,6 +262,20 @@ func (b *Batch) IncrCapped(counter string, id uint64, column string, delta int64
 	return b.incrCapped(cs, id, column, delta, limit)
 }
 
+// IncrColumn is IncrCapped on a counter handle and a column's position
+// (its index in Counter.Columns and CounterInfo.Columns, which never
+// changes: columns are only added): no lookup of either by name, for a
+// caller that resolved them once (tally serve's pipelined increments). A
+// position past the counter's columns is ErrColumnNotFound.
+func (b *Batch) IncrColumn(c *Counter, id uint64, col int, delta int64, limit uint64) error {
+	cs := c.state()
+	if n := len(cs.cols.Load().cols); col < 0 || col >= n {
+		return b.fail(fmt.Errorf("%w: %s has %d columns, no column %d", ErrColumnNotFound, cs.name, n, col))
+	}
+	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opIncr, col: col, delta: delta, limit: limit})
+	return nil
+}
+
 func (b *Batch) incrCapped(cs *counterState, id uint64, column string, delta int64, limit uint64) error {
 	col, ok := cs.cols.Load().byName[column]
 	if !ok {
