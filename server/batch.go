@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"slices"
 	"sync"
 	"time"
@@ -46,6 +47,7 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 	b.Reset()
 	c.pend = c.pend[:0]
 	t0 := time.Now()
+	prev := cmds[0].Args
 	for i := range cmds {
 		if len(c.pend) == maxBatch {
 			break
@@ -53,19 +55,30 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 		args := cmds[i].Args
 		cmd := first
 		if i > 0 {
-			var msg string
-			if cmd, msg, _ = c.find(args); msg != "" || cmd.stage == nil {
-				break
+			// A pipeline repeats one command: the same name (same bytes)
+			// with as many arguments resolves as the one before did (a
+			// batchable command has no subcommands, and nothing staged
+			// changes AUTH), without the table lookup.
+			if len(args) != len(prev) || !bytes.Equal(args[0], prev[0]) {
+				var msg string
+				if cmd, msg, _ = c.find(args); msg != "" || cmd.stage == nil {
+					break
+				}
+			} else {
+				cmd = c.pend[len(c.pend)-1].cmd
 			}
+			prev = args
 			if c.applying && !cmd.hasKeys() && c.s.cluster != nil && c.s.cluster.opts.Broadcast != nil {
 				break // Apply runs it alone, after its broadcast
 			}
 		}
-		p := pending{cmd: cmd, args: args, op: b.Len()}
-		if !cmd.stage(c, args, b, &p) {
+		// Staged in place: a pending on the stack would escape through
+		// the stage function (an allocation per command).
+		c.pend = append(c.pend, pending{cmd: cmd, args: args, op: b.Len()})
+		if !cmd.stage(c, args, b, &c.pend[len(c.pend)-1]) {
+			c.pend = c.pend[:len(c.pend)-1]
 			break
 		}
-		c.pend = append(c.pend, p)
 	}
 	if len(c.pend) == 0 {
 		c.run(first, cmds[0].Args)
@@ -98,11 +111,20 @@ func (c *Conn) runBatch(first *Command, cmds []request) int {
 		return len(c.pend)
 	}
 	d := time.Since(t0)
+	// Metrics once per run of one command (observeN): each command still
+	// counts as one call that took the batch's time.
+	run, failed := 0, 0
 	for i := range c.pend {
 		p := &c.pend[i]
 		c.errReply = false
 		p.cmd.finish(c, b, p)
-		c.account(p.cmd, d)
+		if c.errReply {
+			failed++
+		}
+		if i+1 == len(c.pend) || c.pend[i+1].cmd != p.cmd {
+			c.accountN(p.cmd, d, i+1-run, failed)
+			run, failed = i+1, 0
+		}
 	}
 	// The slow log records a batch once, as its first command with the
 	// batch's time: every command of it took that long.

@@ -405,7 +405,7 @@ func (c *Conn) reject(cmd *Command, msg string) {
 	if cmd != nil && cmd.metrics != nil {
 		cs := cmd.metrics.get()
 		cs.failed.Inc()
-		cs.latency.Observe(0)
+		cs.latency.observeN(0, 1)
 		cmd.metrics.rejected.Add(1)
 	}
 	c.s.stats.commands.Add(1)

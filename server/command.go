@@ -285,7 +285,7 @@ type commandMetrics struct {
 // commandSeries are the series of one command.
 type commandSeries struct {
 	ok, failed prometheus.Counter
-	latency    prometheus.Observer
+	latency    *latencyHist
 }
 
 // get returns the command's series, creating them on first use.
@@ -296,7 +296,7 @@ func (cm *commandMetrics) get() *commandSeries {
 	cm.children.CompareAndSwap(nil, &commandSeries{
 		ok:      cm.m.commands.WithLabelValues(cm.name, "ok"),
 		failed:  cm.m.commands.WithLabelValues(cm.name, "error"),
-		latency: cm.m.latency.WithLabelValues(cm.name),
+		latency: cm.m.latency.forCommand(cm.name),
 	})
 	return cm.children.Load()
 }

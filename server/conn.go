@@ -256,7 +256,7 @@ func (c *Conn) resolve(args [][]byte) (*Command, bool) {
 	if cmd != nil && cmd.Handler != nil {
 		cs := cmd.metrics.get()
 		cs.failed.Inc()
-		cs.latency.Observe(time.Since(t0).Seconds())
+		cs.latency.observeN(time.Since(t0), 1)
 		cmd.metrics.rejected.Add(1)
 	} else {
 		c.s.metrics.unknown.Inc()
@@ -396,15 +396,26 @@ func (c *Conn) run(cmd *Command, args [][]byte) {
 }
 
 func (c *Conn) account(cmd *Command, d time.Duration) {
-	cs := cmd.metrics.get()
+	failed := 0
 	if c.errReply {
-		cs.failed.Inc()
-		c.s.stats.errorReplies.Add(1)
-	} else {
-		cs.ok.Inc()
+		failed = 1
 	}
-	cs.latency.Observe(d.Seconds())
-	c.s.stats.commands.Add(1)
+	c.accountN(cmd, d, 1, failed)
+}
+
+// accountN accounts for n calls of cmd that took d each, failed of them
+// with an error reply: a batch's run of one command in one go.
+func (c *Conn) accountN(cmd *Command, d time.Duration, n, failed int) {
+	cs := cmd.metrics.get()
+	if failed > 0 {
+		cs.failed.Add(float64(failed))
+		c.s.stats.errorReplies.Add(int64(failed))
+	}
+	if n > failed {
+		cs.ok.Add(float64(n - failed))
+	}
+	cs.latency.observeN(d, n)
+	c.s.stats.commands.Add(int64(n))
 }
 
 // flush writes the pending replies under the write deadline.

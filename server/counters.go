@@ -307,7 +307,7 @@ func incrCommand(cmd Command, parse incrParser) Command {
 		if cols.wide[a.col] {
 			limit = maxInt64
 		}
-		if err := b.IncrCapped(a.e.name, a.id, cols.names[a.col], a.delta, limit); err != nil {
+		if err := b.IncrColumn(a.e.c, a.id, a.col, a.delta, limit); err != nil {
 			return false
 		}
 		p.lock = stripeOf(a.e.cid, a.id) + 1

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tallydb/tally/store"
@@ -275,15 +274,14 @@ func human(n uint64) string {
 // included, and the failed counter every error reply.
 func (s *Server) commandStatLines(c *Command, line func(string, any)) {
 	if cs := c.usedMetrics(); cs != nil {
-		var h, f dto.Metric
-		cs.latency.(prometheus.Metric).Write(&h)
+		var f dto.Metric
 		cs.failed.Write(&f)
 		rej := uint64(c.metrics.rejected.Load())
-		observed := h.GetHistogram().GetSampleCount()
+		observed, sum := cs.latency.snapshot()
 		if observed > 0 {
 			calls := observed - min(rej, observed)
 			failed := uint64(f.GetCounter().GetValue()) - min(rej, uint64(f.GetCounter().GetValue()))
-			usec := uint64(h.GetHistogram().GetSampleSum() * 1e6)
+			usec := uint64(sum * 1e6)
 			per := 0.0
 			if calls > 0 {
 				per = float64(usec) / float64(calls)

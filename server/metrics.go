@@ -18,7 +18,7 @@ import (
 type metrics struct {
 	reg          *prometheus.Registry
 	commands     *prometheus.CounterVec
-	latency      *prometheus.HistogramVec
+	latency      *latencyVec
 	unknown      prometheus.Counter
 	rejected     *prometheus.CounterVec
 	dropped      *prometheus.CounterVec
@@ -32,12 +32,9 @@ func newMetrics(s *Server) *metrics {
 		Help: "Commands run, by command (lower case; container|subcommand) and outcome: ok, or error for an error reply. " +
 			"Unknown commands and malformed requests count as command=\"unknown\".",
 	}, []string{"command", "outcome"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "tally_server_command_duration_seconds",
-		Help: "Time to run a command, from its start to its reply being buffered (the store commit, fsync included, " +
-			"for writes; a pipelined batch of writes shares one commit and each of its commands observes the batch's time).",
-		Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12), // 1µs .. 4.2s
-	}, []string{"command"})
+	m.latency = newLatencyVec("tally_server_command_duration_seconds",
+		"Time to run a command, from its start to its reply being buffered (the store commit, fsync included, "+
+			"for writes; a pipelined batch of writes shares one commit and each of its commands observes the batch's time).")
 	m.unknown = m.commands.WithLabelValues("unknown", "error")
 	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tally_server_connections_rejected_total",

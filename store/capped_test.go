@@ -52,3 +52,47 @@ func TestIncrCapped(t *testing.T) {
 		t.Fatalf("unknown column: %v", err)
 	}
 }
+
+// IncrColumn is IncrCapped by handle and column position: same results,
+// same cap, and a position past the columns is ErrColumnNotFound, failing
+// the batch.
+func TestIncrColumn(t *testing.T) {
+	db := openTest(t, vfs.NewMem(), "d", nil)
+	posts := newPosts(t, db, 16) // reposts, comments, likes (64-bit)
+	const limit = 1<<63 - 1
+	must(t, posts.SetColumn(1, "likes", limit-2))
+
+	b := db.NewBatch()
+	defer b.Close()
+	must(t, b.IncrColumn(posts, 1, 2, 2, limit))
+	must(t, b.IncrColumn(posts, 2, 0, 3, 0))
+	must(t, b.IncrColumn(posts, 2, 1, 4, 0))
+	must(t, b.IncrColumn(posts, 2, 0, -1, 0))
+	must(t, b.Commit())
+	if got := []uint64{b.Result(0), b.Result(1), b.Result(2), b.Result(3)}; !slices.Equal(got, []uint64{limit, 3, 4, 2}) {
+		t.Fatalf("results %v", got)
+	}
+	if got := get(t, posts, 2); !slices.Equal(got, []uint64{2, 4, 0}) {
+		t.Fatalf("row 2 = %v", got)
+	}
+
+	b.Reset()
+	must(t, b.IncrColumn(posts, 2, 0, 1, 0))
+	must(t, b.IncrColumn(posts, 1, 2, 1, limit))
+	if err := b.Commit(); !errors.Is(err, ErrValueRange) {
+		t.Fatalf("past the cap: %v, want ErrValueRange", err)
+	}
+	if got := get(t, posts, 2); !slices.Equal(got, []uint64{2, 4, 0}) {
+		t.Fatalf("refused batch changed row 2: %v", got)
+	}
+
+	for _, col := range []int{-1, 3} {
+		b.Reset()
+		if err := b.IncrColumn(posts, 2, col, 1, 0); !errors.Is(err, ErrColumnNotFound) {
+			t.Fatalf("column %d: %v, want ErrColumnNotFound", col, err)
+		}
+		if err := b.Commit(); !errors.Is(err, ErrColumnNotFound) {
+			t.Fatalf("commit after column %d: %v, want ErrColumnNotFound", col, err)
+		}
+	}
+}

@@ -11,6 +11,9 @@ package store
 //     Pebble's commit pipeline without waiting for the fsync
 //     (ApplyNoSyncWait). Because this happens under the mutex, log sequence
 //     order, WAL order and in-memory apply order are the same order.
+//     Before taking the mutex the writer reads its rows once (prefetch) so
+//     their cache misses are not taken while every other writer waits;
+//     what that read returned is never used.
 //  2. Only after Pebble accepted the batch are the after-images applied to
 //     the hot tables (still under DB.commit). If Pebble refuses the batch,
 //     nothing in memory changed: a failed commit changes nothing.
@@ -48,6 +51,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/tallydb/tally/hot"
 	"github.com/tallydb/tally/internal/quote"
 )
 
@@ -106,6 +110,15 @@ type Batch struct {
 	buf      []byte
 	key      []byte
 	err      error
+	pf       prefetchBuf // prefetch's scratch
+}
+
+// prefetchBuf is the scratch of Batch.prefetch, kept with the (pooled)
+// batch.
+type prefetchBuf struct {
+	keys  []uint64
+	vals  []uint64
+	found []bool
 }
 
 var batchPool = sync.Pool{New: func() any { return new(Batch) }}
@@ -250,6 +263,20 @@ func (b *Batch) IncrCapped(counter string, id uint64, column string, delta int64
 		return b.fail(err)
 	}
 	return b.incrCapped(cs, id, column, delta, limit)
+}
+
+// IncrColumn is IncrCapped on a counter handle and a column's position
+// (its index in Counter.Columns and CounterInfo.Columns, which never
+// changes: columns are only added): no lookup of either by name, for a
+// caller that resolved them once (tally serve's pipelined increments). A
+// position past the counter's columns is ErrColumnNotFound.
+func (b *Batch) IncrColumn(c *Counter, id uint64, col int, delta int64, limit uint64) error {
+	cs := c.state()
+	if n := len(cs.cols.Load().cols); col < 0 || col >= n {
+		return b.fail(fmt.Errorf("%w: %s has %d columns, no column %d", ErrColumnNotFound, cs.name, n, col))
+	}
+	b.ops = append(b.ops, batchOp{cs: cs, id: id, kind: opIncr, col: col, delta: delta, limit: limit})
+	return nil
 }
 
 func (b *Batch) incrCapped(cs *counterState, id uint64, column string, delta int64, limit uint64) error {
@@ -468,6 +495,7 @@ func (db *DB) commitBatch(b *Batch) (err error) {
 	if err := db.writable(); err != nil {
 		return err
 	}
+	b.prefetch()
 	db.commit.Lock()
 	c, err := db.writeLocked(b)
 	db.commit.Unlock()
@@ -475,6 +503,53 @@ func (db *DB) commitBatch(b *Batch) (err error) {
 		return err
 	}
 	return db.finishCommit(c)
+}
+
+// prefetch reads the rows of the batch's ops from the hot tables their
+// after-images are read from and written to, before DB.commit is taken,
+// and drops what it read: buildImagesLocked reads them again under the
+// lock (the values may have changed since), but their cache lines are
+// then loaded. The misses (one per row in a table larger than the CPU's
+// caches: 12% of tally serve's CPU per HINCRBY, bench/RESULTS.md issue 18)
+// are taken outside the critical section every writer queues on, and
+// GetMany overlaps the misses of up to 16 rows of one table instead of
+// taking them one after another. Cold blocks are not read ahead.
+func (b *Batch) prefetch() {
+	pf := &b.pf
+	pf.keys = pf.keys[:0]
+	var cur *hot.Table
+	for i := range b.ops {
+		op := &b.ops[i]
+		rs, key := op.cs.ranges.Load().lookup(op.id)
+		if rs == nil {
+			continue
+		}
+		t := rs.delta
+		if t == nil {
+			t = rs.hot
+		}
+		if t == nil {
+			continue
+		}
+		if t != cur || len(pf.keys) == prefetchMax {
+			b.prefetchFrom(cur)
+			cur = t
+		}
+		pf.keys = append(pf.keys, key)
+	}
+	b.prefetchFrom(cur)
+}
+
+// prefetchMax is the number of rows prefetch reads with one GetMany.
+const prefetchMax = 16
+
+// prefetchFrom reads b.pf.keys from t and empties them.
+func (b *Batch) prefetchFrom(t *hot.Table) {
+	pf := &b.pf
+	if t != nil && len(pf.keys) > 0 {
+		pf.vals, pf.found = t.GetMany(pf.keys, pf.vals, pf.found)
+	}
+	pf.keys = pf.keys[:0]
 }
 
 // commitEmptyRecordLocked commits a log record with no ops, moving the
