@@ -135,6 +135,12 @@ type LikesRunConfig struct {
 	Dir string
 	// Log, if set, gets progress lines.
 	Log io.Writer
+	// TransitionsProfile, if set, profiles the transition phase of every
+	// tally target (in this process; Redis is another
+	// process): startProfile's files, and an execution trace
+	// (PREFIX-NAME-MODE.trace; `go tool trace -pprof=sync` or `=sched`
+	// read it), PREFIX-NAME-MODE being the prefix of each target.
+	TransitionsProfile string
 }
 
 // LikesResult is one target's figures.
@@ -214,9 +220,18 @@ func runLikes(cfg *LikesRunConfig, t LikesTarget, res *LikesResult) error {
 	}
 	now := func() int64 { return time.Now().UnixMilli() }
 	cfg.logf("%s: transitions for %v", res.Spec.Label(), cfg.Duration)
+	var stop func() error
+	if p := cfg.TransitionsProfile; p != "" && res.Spec.Tally {
+		if stop, err = startTracedProfile(p + "-" + res.Spec.Name + "-" + strings.ReplaceAll(res.Spec.Mode, " ", "")); err != nil {
+			return fmt.Errorf("profile: %w", err)
+		}
+	}
 	n, secs, err := drive(clients, cfg.Duration, &res.Write, func(c LikesClient, s *workload.LikeStream) error {
 		return c.Apply(s.Next(), now())
 	}, w)
+	if stop != nil {
+		err = errors.Join(err, stop())
+	}
 	if err != nil {
 		return fmt.Errorf("transitions: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // startProfile starts profiling the process for one phase of a run and
@@ -47,4 +48,29 @@ func writeProfile(kind, path string) error {
 	}
 	err = pprof.Lookup(kind).WriteTo(f, 0)
 	return errors.Join(err, f.Close())
+}
+
+// startTracedProfile is startProfile with an execution trace of the phase
+// in prefix.trace, for tails: `go tool trace -pprof=sync prefix.trace`
+// (where goroutines waited on locks and channels) and `-pprof=sched`
+// (runnable but not running).
+func startTracedProfile(prefix string) (func() error, error) {
+	f, err := os.Create(prefix + ".trace")
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	stop, err := startProfile(prefix)
+	if err != nil {
+		trace.Stop()
+		return nil, errors.Join(err, f.Close())
+	}
+	return func() error {
+		err := stop()
+		trace.Stop()
+		return errors.Join(err, f.Close())
+	}, nil
 }

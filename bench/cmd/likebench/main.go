@@ -40,6 +40,7 @@ func main() {
 	targets := flag.String("targets", "", "comma-separated target names to run (default all): tally, redis")
 	out := flag.String("out", "", "append a markdown section with the results to this file")
 	dir := flag.String("dir", "", "parent directory for the targets' data (default the system temp dir)")
+	profile := flag.String("profile-transitions", "", "profile tally's transition phases: CPU, allocations, block, mutex and an execution trace in PREFIX-tally-MODE.*")
 	flag.Parse()
 
 	def := func(v *uint64, full, q uint64) {
@@ -86,7 +87,8 @@ func main() {
 	if len(specs) == 0 {
 		fatal(fmt.Errorf("no target matches --targets %q", *targets))
 	}
-	cfg := bench.LikesRunConfig{Workload: w, History: *history, Clients: *clients, Duration: *duration, Dir: *dir, Log: os.Stderr}
+	cfg := bench.LikesRunConfig{Workload: w, History: *history, Clients: *clients, Duration: *duration, Dir: *dir, Log: os.Stderr,
+		TransitionsProfile: *profile}
 	start := time.Now()
 	var results []bench.LikesResult
 	for _, s := range specs {
