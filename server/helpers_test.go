@@ -202,3 +202,22 @@ func newDBServer(t *testing.T) (*testServer, *tallydb.DB) {
 	})
 	return ts, db
 }
+
+// openApplyServer opens the store in dir (NoSync, no background work) and
+// a server on it with cmds registered, for tests that apply replicated
+// entries and reopen the store between applies.
+func openApplyServer(t *testing.T, dir string, cmds ...Command) (*store.DB, *Server) {
+	t.Helper()
+	db, err := store.Open(dir, &store.Options{Durability: store.NoSync, DisableBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(cmds...); err != nil {
+		t.Fatal(err)
+	}
+	return db, s
+}

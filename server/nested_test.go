@@ -152,20 +152,7 @@ func TestNestedReapplyNumbersMessages(t *testing.T) {
 			}
 			c.WriteOK()
 		}}
-	open := func() (*store.DB, *Server) {
-		db, err := store.Open(dir, &store.Options{Durability: store.NoSync, DisableBackground: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := New(db, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Register(nest); err != nil {
-			t.Fatal(err)
-		}
-		return db, s
-	}
+	open := func() (*store.DB, *Server) { return openApplyServer(t, dir, nest) }
 	enc := func(cmds ...[]string) []byte {
 		var e [][][]byte
 		for _, cmd := range cmds {

@@ -235,17 +235,7 @@ func BenchmarkApplyRun(b *testing.B) {
 // command (store.DB.ApplyCommand), and each is numbered as it was.
 func TestReappliedEntryNumbersCommands(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "db")
-	open := func() (*store.DB, *Server) {
-		db, err := store.Open(dir, &store.Options{Durability: store.NoSync, DisableBackground: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := New(db, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db, s
-	}
+	open := func() (*store.DB, *Server) { return openApplyServer(t, dir) }
 	db, s := open()
 	mustSchema(t, db)
 	entry, err := encodeEntry([][][]byte{
