@@ -85,6 +85,7 @@ package cluster
 // lossy seeds 0-799 pass (2026-11-28).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1562,7 +1563,7 @@ func (s *dsim) verify() {
 				out = append(out, uint64(p))
 			}
 		}
-		slices.SortFunc(out, func(x, y uint64) int { return -cmpU64(x, y) })
+		slices.SortFunc(out, func(x, y uint64) int { return -cmp.Compare(x, y) })
 		return out
 	}
 	homes := 0
@@ -1633,16 +1634,6 @@ func (s *dsim) verify() {
 	}
 	s.checkStores()
 	s.note("verified: %d homes, %d likes", homes, likes)
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // close closes every up replica's store.

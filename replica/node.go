@@ -282,13 +282,19 @@ type Node struct {
 	statusState raft.StateType
 }
 
-// Start opens the replica on cfg.DB and starts its loop.
-func Start(cfg Config) (*Node, error) {
+// openCore fills cfg's defaults and opens the replica's core on cfg.DB.
+func openCore(cfg Config) (Config, *core, error) {
 	c0, err := cfg.withDefaults()
 	if err != nil {
-		return nil, err
+		return Config{}, nil, err
 	}
 	c, err := newCore(c0)
+	return c0, c, err
+}
+
+// Start opens the replica on cfg.DB and starts its loop.
+func Start(cfg Config) (*Node, error) {
+	c0, c, err := openCore(cfg)
 	if err != nil {
 		return nil, err
 	}

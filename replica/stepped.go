@@ -26,11 +26,7 @@ type Stepped struct {
 // a loop.
 func NewStepped(cfg Config) (*Stepped, error) {
 	cfg.serialPersist = true
-	c0, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	c, err := newCore(c0)
+	_, c, err := openCore(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -242,7 +243,7 @@ func (m *Map) addShard(op Op) (*Map, error) {
 	n := m.Clone()
 	s.Replicas = slices.Clone(s.Replicas)
 	n.Nodes = withoutReplicas(n.Nodes, s.Replicas)
-	i, _ := slices.BinarySearchFunc(n.Shards, s.ID, func(x Shard, id uint32) int { return cmpU32(x.ID, id) })
+	i, _ := slices.BinarySearchFunc(n.Shards, s.ID, func(x Shard, id uint32) int { return cmp.Compare(x.ID, id) })
 	n.Shards = slices.Insert(n.Shards, i, s)
 	return n, nil
 }

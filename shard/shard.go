@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -104,7 +105,7 @@ func (m *Map) Shard(id uint32) *Shard {
 	if m == nil {
 		return nil
 	}
-	i, ok := slices.BinarySearchFunc(m.Shards, id, func(s Shard, id uint32) int { return cmpU32(s.ID, id) })
+	i, ok := slices.BinarySearchFunc(m.Shards, id, func(s Shard, id uint32) int { return cmp.Compare(s.ID, id) })
 	if !ok {
 		return nil
 	}
@@ -337,7 +338,7 @@ func Even(shards []Shard) *Map {
 		s.Replicas = slices.Clone(s.Replicas)
 		m.Shards = append(m.Shards, s)
 	}
-	slices.SortStableFunc(m.Shards, func(a, b Shard) int { return cmpU32(a.ID, b.ID) })
+	slices.SortStableFunc(m.Shards, func(a, b Shard) int { return cmp.Compare(a.ID, b.ID) })
 	// redis-cli's clusterManagerCommandCreate: a float cursor, each last
 	// slot rounded, the last range running to the end.
 	per := float64(NumSlots) / float64(n)
@@ -365,16 +366,6 @@ func roundHalfAway(x float64) float64 {
 		return -roundHalfAway(-x)
 	}
 	return float64(int64(x + 0.5))
-}
-
-func cmpU32(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // String is a readable dump of the map, one shard per line, then the

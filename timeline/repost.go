@@ -42,6 +42,7 @@ package timeline
 // not de-duplicated and show while their parent is unpublished.
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -301,7 +302,7 @@ func (x *repostIndex) rebuildFilter() {
 
 func (x *repostIndex) add(original uint64, r repostRef) {
 	rs := x.m[original]
-	i, found := slices.BinarySearchFunc(rs, r.id, func(a repostRef, id uint64) int { return cmpU64(a.id, id) })
+	i, found := slices.BinarySearchFunc(rs, r.id, func(a repostRef, id uint64) int { return cmp.Compare(a.id, id) })
 	if found {
 		rs[i] = r
 		return
@@ -319,7 +320,7 @@ func (x *repostIndex) add(original uint64, r repostRef) {
 
 func (x *repostIndex) remove(original, id uint64) {
 	rs := x.m[original]
-	i, found := slices.BinarySearchFunc(rs, id, func(a repostRef, id uint64) int { return cmpU64(a.id, id) })
+	i, found := slices.BinarySearchFunc(rs, id, func(a repostRef, id uint64) int { return cmp.Compare(a.id, id) })
 	if !found {
 		return
 	}
@@ -345,23 +346,13 @@ func (x *repostIndex) newerVisible(original, above uint64, followees []uint64) b
 	if len(rs) == 0 {
 		return false
 	}
-	i, _ := slices.BinarySearchFunc(rs, above+1, func(a repostRef, id uint64) int { return cmpU64(a.id, id) })
+	i, _ := slices.BinarySearchFunc(rs, above+1, func(a repostRef, id uint64) int { return cmp.Compare(a.id, id) })
 	for _, r := range rs[i:] {
 		if contains(followees, r.by) {
 			return true
 		}
 	}
 	return false
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // loadReposts reads tl_reposts.

@@ -2,6 +2,7 @@ package unread
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -36,19 +37,9 @@ func randSnapshot(rng *rand.Rand, maxEntries int, idSpace uint64) *snapshot {
 		s.entries = append(s.entries, e)
 	}
 	slices.SortFunc(s.entries, func(a, b entry) int {
-		return cmpU64(a.id, b.id)
+		return cmp.Compare(a.id, b.id)
 	})
 	return s
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func normalize(s *snapshot) *snapshot {
@@ -124,7 +115,7 @@ func TestSnapshotSize(t *testing.T) {
 		for id := range ids {
 			s.entries = append(s.entries, entry{id: id, base: uint64(1 / (rng.Float64()*rng.Float64() + 1e-3)), setAt: 1})
 		}
-		slices.SortFunc(s.entries, func(a, b entry) int { return cmpU64(a.id, b.id) })
+		slices.SortFunc(s.entries, func(a, b entry) int { return cmp.Compare(a.id, b.id) })
 		p := appendSnapshot(nil, s)
 		per := float64(len(p)) / float64(tc.n)
 		t.Logf("%d followees of %.0g users: %d bytes, %.2f B/followee, zstd %v", tc.n, tc.space, len(p), per, p[2]&snapFlagZstd != 0)
