@@ -5,7 +5,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -237,8 +236,8 @@ func TestRunClusterQuick(t *testing.T) {
 		t.Skip(skip)
 	}
 	bin := filepath.Join(t.TempDir(), "tally")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/tally").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
+	if err := BuildTally(bin, nil); err != nil {
+		t.Fatal(err)
 	}
 	rep, err := RunCluster(context.Background(), ClusterConfig{TallyBin: bin, Dir: t.TempDir(), Durabilities: []string{"sync"},
 		Duration: time.Second, Failovers: 2, ReadRows: 2000, CatchupRows: 30000})

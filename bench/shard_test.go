@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,8 +145,8 @@ func TestRunShardQuick(t *testing.T) {
 		t.Skip(skip)
 	}
 	bin := filepath.Join(t.TempDir(), "tally")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/tally").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
+	if err := BuildTally(bin, nil); err != nil {
+		t.Fatal(err)
 	}
 	rep, err := RunShard(context.Background(), ShardConfig{TallyBin: bin, Dir: t.TempDir(), Shards: []int{2},
 		Duration: time.Second, ReadRows: 2000, MoveRows: 30000, MoveWriters: []int{0, 1},

@@ -25,9 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -55,19 +53,12 @@ func main() {
 	if *quick {
 		*duration, *failovers, *readRows, *catchupRows = 3*time.Second, 3, 20_000, 200_000
 	}
-	if *tallyBin == "" {
-		tmp, err := os.MkdirTemp("", "clusterbench-bin-")
-		if err != nil {
-			fatal(err)
-		}
-		defer os.RemoveAll(tmp)
-		*tallyBin = filepath.Join(tmp, "tally")
-		build := exec.Command("go", "build", "-o", *tallyBin, "./cmd/tally")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fatal(fmt.Errorf("go build ./cmd/tally (run from the module root, or pass --tally): %w", err))
-		}
+	bin, cleanup, err := bench.TallyBinary(*tallyBin, "", os.Stderr)
+	if err != nil {
+		fatal(err)
 	}
+	defer cleanup()
+	*tallyBin = bin
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	cfg := bench.ClusterConfig{
@@ -75,7 +66,7 @@ func main() {
 		Conns: *conns, Pipeline: *pipeline, LatConns: *latConns, Keyspace: *keyspace, Failovers: *failovers,
 		ReadRows: *readRows, CatchupRows: *catchupRows, Log: os.Stderr,
 	}
-	err := bench.RunAndPrint(*out, *title, *quick, func() (string, error) {
+	err = bench.RunAndPrint(*out, *title, *quick, func() (string, error) {
 		rep, err := bench.RunCluster(ctx, cfg)
 		if rep == nil {
 			return "", err

@@ -26,8 +26,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"time"
 
 	"github.com/tallydb/tally/bench"
@@ -61,19 +59,12 @@ func main() {
 	if skip := bench.ServeSkip(); skip != "" {
 		fatal(fmt.Errorf("%s", skip))
 	}
-	if *tallyBin == "" {
-		tmp, err := os.MkdirTemp("", "servebench-bin-")
-		if err != nil {
-			fatal(err)
-		}
-		defer os.RemoveAll(tmp)
-		*tallyBin = filepath.Join(tmp, "tally")
-		build := exec.Command("go", "build", "-o", *tallyBin, "./cmd/tally")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fatal(fmt.Errorf("go build ./cmd/tally (run from the module root, or pass --tally): %w", err))
-		}
+	bin, cleanup, err := bench.TallyBinary(*tallyBin, "", os.Stderr)
+	if err != nil {
+		fatal(err)
 	}
+	defer cleanup()
+	*tallyBin = bin
 	cfg := bench.ServeConfig{
 		TallyBin: *tallyBin, Dir: *dir, Items: *items, Requests: *requests, Keyspace: *keyspace,
 		Clients: *clients, Pipeline: *pipeline, Durability: *durability, Log: os.Stderr,

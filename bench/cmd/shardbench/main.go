@@ -28,9 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -79,19 +77,12 @@ func main() {
 	if err != nil {
 		fatal(fmt.Errorf("--move-writers: %w", err))
 	}
-	if *tallyBin == "" {
-		tmp, err := os.MkdirTemp("", "shardbench-bin-")
-		if err != nil {
-			fatal(err)
-		}
-		defer os.RemoveAll(tmp)
-		*tallyBin = filepath.Join(tmp, "tally")
-		build := exec.Command("go", "build", "-o", *tallyBin, "./cmd/tally")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fatal(fmt.Errorf("go build ./cmd/tally (run from the module root, or pass --tally): %w", err))
-		}
+	bin, cleanup, err := bench.TallyBinary(*tallyBin, "", os.Stderr)
+	if err != nil {
+		fatal(err)
 	}
+	defer cleanup()
+	*tallyBin = bin
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	cfg := bench.ShardConfig{
