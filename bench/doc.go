@@ -38,6 +38,23 @@
 //   - tally: one counter "posts" with the workload's columns (16-bit width
 //     hint, 32-bit maximum), 48 range bits, ranges older than TallyMaxAge
 //     aged into the cold tier; SyncAlways, SyncInterval (1s) and NoSync.
+//   - tally-serve: the same counter in a "tally serve" process the runner
+//     starts on a free loopback port (the binary of tallybench's --tally,
+//     or one built by BuildTally), reached over RESP exactly as the Redis
+//     targets are, with their client code (resp.go): "posts:ID" keys, the
+//     columns as hash fields, HINCRBY to write, one HMGET per id of a
+//     batch, pipelined, to read. Its age policy adds the time since the
+//     workload's end to TallyMaxAge (the server's clock is the wall clock,
+//     the in-process store's the workload's end), so the same ranges are
+//     cold. It is loaded by "tally load" from a CSV file, run inside the
+//     server (TALLY.EXEC: DB.Load, the in-process target's bulk path);
+//     memory is the server's INFO used_memory and used_memory_rss growth
+//     since it started empty, Own its store's accounting; disk INFO
+//     disk_bytes; recovery a SIGTERM (clean shutdown, untimed) and the
+//     time of a start until PING answers. serve --durability sync,
+//     interval and nosync. Peers are compared with it in a second table
+//     (Table), tally in process and tally-serve being both tally. The
+//     likes comparison has a tally-serve target too (likes_serve.go).
 //   - pebble-merge: Pebble v2 with one key per (item, column), big-endian
 //     id then column byte, a signed-varint value, increments through an
 //     int64-add Merger, reads by point Get, a 128 MiB block cache and

@@ -88,8 +88,11 @@ type LikesSpec struct {
 	Durability Durability
 	Mode       string
 	Tally      bool
-	Skip       string
-	Open       func(dir string) (LikesTarget, error)
+	// Served marks tally reached over RESP through "tally serve" (the
+	// tally-serve targets).
+	Served bool
+	Skip   string
+	Open   func(dir string) (LikesTarget, error)
 }
 
 // Label is "name (mode)".
@@ -221,7 +224,7 @@ func runLikes(cfg *LikesRunConfig, t LikesTarget, res *LikesResult) error {
 	now := func() int64 { return time.Now().UnixMilli() }
 	cfg.logf("%s: transitions for %v", res.Spec.Label(), cfg.Duration)
 	var stop func() error
-	if p := cfg.TransitionsProfile; p != "" && res.Spec.Tally {
+	if p := cfg.TransitionsProfile; p != "" && res.Spec.Tally && !res.Spec.Served {
 		if stop, err = startTracedProfile(p + "-" + res.Spec.Name + "-" + strings.ReplaceAll(res.Spec.Mode, " ", "")); err != nil {
 			return fmt.Errorf("profile: %w", err)
 		}
@@ -619,11 +622,30 @@ func (r *redisLikes) Close() error { return r.t.Close() }
 // durability: above 1 is better for throughput, below 1 for bytes and
 // latencies. Memory and disk are measured right after the load (disk
 // settled: a full compaction, an AOF rewrite or an RDB save) and divided by
-// the distinct likes it stored.
+// the distinct likes it stored. The ratios are against the in-process tally
+// target; when tally-serve rows (Spec.Served) are present a second table
+// follows with them and the peers, the peers' ratios against tally-serve.
 func LikesTable(results []LikesResult) string {
+	out := likesTable(results, func(s LikesSpec) bool { return s.Tally && !s.Served })
+	var like []LikesResult
+	served := false
+	for _, r := range results {
+		if r.Spec.Served || !r.Spec.Tally {
+			like = append(like, r)
+		}
+		served = served || r.Spec.Served && r.Spec.Skip == ""
+	}
+	if served {
+		out += "\nLike for like, tally behind `tally serve` (ratios of the peers: tally-serve ÷ peer):\n\n" +
+			likesTable(like, func(s LikesSpec) bool { return s.Served })
+	}
+	return out
+}
+
+func likesTable(results []LikesResult, base func(LikesSpec) bool) string {
 	tally := map[Durability]*LikesResult{}
 	for i := range results {
-		if r := &results[i]; r.Spec.Tally && r.Err == nil {
+		if r := &results[i]; base(r.Spec) && r.Err == nil && r.Spec.Skip == "" {
 			tally[r.Spec.Durability] = r
 		}
 	}

@@ -21,11 +21,35 @@ import (
 // which counts different things in each system and so carries no ratio;
 // heap (live allocations) and RSS growth, measured the same way for every
 // system, which do.
+//
+// The ratios are against the in-process tally target. When the results
+// hold tally-serve rows (Spec.Served), a second table follows: those rows
+// and the peers, with the peers' ratios taken against tally-serve of the
+// same Durability (tally reached over RESP as the peers are).
 func Table(results []Result) string {
+	out := table(results, func(s Spec) bool { return s.Tally && !s.Served })
+	var like []Result
+	served := false
+	for _, r := range results {
+		if r.Spec.Served || !r.Spec.Tally {
+			like = append(like, r)
+		}
+		served = served || r.Spec.Served && r.Spec.Skip == ""
+	}
+	if served {
+		out += "\nLike for like, tally behind `tally serve` (ratios of the peers: tally-serve ÷ peer):\n\n" +
+			table(like, func(s Spec) bool { return s.Served })
+	}
+	return out
+}
+
+// table renders results with each peer's ratios against the result of the
+// same Durability whose Spec base accepts.
+func table(results []Result, base func(Spec) bool) string {
 	tally := map[Durability]*Result{}
 	for i := range results {
 		r := &results[i]
-		if r.Spec.Tally && r.Err == nil && r.Spec.Skip == "" {
+		if base(r.Spec) && r.Err == nil && r.Spec.Skip == "" {
 			tally[r.Spec.Durability] = r
 		}
 	}

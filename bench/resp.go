@@ -285,3 +285,49 @@ func (c *respConn) do(args ...string) (string, error) {
 	}
 	return string(s), nil
 }
+
+// readValue reads one whole reply, nested arrays included: an int64, a
+// string (simple or bulk), nil (a nil bulk or array), or []any. An error
+// reply is returned as a redisError after the reply is consumed.
+func (c *respConn) readValue() (any, error) {
+	c.pending--
+	return c.value(0)
+}
+
+// respMaxDepth bounds the nesting readValue follows.
+const respMaxDepth = 8
+
+func (c *respConn) value(depth int) (any, error) {
+	kind, n, s, err := c.reply()
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case ':':
+		return n, nil
+	case '+':
+		return string(s), nil
+	case '$':
+		if n < 0 {
+			return nil, nil
+		}
+		return string(s), nil
+	case '*':
+		if n < 0 {
+			return nil, nil
+		}
+		if depth >= respMaxDepth {
+			return nil, errRESPProtocol
+		}
+		arr := make([]any, 0, n)
+		for k := int64(0); k < n; k++ {
+			v, err := c.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		return arr, nil
+	}
+	return nil, errRESPProtocol
+}

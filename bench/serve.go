@@ -228,16 +228,59 @@ type serveTarget struct {
 	exited chan error
 }
 
+// tallyServeCmd is the command line of "tally serve" on dir with durability
+// (sync, interval or nosync) listening on addr, creating the store if dir
+// is new.
+func tallyServeCmd(bin, dir, durability, addr string) *exec.Cmd {
+	return exec.Command(bin, "-d", dir, "--durability", durability, "serve", "--create", "--addr", addr)
+}
+
+// start starts t.cmd (set, not yet started) and waits until the server
+// answers PING on t.addr, for a minute at most. t.cmd is replaced by a fresh
+// copy of itself, so that a stopped target can be started again.
+func (t *serveTarget) start() error {
+	t.cmd = exec.Command(t.cmd.Path, t.cmd.Args[1:]...)
+	stderr := &strings.Builder{}
+	t.cmd.Stderr = stderr
+	if err := t.cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	t.exited = exited
+	cmd := t.cmd
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("%s exited (%v): %s", t.name, err, lastLines(stderr.String(), 5))
+		default:
+		}
+		if c, err := dialRESP(t.addr, time.Second); err == nil {
+			pong, err := c.do("PING")
+			c.Close()
+			if err == nil && pong == "PONG" {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			t.cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("%s did not answer PING in time", t.name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func startServeTarget(cfg *ServeConfig, name, dir string) (*serveTarget, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	t := &serveTarget{name: name, port: strconv.Itoa(port), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), exited: make(chan error, 1)}
+	t := &serveTarget{name: name, port: strconv.Itoa(port), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	switch name {
 	case "tally":
-		t.cmd = exec.Command(cfg.TallyBin, "-d", filepath.Join(dir, "db"), "--durability", cfg.Durability,
-			"serve", "--create", "--addr", t.addr)
+		t.cmd = tallyServeCmd(cfg.TallyBin, filepath.Join(dir, "db"), cfg.Durability, t.addr)
 	case "redis":
 		args := []string{"--port", t.port, "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--daemonize", "no",
 			"--logfile", filepath.Join(dir, "redis.log")}
@@ -253,31 +296,8 @@ func startServeTarget(cfg *ServeConfig, name, dir string) (*serveTarget, error) 
 		}
 		t.cmd = exec.Command("redis-server", args...)
 	}
-	stderr := &strings.Builder{}
-	t.cmd.Stderr = stderr
-	if err := t.cmd.Start(); err != nil {
+	if err := t.start(); err != nil {
 		return nil, err
-	}
-	go func() { t.exited <- t.cmd.Wait() }()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		select {
-		case err := <-t.exited:
-			return nil, fmt.Errorf("exited (%v): %s", err, stderr)
-		default:
-		}
-		if c, err := dialRESP(t.addr, time.Second); err == nil {
-			pong, err := c.do("PING")
-			c.Close()
-			if err == nil && pong == "PONG" {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.cmd.Process.Kill()
-			return nil, errors.New("did not answer PING in time")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if name == "tally" {
 		c, err := dialRESP(t.addr, redisTimeout)

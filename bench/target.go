@@ -100,6 +100,10 @@ type Spec struct {
 	// Tally marks tally's own configurations; every other spec is a peer
 	// compared with the tally spec of the same Durability.
 	Tally bool
+	// Served marks tally reached over RESP through a "tally serve" process
+	// (the tally-serve targets); the table compares peers with it in a
+	// second, like-for-like table.
+	Served bool
 	// Skip, when not empty, says why this target is not run.
 	Skip string
 	// Open opens the target on an empty directory for workload w.

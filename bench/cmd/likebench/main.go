@@ -8,7 +8,16 @@
 // Usage:
 //
 //	go run ./bench/cmd/likebench [--quick] [--history N] [--items N] [--users N]
-//	    [--duration D] [--clients C] [--targets LIST] [--out FILE]
+//	    [--duration D] [--clients C] [--targets LIST] [--tally BIN] [--out FILE]
+//
+// Targets: tally (package likes in process), tally-serve (a "tally serve"
+// process reached over RESP on loopback as Redis is: LIKE.LIKE, UNLIKE,
+// DISLIKE, UNDISLIKE, one request per transition; LIKE.STATES of a page;
+// LIKE.TOP; LIKE.LIKERS; the history loaded with "tally likes load" run
+// inside the server) and redis. tally-serve runs the binary --tally names,
+// or one built with "go build" into a temporary directory under --dir when
+// the flag is absent (run inside the module). When tally-serve ran, a
+// second table compares Redis with it, like for like.
 //
 // --quick loads 100,000 likes over 50,000 items and 50,000 users and runs
 // each phase for 2s (about a minute with Redis installed); the full mode
@@ -37,7 +46,8 @@ func main() {
 	duration := flag.Duration("duration", 0, "time of the transition and the page phase each (default 20s; 2s with --quick)")
 	clients := flag.Int("clients", 16, "client goroutines, the same for every target")
 	seed := flag.Uint64("seed", 1, "workload seed")
-	targets := flag.String("targets", "", "comma-separated target names to run (default all): tally, redis")
+	targets := flag.String("targets", "", "comma-separated target names to run (default all): tally, tally-serve, redis")
+	tallyBin := flag.String("tally", "", "the tally binary of the tally-serve targets (default: go build the tally command into a temporary directory)")
 	out := flag.String("out", "", "append a markdown section with the results to this file")
 	dir := flag.String("dir", "", "parent directory for the targets' data (default the system temp dir)")
 	profile := flag.String("profile-transitions", "", "profile tally's transition phases: CPU, allocations, block, mutex and an execution trace in PREFIX-tally-MODE.*")
@@ -78,8 +88,30 @@ func main() {
 			want[name] = true
 		}
 	}
+	bin, cleanupBin := "", func() {}
+	if len(want) == 0 || want["tally-serve"] {
+		b, cleanup, err := bench.TallyBinary(*tallyBin, *dir, os.Stderr)
+		if err != nil {
+			fatal(err)
+		}
+		defer cleanup()
+		cleanupBin, bin = cleanup, b
+	}
 	var specs []bench.LikesSpec
+	// tally in process, tally-serve, then Redis.
+	var all []bench.LikesSpec
 	for _, s := range bench.LikesSpecs() {
+		if s.Tally {
+			all = append(all, s)
+		}
+	}
+	all = append(all, bench.LikesServedSpecs(bin)...)
+	for _, s := range bench.LikesSpecs() {
+		if !s.Tally {
+			all = append(all, s)
+		}
+	}
+	for _, s := range all {
 		if len(want) == 0 || want[s.Name] {
 			specs = append(specs, s)
 		}
@@ -119,6 +151,7 @@ func main() {
 
 	for _, r := range results {
 		if r.Err != nil {
+			cleanupBin()
 			os.Exit(1)
 		}
 	}

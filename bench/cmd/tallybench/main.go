@@ -4,7 +4,18 @@
 //
 // Usage:
 //
-//	go run ./bench/cmd/tallybench [--quick] [--items N] [--duration D] [--clients C] [--targets LIST] [--out FILE]
+//	go run ./bench/cmd/tallybench [--quick] [--items N] [--duration D] [--clients C] [--targets LIST]
+//	    [--tally BIN] [--out FILE]
+//
+// Targets: tally (in process: the clients call the store), tally-serve
+// (a "tally serve" process reached over RESP on loopback with the Redis
+// targets' client code: HINCRBY to write, one HMGET per id of a batch,
+// pipelined, to read; loaded with "tally load" run inside the server),
+// pebble-merge, redis-strings, redis-hash. tally-serve runs the binary
+// --tally names, or one built with "go build" into a temporary directory
+// under --dir when the flag is absent (run inside the module). When
+// tally-serve ran, a second table compares the peers with it, like for
+// like.
 //
 // --quick runs 200,000 items for 2s per target (under a minute with Redis
 // installed); the full mode runs 20,000,000 items × 3 columns (60M counter
@@ -33,7 +44,8 @@ func main() {
 	duration := flag.Duration("duration", 0, "mixed-workload time per target (default 30s; 2s with --quick)")
 	clients := flag.Int("clients", 8, "client goroutines, the same for every target")
 	seed := flag.Uint64("seed", 1, "workload seed")
-	targets := flag.String("targets", "", "comma-separated target names to run (default all): tally, pebble-merge, redis-strings, redis-hash")
+	targets := flag.String("targets", "", "comma-separated target names to run (default all): tally, tally-serve, pebble-merge, redis-strings, redis-hash")
+	tallyBin := flag.String("tally", "", "the tally binary of the tally-serve targets (default: go build the tally command into a temporary directory)")
 	out := flag.String("out", "", "append a markdown section with the results to this file")
 	dir := flag.String("dir", "", "parent directory for the targets' data (default the system temp dir)")
 	heapProfile := flag.String("heapprofile", "", "write each target's Go heap profile after its memory figures to PREFIX-LABEL.pb.gz")
@@ -61,8 +73,18 @@ func main() {
 			want[name] = true
 		}
 	}
+	bin, cleanupBin := "", func() {}
+	if len(want) == 0 || want["tally-serve"] {
+		b, cleanup, err := bench.TallyBinary(*tallyBin, *dir, os.Stderr)
+		if err != nil {
+			fatal(err)
+		}
+		defer cleanup()
+		cleanupBin, bin = cleanup, b
+	}
 	var specs []bench.Spec
-	for _, s := range append(append(bench.TallySpecs(), bench.PebbleSpecs()...), bench.RedisSpecs()...) {
+	all := append(append(append(bench.TallySpecs(), bench.ServedTallySpecs(bin)...), bench.PebbleSpecs()...), bench.RedisSpecs()...)
+	for _, s := range all {
 		if len(want) == 0 || want[s.Name] {
 			specs = append(specs, s)
 		}
@@ -101,6 +123,7 @@ func main() {
 
 	for _, r := range results {
 		if r.Err != nil {
+			cleanupBin()
 			os.Exit(1)
 		}
 	}
