@@ -13,7 +13,9 @@ package bench
 // page of states is one pipelined round trip of two SISMEMBER per item; a
 // top 100 is ZREVRANGE WITHSCORES; a likers page is SSCAN COUNT 100.
 // Durability pairs as in the counter comparison: appendfsync always with
-// SyncAlways, everysec with SyncInterval, no AOF with NoSync.
+// SyncAlways, everysec with SyncInterval, no AOF with NoSync. The
+// tally-serve targets (likes_serve.go) put tally behind a "tally serve"
+// process, reached with the LIKE.* commands over RESP as Redis is.
 //
 // RunLikes loads the workload's history (timed), runs transitions from
 // Clients goroutines for Duration, then pages of 20 states for Duration,
