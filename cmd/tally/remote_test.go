@@ -45,6 +45,7 @@ var statsMask = []string{
 	"-timeline.pulls", "-timeline.inbox_entries_read", "-likes.board_moves",
 	"-unread.snapshot_cache_hits", "-unread.snapshot_cache_misses",
 	"-likes.transitions", "-likes.groups", "-likes.max_group", "-likes.waited", "-likes.conversions",
+	"-likes.ordinal_cache_hits", "-likes.ordinal_cache_misses",
 }
 
 // loadMask are the wall-time lines of the load commands.
