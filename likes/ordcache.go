@@ -13,7 +13,8 @@ package likes
 // An ordinal never changes once it is in the store, so a cache filled from
 // what the store holds is coherent: New warms it with the ordinals its
 // key filter scan meets (likes-ord is one of the families it reads;
-// with more users than entries, a set keeps the last two it met), and
+// with more users than entries, a set keeps the last two it met), a bulk
+// load adds the ordinals of its users once its batches are durable, and
 // entries are added after a lookup found
 // the ordinal in likes-ord, and after a group's batch writing a new one
 // committed (never for a pending ordinal, a failed commit, or a duplicate

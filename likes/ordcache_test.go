@@ -1,6 +1,7 @@
 package likes
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -163,5 +164,32 @@ func TestOrdinalCacheAfterReopen(t *testing.T) {
 	}
 	if err := l.Check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOrdinalCacheAfterLoad: a bulk load leaves its users' ordinals in the
+// cache, so the transitions after it find them without a Get.
+func TestOrdinalCacheAfterLoad(t *testing.T) {
+	e := newEnv(t, &Options{RoaringThreshold: MinRoaringThreshold})
+	var likes []LoadLike
+	for u := uint64(1); u <= 3*MinRoaringThreshold; u++ {
+		likes = append(likes, LoadLike{Item: 1, User: u}, LoadLike{Item: 2, User: u})
+	}
+	st, err := e.l.Load(context.Background(), "video", likes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Converted != 2 {
+		t.Fatalf("load converted %d sets, want 2", st.Converted)
+	}
+	e.check()
+	h0, m0 := e.l.ords.cache.hitCount(), e.l.ords.cache.missCount()
+	for u := uint64(1); u <= 3*MinRoaringThreshold; u++ {
+		if _, err := e.l.Dislike("video", 1, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, m := e.l.ords.cache.hitCount()-h0, e.l.ords.cache.missCount()-m0; h != 3*MinRoaringThreshold || m != 0 {
+		t.Fatalf("after the load: %d hits, %d misses; want %d, 0", h, m, 3*MinRoaringThreshold)
 	}
 }

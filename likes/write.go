@@ -638,6 +638,7 @@ func (g *group) commit() (err error) {
 	defer func() {
 		if g.bulkOrds && (err != nil || dup) {
 			g.l.ords.noteGap() // a load's ordinals its batch did not write
+			g.bulk.unwritten = true
 		}
 	}()
 	b := g.l.db.NewBatch()
