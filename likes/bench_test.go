@@ -383,6 +383,9 @@ func BenchmarkBytesPerLike(b *testing.B) {
 				b.ReportMetric(float64(grown.RSS)/n, "rss-B/like")
 				b.ReportMetric(float64(own)/n, "store-B/like")
 				b.ReportMetric(float64(st.Converted), "roaring-sets")
+				l.ords.mu.Lock()
+				b.ReportMetric(float64(l.ords.next), "ordinals")
+				l.ords.mu.Unlock()
 				db.Close()
 			}
 		})
