@@ -26,7 +26,9 @@ package likes
 //
 // Shape: Options.OrdinalCacheBytes (default 1 MiB) of 12-byte entries
 // (user u64, ordinal+1 u32), in 64 shards of 2-way sets, each shard behind
-// its own mutex (a lookup is ~50 ns against the Get's microseconds). A miss
+// its own mutex (an uncontended lock and two compares, against the Get's
+// microseconds; not measured apart: at 16 MiB ordAlloc.get is 1.0 µs a
+// like, misses included). A miss
 // replaces the set's older way. It is bounded rather than holding every
 // user because every byte of it is heap a like pays for: likebench (2M
 // likes, 1M users, 609k of them with ordinals) has 1 byte a like left
