@@ -7,6 +7,7 @@ package likes
 //	TALLY_LIKES_BENCH_LIKES=200000   likes bulk-loaded before a benchmark
 //	TALLY_LIKES_BENCH_ITEMS=100000   items (popularity Zipf 1.1)
 //	TALLY_LIKES_BENCH_USERS=100000   users
+//	TALLY_LIKES_BENCH_ORDCACHE=N     Options.OrdinalCacheBytes (default: its default)
 //
 // Data: bench/workload's likes workload (the same the Redis peer
 // comparison in bench/ runs): items by Zipf popularity, users uniform,
@@ -104,6 +105,9 @@ func openBenchStore(b *testing.B, dir string, d store.Durability, opts *Options)
 		o = *opts
 	}
 	o.CreateBusinesses = true // benchmarks like in businesses they never declared
+	if o.OrdinalCacheBytes == 0 {
+		o.OrdinalCacheBytes = int64(testutil.EnvInt(b, "TALLY_LIKES_BENCH_ORDCACHE", 0))
+	}
 	l, err := New(db, &o)
 	if err != nil {
 		db.Close()
@@ -156,6 +160,10 @@ func BenchmarkLike(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "likes/s")
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/like")
 			reportGroups(b, l)
+			if h, m := l.ords.cache.hitCount(), l.ords.cache.missCount(); h+m > 0 {
+				b.ReportMetric(100*float64(h)/float64(h+m), "ord-hit-%")
+				b.ReportMetric(float64(h+m)/float64(b.N), "ord-lookups/like")
+			}
 		})
 	}
 }
@@ -375,6 +383,9 @@ func BenchmarkBytesPerLike(b *testing.B) {
 				b.ReportMetric(float64(grown.RSS)/n, "rss-B/like")
 				b.ReportMetric(float64(own)/n, "store-B/like")
 				b.ReportMetric(float64(st.Converted), "roaring-sets")
+				l.ords.mu.Lock()
+				b.ReportMetric(float64(l.ords.next), "ordinals")
+				l.ords.mu.Unlock()
 				db.Close()
 			}
 		})

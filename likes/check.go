@@ -122,7 +122,13 @@ func (l *Likes) checkOrdinals(snap *store.Snapshot) (map[uint64]uint32, error) {
 	if n != len(fwd) {
 		return nil, fmt.Errorf("likes: check: %d users have ordinals, %d ordinals have users", len(fwd), n)
 	}
-	return fwd, nil
+	err = l.ords.cache.each(func(user uint64, ord uint32) error {
+		if o, ok := fwd[user]; !ok || o != ord {
+			return fmt.Errorf("likes: check: the ordinal cache maps user %d to %d, the store to %d (%v)", user, ord, o, ok)
+		}
+		return nil
+	})
+	return fwd, err
 }
 
 type pair struct {

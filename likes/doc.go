@@ -132,7 +132,11 @@
 // histogram, received totals) are only changed blindly (merge operands,
 // counter increments). Ordinal allocation is serialized by its own mutex,
 // and a pending ordinal is shared by every batch that needs it until one
-// commits. Each stripe caches its items' records and latest day scores
+// commits. A bounded cache of user ordinals (ordcache.go,
+// Options.OrdinalCacheBytes, 1 MiB by default) spares a transition on a
+// roaring set the Pebble Get of likes-ord: an ordinal never changes once
+// in the store, so entries filled after a lookup or a commit stay true
+// (a store reopen clears it; Check verifies it). Each stripe caches its items' records and latest day scores
 // (coherent: only the stripe's leader and Load write them). A Bloom filter
 // of the keys of the state, ordinal, item and day score families
 // (keyfilter.go) lets a transition skip the Gets of keys that do not exist,

@@ -198,17 +198,29 @@ func (l *Likes) filterFamilies() []*store.Family {
 // as many again before the filter grows, and a second adds them.
 func (l *Likes) buildFilter() (*keyFilter, error) {
 	var n int64
-	if err := l.scanFilterKeys(func([]byte) { n++ }); err != nil {
+	if err := l.scanFilterKeys(func([]byte) { n++ }, nil); err != nil {
 		return nil, err
 	}
 	f := newKeyFilter(2 * n)
-	if err := l.scanFilterKeys(f.add); err != nil {
+	// The same pass warms the ordinal cache (ordcache.go) with the
+	// ordinals it meets, as many as it holds.
+	warm := func(k, v []byte) {
+		if ord, err := decodeOrd(v); err == nil {
+			l.ords.cache.put(u64at(k, 1), ord)
+		} // a bad value is reported by the lookup that reads it
+	}
+	if l.ords.cache == nil {
+		warm = nil
+	}
+	if err := l.scanFilterKeys(f.add, warm); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-func (l *Likes) scanFilterKeys(fn func(key []byte)) error {
+// scanFilterKeys calls fn with every key of the filtered families, and
+// ords (if not nil) with every key and value of likes-ord.
+func (l *Likes) scanFilterKeys(fn func(key []byte), ords func(k, v []byte)) error {
 	for _, fam := range l.filterFamilies() {
 		it, err := fam.NewIter(nil)
 		if err != nil {
@@ -216,6 +228,9 @@ func (l *Likes) scanFilterKeys(fn func(key []byte)) error {
 		}
 		for it.Next() {
 			fn(it.Key())
+			if ords != nil && fam == l.fam.ord {
+				ords(it.Key(), it.Value())
+			}
 		}
 		if err := it.Close(); err != nil {
 			return err

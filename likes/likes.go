@@ -123,6 +123,11 @@ type Options struct {
 	// Now is the clock of like times and daily boards. The default is
 	// time.Now.
 	Now func() time.Time
+	// OrdinalCacheBytes bounds the cache of user ordinals (ordcache.go),
+	// which spares a transition on a roaring set the Pebble Get of the
+	// user's ordinal; negative turns it off. The default is
+	// DefaultOrdinalCacheBytes (1 MiB, 87k users).
+	OrdinalCacheBytes int64
 	// CursorSecret, when set, keys the page cursors (Likers, UserLikes)
 	// instead of the random secret a store makes once and keeps: every
 	// replica of a replicated store must accept the cursors any other
@@ -152,6 +157,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.Stripes < 1 || c.Stripes > 1<<20 || c.Stripes&(c.Stripes-1) != 0 {
 		bad("stripes %d (want a power of two up to 2^20)", c.Stripes)
+	}
+	switch {
+	case c.OrdinalCacheBytes == 0:
+		c.OrdinalCacheBytes = DefaultOrdinalCacheBytes
+	case c.OrdinalCacheBytes > 1<<40:
+		bad("ordinal cache bytes %d (want at most 2^40, or negative for none)", c.OrdinalCacheBytes)
 	}
 	if c.MaxGroup == 0 {
 		c.MaxGroup = DefaultMaxGroup
@@ -290,7 +301,8 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 		if err := l.finishInterruptedLoads(); err != nil {
 			return nil, err
 		}
-		if l.filter, err = l.buildFilter(); err != nil {
+		l.ords.cache = newOrdCache(o.OrdinalCacheBytes)
+		if l.filter, err = l.buildFilter(); err != nil { // warms the cache too
 			return nil, err
 		}
 	}
@@ -681,7 +693,8 @@ type Stat = store.Stat
 // and since New the transitions, commit groups (a group is one batch of
 // one stripe's queued transitions), the largest group, how many
 // transitions waited for a stripe's leader (contention) and the sets
-// converted to roaring.
+// converted to roaring, and the size of the cache of user ordinals and its
+// hits and misses since New.
 func (l *Likes) Stats() []Stat {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	l.ords.mu.Lock()
@@ -700,6 +713,9 @@ func (l *Likes) Stats() []Stat {
 		{Key: "conversions", Value: i(l.stats.conversions.Load())},
 		{Key: "board_moves", Value: i(l.stats.boardMoves.Load())},
 		{Key: "interrupted_loads", Value: i(int64(len(l.interrupted)))},
+		{Key: "ordinal_cache_bytes", Value: i(l.ords.cache.bytes())},
+		{Key: "ordinal_cache_hits", Value: i(l.ords.cache.hitCount())},
+		{Key: "ordinal_cache_misses", Value: i(l.ords.cache.missCount())},
 	}
 }
 

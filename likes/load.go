@@ -59,6 +59,10 @@ type bulkLoad struct {
 	counts  map[uint64]Counts
 	changed map[uint64]bool // items whose counts differ from before the load
 	ords    map[uint64]uint32
+	// unwritten: a batch allocated ordinals it did not write (its commit
+	// failed or was a re-applied entry's duplicate), so ords may name
+	// ordinals the store does not hold.
+	unwritten bool
 }
 
 // Load bulk-loads likes of business (created if needed): each like is
@@ -185,6 +189,15 @@ func (l *Likes) Load(ctx context.Context, business string, likes []LoadLike, pro
 	st.Items = len(bulk.counts)
 	if err := l.db.SyncWAL(); err != nil {
 		return st, err
+	}
+	if !bulk.unwritten {
+		// Every ordinal the load read or wrote is in the store: the
+		// transitions that follow find them in the cache (ordcache.go).
+		for u, o1 := range bulk.ords {
+			if o1 != 0 {
+				l.ords.cache.put(u, o1-1)
+			}
+		}
 	}
 	if err := l.deleteMeta(intent); err != nil {
 		return st, err

@@ -223,7 +223,9 @@ func TestModel(t *testing.T) {
 func runModel(t *testing.T, seed uint64, steps int) {
 	mem := vfs.NewCrashableMem()
 	e := &env{t: t, dir: "likes", clock: newClock(epoch)}
-	e.opts = Options{BoardDays: 3, RoaringThreshold: MinRoaringThreshold, Stripes: 8, Now: e.clock.Now, CreateBusinesses: true}
+	// A cache of 128 users: evictions on every seed.
+	e.opts = Options{BoardDays: 3, RoaringThreshold: MinRoaringThreshold, Stripes: 8, Now: e.clock.Now, CreateBusinesses: true,
+		OrdinalCacheBytes: ordCacheShards * ordCacheWays * ordCacheEntryBytes}
 	e.syncAlways = true
 	e.start(mem)
 	r := &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), m: newModel(), e: e,

@@ -16,6 +16,9 @@ package likes
 //   - user ordinals (ords.next): never reused after a failed commit, so
 //     a durable failed write cannot collide with it (only a duplicate's,
 //     which surely wrote nothing, are handed back: ordAlloc.unuse).
+//   - the ordinal cache (ordcache.go) holds ordinals read from the store or
+//     committed, and one visible before a failed fsync may be gone: it is
+//     cleared after a reopen.
 //   - the stripes' caches hold only what a committed group wrote (a failed
 //     commit forgets its items); they are cleared after a reopen anyway.
 //   - groups, loads and checks: the hook's Before takes loadMu, so none
@@ -29,6 +32,7 @@ package likes
 func (l *Likes) reloadAfterReopen(bool) {
 	defer l.loadMu.Unlock()
 	l.clearCaches()
+	l.ords.cache.clear() // a visible ordinal may not have been durable
 	l.biz.mu.Lock()
 	defer l.biz.mu.Unlock()
 	l.syncBusinessesLocked() // an error stays for the next creation to meet

@@ -638,6 +638,7 @@ func (g *group) commit() (err error) {
 	defer func() {
 		if g.bulkOrds && (err != nil || dup) {
 			g.l.ords.noteGap() // a load's ordinals its batch did not write
+			g.bulk.unwritten = true
 		}
 	}()
 	b := g.l.db.NewBatch()
@@ -1176,6 +1177,9 @@ type ordAlloc struct {
 	// that is usually absent, the costliest Get there is: every level is
 	// searched) is not needed.
 	settled atomic.Uint64
+	// cache holds ordinals known to be in the store (ordcache.go); nil
+	// when off and on a read-only store. Set by New only.
+	cache *ordCache
 }
 
 type pendingOrd struct {
@@ -1204,9 +1208,15 @@ var errOrdinals = errors.New("likes: user ordinals exhausted (2^32 users in roar
 // get returns user's ordinal; fresh means it is pending (the caller writes
 // the mapping in its batch and calls done).
 func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
+	if ord, ok := a.cache.get(user); ok {
+		return ord, false, nil
+	}
 	var kb, vb [16]byte
 	settled := a.settled.Load()
 	if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
+		if ok {
+			a.cache.put(user, ord)
+		}
 		return ord, false, err
 	}
 	a.mu.Lock()
@@ -1220,6 +1230,9 @@ func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
 	// visible): it may have been this user's.
 	if a.settled.Load() != settled {
 		if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
+			if ok {
+				a.cache.put(user, ord)
+			}
 			return ord, false, err
 		}
 	}
@@ -1256,6 +1269,7 @@ func (a *ordAlloc) done(users []uint64, committed bool) {
 		}
 		p.refs--
 		if committed {
+			a.cache.put(u, p.ord) // in the store now
 			delete(a.pending, u)
 			a.settled.Add(1)
 		} else if p.refs <= 0 {

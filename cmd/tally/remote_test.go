@@ -38,13 +38,14 @@ var statsMask = []string{
 	"jobs_finished", "queue_finished",
 	"pebble_flushes", "pebble_compactions", "pebble_read_amp", "pebble_l0_files", "pebble_compaction_debt",
 	"mem_bytes", "bytes_per_row", "hot_bytes_per_row", "*.mem_bytes", "*.bytes_per_row", "*.hot_bytes_per_row",
-	"unread.snapshot_cache_bytes", "unread.snapshot_cache_entries",
+	"unread.snapshot_cache_bytes", "unread.snapshot_cache_entries", "likes.ordinal_cache_bytes",
 	// Counted since the package opened: a running server shows them, a
 	// CLI that opened the store for the command leaves them out.
 	"-timeline.deliveries", "-timeline.rebuilds", "-timeline.rebuild_mean", "-timeline.pages", "-timeline.expired",
 	"-timeline.pulls", "-timeline.inbox_entries_read", "-likes.board_moves",
 	"-unread.snapshot_cache_hits", "-unread.snapshot_cache_misses",
 	"-likes.transitions", "-likes.groups", "-likes.max_group", "-likes.waited", "-likes.conversions",
+	"-likes.ordinal_cache_hits", "-likes.ordinal_cache_misses",
 }
 
 // loadMask are the wall-time lines of the load commands.

@@ -88,14 +88,16 @@ reply is the same lines, one bulk string) they are the server's figures.
                        roaring_threshold, businesses, ordinals (users in
                        roaring sets), stripes, interrupted_loads (bulk
                        loads a crash interrupted, finished by the next
-                       writable open; see verify)
+                       writable open; see verify), ordinal_cache_bytes
+                       (0 on a read-only open)
 
 Against a running tally serve (the CLI sends stats to it), the figures
 the packages count since the server opened the store follow:
 timeline.deliveries, rebuilds, rebuild_mean, expired, pages, pulls
 (pages that read outboxes) and inbox_entries_read;
 unread.snapshot_cache_hits and misses; likes.transitions, groups,
-max_group, waited, conversions and board_moves. A CLI that opens the
+max_group, waited, conversions, board_moves and ordinal_cache_hits
+and misses. A CLI that opens the
 store for the command leaves them out (they would read 0); TALLY.STATS
 over RESP and the server's Prometheus metrics
 (tally_timeline_deliveries_total, ...) show them too.
@@ -245,6 +247,7 @@ var sinceOpen = map[string]bool{
 	"unread.snapshot_cache_hits": true, "unread.snapshot_cache_misses": true,
 	"likes.transitions": true, "likes.groups": true, "likes.max_group": false, "likes.waited": true,
 	"likes.conversions": true, "likes.board_moves": true,
+	"likes.ordinal_cache_hits": true, "likes.ordinal_cache_misses": true,
 }
 
 // SinceOpen reports whether the package figure PACKAGE.KEY is taken since
