@@ -668,3 +668,34 @@ func TestValueMergerPool(t *testing.T) {
 		t.Fatal("one merger pooled twice")
 	}
 }
+
+// TestTopListDeliveriesNeverEmpty checks the rule the timeline's inboxes
+// rely on (timeline's package doc, "Sentinels"): operands that only add
+// entries, mixed with operands that remove entries and add a key-0
+// entry, merge in any grouping to a value that is never the empty one
+// (which Pebble v2.1.7's compaction cannot take as a deletion).
+func TestTopListDeliveriesNeverEmpty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for round := range 2000 {
+		capacity := 1 + rng.IntN(6)
+		ops := make([][]byte, 1+rng.IntN(8))
+		for i := range ops {
+			var es []TopEntry
+			remove := rng.IntN(3) == 0
+			for range 1 + rng.IntN(3) {
+				es = append(es, TopEntry{Key: 1 + rng.Uint64N(12), Value: 1 + rng.Uint64N(4), Removed: remove})
+			}
+			if remove {
+				es = append(es, TopEntry{}) // the sentinel
+			}
+			op, err := TopListOperand(nil, capacity, es)
+			must(t, err)
+			ops[i] = op
+		}
+		for _, merge := range []func(testing.TB, [][]byte, *rand.Rand) ([]byte, bool){mergeAll, mergeGrouped} {
+			if _, empty := merge(t, ops, rng); empty {
+				t.Fatalf("round %d: operands %x merged to nothing", round, ops)
+			}
+		}
+	}
+}
