@@ -973,6 +973,11 @@ func mergeTopListMany(payloads [][]byte) ([]byte, error) {
 
 // mergeTopListManyTo is mergeTopListMany appending the result to dst.
 func mergeTopListManyTo(dst []byte, payloads [][]byte) ([]byte, error) {
+	if len(payloads) == 2 {
+		if out, ok := mergeTopListAbove(dst, payloads[0], payloads[1]); ok {
+			return out, nil
+		}
+	}
 	sc := topMergePool.Get().(*topMergeScratch)
 	defer sc.release()
 	if cap(sc.srcs) < len(payloads) {
@@ -1041,6 +1046,99 @@ func mergeTopListManyTo(dst []byte, payloads [][]byte) ([]byte, error) {
 		}
 	}
 	return appendTopList(slices.Grow(dst, size), &TopList{Cap: capacity, Floor: floor, Entries: out}), nil
+}
+
+// mergeTopListAbove is the merge of the common shape of an inbox
+// compaction: an older list and a newer operand whose entries are all
+// added (no tombstone) above the older list's newest key, both of
+// version 1, the newer one's floor not above the older one's, and fewer
+// newer entries than the cap. The result is then the newer entries, then
+// the older list's, re-encoded only for the first one's gap, then copied
+// as they are, up to the cap-th live entry: the list mergeTopListMany
+// builds entry by entry, without building it (the same bytes, unless a
+// payload holds an overlong uvarint, which decoders accept and this
+// copies; TestTopListMergeAbove checks it against the k-way merge). ok
+// is false, with dst unchanged in
+// content, when the payloads have another shape or either is malformed
+// (the k-way merge then merges them, or names the damage).
+func mergeTopListAbove(dst, older, newer []byte) (out []byte, ok bool) {
+	var no, oi topListIter
+	if no.init(newer) != nil || oi.init(older) != nil ||
+		no.version != topListVersion || oi.version != topListVersion ||
+		no.n == 0 || oi.n == 0 || no.n >= no.capacity || no.floor > oi.floor || no.n > 64 {
+		return dst, false
+	}
+	capacity, entries := no.capacity, no.d.off
+	// The newer entries: checked, none removed, the last above the older
+	// list's first key.
+	var last uint64
+	for {
+		e, more, err := no.next()
+		if err != nil {
+			return dst, false
+		}
+		if !more {
+			break
+		}
+		if e.Removed {
+			return dst, false
+		}
+		last = e.Key
+	}
+	b := oi.d.b
+	gapEnd := 0 // where the older list's first gap ends
+	if _, gapEnd = uvarintAt(b, oi.d.off); gapEnd < 0 {
+		return dst, false
+	}
+	first, more, err := oi.next()
+	if err != nil || !more || first.Key >= last {
+		return dst, false
+	}
+	// The older entries kept: up to the (cap − newer)-th live one.
+	live, kept := no.n, uint64(1)
+	if !first.Removed {
+		live++
+	}
+	floor := oi.floor
+	if live == capacity {
+		floor = first.Key
+	}
+	// A tight loop over version-1 entries (gap, value << 1 | removed),
+	// checked as next checks them; anything it doubts goes to the k-way
+	// merge.
+	off, prev := oi.d.off, oi.prev
+	for live < capacity && oi.i < oi.n {
+		gap, o := uvarintAt(b, off)
+		if o < 0 || gap == 0 || gap > prev || prev-gap < oi.floor {
+			return dst, false
+		}
+		vf, o := uvarintAt(b, o)
+		if o < 0 {
+			return dst, false
+		}
+		prev -= gap
+		off = o
+		oi.i++
+		kept++
+		if vf&1 == 0 {
+			if live++; live == capacity {
+				floor = prev
+			}
+		}
+	}
+	cut := off
+	oi.d.off, oi.prev = off, prev
+	if oi.checkRest() != nil { // the rest, and no trailing bytes
+		return dst, false
+	}
+	out = slices.Grow(dst, len(newer)+cut+16)
+	out = append(out, topListVersion)
+	out = binary.AppendUvarint(out, capacity)
+	out = binary.AppendUvarint(out, floor)
+	out = binary.AppendUvarint(out, no.n+kept)
+	out = append(out, newer[entries:]...)
+	out = binary.AppendUvarint(out, last-first.Key)
+	return append(out, b[gapEnd:cut]...), true
 }
 
 // topMergeSrc is one payload of a merge: its iterator and its next entry
