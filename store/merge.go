@@ -69,6 +69,10 @@ type MergeOperator struct {
 	Finish func(payload []byte) ([]byte, error)
 	// Check decodes a payload and reports whether it is well formed.
 	Check func(payload []byte) error
+
+	// mergeManyTo, if set, is MergeMany appending its result to dst (a
+	// pooled merger's buffer).
+	mergeManyTo func(dst []byte, payloads [][]byte) ([]byte, error)
 }
 
 func (m *MergeOperator) validate() error {
@@ -186,7 +190,8 @@ func (t *mergerTable) pebbleMerger(name string) *pebble.Merger {
 	return &pebble.Merger{
 		Name: name,
 		Merge: func(key, value []byte) (pebble.ValueMerger, error) {
-			vm := &valueMerger{t: t, key: key}
+			vm := valueMergerPool.Get().(*valueMerger)
+			vm.t, vm.key = t, key
 			vm.start(value)
 			return vm, nil
 		},
@@ -290,6 +295,14 @@ func (m *MergeOperator) resolve(ops [][]byte) (v []byte, ok bool, err error) {
 
 // valueMerger accumulates operands for Pebble: merged with their operator
 // while it can, else as a deferred list.
+//
+// Mergers are pooled: a flush or compaction makes one per key it merges
+// (most inbox keys of a flush hold one or two delivery operands), and
+// their buffers were most of the objects the posts phase of timelinebench
+// allocated (bench/RESULTS.md, "Sustained fan-out", 2026-11-28). Finish's
+// value lives in the merger's buffers, so its Closer, which Pebble calls
+// once it no longer reads the value, returns the merger to the pool; a
+// merger whose Finish Pebble never calls is left to the collector.
 type valueMerger struct {
 	t   *mergerTable
 	key []byte
@@ -302,6 +315,46 @@ type valueMerger struct {
 	newer, older []span
 	arena        []byte
 	ops          [][]byte // deferred operands, oldest first (m == nil)
+	ps           [][]byte // buffered's result (scratch)
+	merged       []byte   // MergeMany's result, when the operator appends (scratch)
+	out          []byte   // Finish's framed value, valid until its Closer runs
+}
+
+var valueMergerPool = sync.Pool{New: func() any { return new(valueMerger) }}
+
+// mergerPoolMax bounds the buffers a pooled merger keeps: a merge of a
+// huge value (a follower chunk of 2^16 ordinals, a long deferred list)
+// does not pin its buffers in the pool.
+const mergerPoolMax = 64 << 10
+
+// release empties v and returns it to the pool.
+func (v *valueMerger) release() {
+	trim := func(b []byte) []byte {
+		if cap(b) > mergerPoolMax {
+			return nil
+		}
+		return b[:0]
+	}
+	clear(v.ps[:cap(v.ps)])
+	*v = valueMerger{
+		acc: trim(v.acc), newer: v.newer[:0], older: v.older[:0], arena: trim(v.arena),
+		ps: v.ps[:0], merged: trim(v.merged), out: trim(v.out),
+	}
+	if cap(v.newer) > 1<<10 || cap(v.older) > 1<<10 || cap(v.ps) > 1<<10 {
+		v.newer, v.older, v.ps = nil, nil, nil
+	}
+	valueMergerPool.Put(v)
+}
+
+// mergerCloser is the Closer of a Finish: it releases the merger once.
+type mergerCloser struct{ v *valueMerger }
+
+func (c *mergerCloser) Close() error {
+	if v := c.v; v != nil {
+		c.v = nil
+		v.release()
+	}
+	return nil
 }
 
 // start takes the first operand.
@@ -328,7 +381,7 @@ type span struct{ off, n int }
 
 // keep copies p into the arena.
 func (v *valueMerger) keep(p []byte) span {
-	if len(v.arena) == 0 {
+	if cap(v.arena) == 0 {
 		v.arena = make([]byte, 0, 2*len(p)+64)
 	}
 	s := span{len(v.arena), len(p)}
@@ -339,7 +392,7 @@ func (v *valueMerger) keep(p []byte) span {
 // buffered returns the payloads buffered for MergeMany, oldest first
 // (aliasing the arena).
 func (v *valueMerger) buffered() [][]byte {
-	out := make([][]byte, 0, len(v.older)+len(v.newer))
+	out := v.ps[:0]
 	for i := len(v.older) - 1; i >= 0; i-- {
 		s := v.older[i]
 		out = append(out, v.arena[s.off:s.off+s.n:s.off+s.n])
@@ -347,6 +400,7 @@ func (v *valueMerger) buffered() [][]byte {
 	for _, s := range v.newer {
 		out = append(out, v.arena[s.off:s.off+s.n:s.off+s.n])
 	}
+	v.ps = out
 	return out
 }
 
@@ -434,6 +488,7 @@ func (v *valueMerger) absorb(value []byte, newer bool) bool {
 // but iterator is at iterPosNext", found by TestModel). Reads treat the
 // empty value as absent and later merges as their identity.
 func (v *valueMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
+	closer := &mergerCloser{v}
 	if v.m == nil {
 		// A list that is all one known operator's may resolve now.
 		if len(v.ops) > 0 && len(v.ops[0]) > 0 {
@@ -442,11 +497,11 @@ func (v *valueMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
 					if !ok {
 						out = []byte{m.ID}
 					}
-					return out, nil, nil
+					return out, closer, nil
 				}
 			}
 		}
-		return appendDeferred(nil, v.ops), nil, nil
+		return appendDeferred(nil, v.ops), closer, nil
 	}
 	p := v.acc
 	if v.m.MergeMany != nil {
@@ -457,21 +512,27 @@ func (v *valueMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
 			p = ps[0]
 		default:
 			var err error
-			if p, err = v.m.MergeMany(ps); err != nil {
+			if v.m.mergeManyTo != nil {
+				v.merged, err = v.m.mergeManyTo(v.merged[:0], ps)
+				p = v.merged
+			} else {
+				p, err = v.m.MergeMany(ps)
+			}
+			if err != nil {
 				v.deferNow() // a payload it cannot decode: keep them all
-				return appendDeferred(nil, v.ops), nil, nil
+				return appendDeferred(nil, v.ops), closer, nil
 			}
 		}
 	}
 	if includesBase && v.m.Finish != nil && len(p) > 0 {
 		fin, err := v.m.Finish(p)
 		if err != nil {
-			return appendDeferred(nil, [][]byte{v.m.Frame(nil, p)}), nil, nil
+			return appendDeferred(nil, [][]byte{v.m.Frame(nil, p)}), closer, nil
 		}
 		p = fin // nil: the empty value
 	}
-	out := make([]byte, 0, 1+len(p))
-	return append(append(out, v.m.ID), p...), nil, nil
+	v.out = append(append(v.out[:0], v.m.ID), p...)
+	return v.out, closer, nil
 }
 
 // Built-in operators. Their ids and encodings are part of the store's
@@ -490,7 +551,7 @@ var (
 	// tombstone entries. Build operands with TopListOperand, read values
 	// with DecodeTopList. An empty list with no floor reads as absent.
 	MergeTopList = &MergeOperator{ID: 2, Name: "toplist", Merge: mergeTopList, MergeMany: mergeTopListMany,
-		Finish: finishTopList, Check: checkTopList}
+		Finish: finishTopList, Check: checkTopList, mergeManyTo: mergeTopListManyTo}
 
 	// MergeRoaring unions and subtracts sets of uint32 (roaring bitmaps):
 	// an operand adds one set and removes another (OR / AND-NOT), newer
@@ -907,6 +968,16 @@ func mergeTopList(older, newer []byte) ([]byte, error) {
 // payload is then checked without being built, so a malformed payload
 // fails the merge wherever its damage lies, as a full decode would.
 func mergeTopListMany(payloads [][]byte) ([]byte, error) {
+	return mergeTopListManyTo(nil, payloads)
+}
+
+// mergeTopListManyTo is mergeTopListMany appending the result to dst.
+func mergeTopListManyTo(dst []byte, payloads [][]byte) ([]byte, error) {
+	if len(payloads) == 2 {
+		if out, ok := mergeTopListAbove(dst, payloads[0], payloads[1]); ok {
+			return out, nil
+		}
+	}
 	sc := topMergePool.Get().(*topMergeScratch)
 	defer sc.release()
 	if cap(sc.srcs) < len(payloads) {
@@ -974,7 +1045,100 @@ func mergeTopListMany(payloads [][]byte) ([]byte, error) {
 			}
 		}
 	}
-	return appendTopList(make([]byte, 0, size), &TopList{Cap: capacity, Floor: floor, Entries: out}), nil
+	return appendTopList(slices.Grow(dst, size), &TopList{Cap: capacity, Floor: floor, Entries: out}), nil
+}
+
+// mergeTopListAbove is the merge of the common shape of an inbox
+// compaction: an older list and a newer operand whose entries are all
+// added (no tombstone) above the older list's newest key, both of
+// version 1, the newer one's floor not above the older one's, and fewer
+// newer entries than the cap. The result is then the newer entries, then
+// the older list's, re-encoded only for the first one's gap, then copied
+// as they are, up to the cap-th live entry: the list mergeTopListMany
+// builds entry by entry, without building it (the same bytes, unless a
+// payload holds an overlong uvarint, which decoders accept and this
+// copies; TestTopListMergeAbove checks it against the k-way merge). ok
+// is false, with dst unchanged in
+// content, when the payloads have another shape or either is malformed
+// (the k-way merge then merges them, or names the damage).
+func mergeTopListAbove(dst, older, newer []byte) (out []byte, ok bool) {
+	var no, oi topListIter
+	if no.init(newer) != nil || oi.init(older) != nil ||
+		no.version != topListVersion || oi.version != topListVersion ||
+		no.n == 0 || oi.n == 0 || no.n >= no.capacity || no.floor > oi.floor || no.n > 64 {
+		return dst, false
+	}
+	capacity, entries := no.capacity, no.d.off
+	// The newer entries: checked, none removed, the last above the older
+	// list's first key.
+	var last uint64
+	for {
+		e, more, err := no.next()
+		if err != nil {
+			return dst, false
+		}
+		if !more {
+			break
+		}
+		if e.Removed {
+			return dst, false
+		}
+		last = e.Key
+	}
+	b := oi.d.b
+	gapEnd := 0 // where the older list's first gap ends
+	if _, gapEnd = uvarintAt(b, oi.d.off); gapEnd < 0 {
+		return dst, false
+	}
+	first, more, err := oi.next()
+	if err != nil || !more || first.Key >= last {
+		return dst, false
+	}
+	// The older entries kept: up to the (cap − newer)-th live one.
+	live, kept := no.n, uint64(1)
+	if !first.Removed {
+		live++
+	}
+	floor := oi.floor
+	if live == capacity {
+		floor = first.Key
+	}
+	// A tight loop over version-1 entries (gap, value << 1 | removed),
+	// checked as next checks them; anything it doubts goes to the k-way
+	// merge.
+	off, prev := oi.d.off, oi.prev
+	for live < capacity && oi.i < oi.n {
+		gap, o := uvarintAt(b, off)
+		if o < 0 || gap == 0 || gap > prev || prev-gap < oi.floor {
+			return dst, false
+		}
+		vf, o := uvarintAt(b, o)
+		if o < 0 {
+			return dst, false
+		}
+		prev -= gap
+		off = o
+		oi.i++
+		kept++
+		if vf&1 == 0 {
+			if live++; live == capacity {
+				floor = prev
+			}
+		}
+	}
+	cut := off
+	oi.d.off, oi.prev = off, prev
+	if oi.checkRest() != nil { // the rest, and no trailing bytes
+		return dst, false
+	}
+	out = slices.Grow(dst, len(newer)+cut+16)
+	out = append(out, topListVersion)
+	out = binary.AppendUvarint(out, capacity)
+	out = binary.AppendUvarint(out, floor)
+	out = binary.AppendUvarint(out, no.n+kept)
+	out = append(out, newer[entries:]...)
+	out = binary.AppendUvarint(out, last-first.Key)
+	return append(out, b[gapEnd:cut]...), true
 }
 
 // topMergeSrc is one payload of a merge: its iterator and its next entry

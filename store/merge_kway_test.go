@@ -279,3 +279,84 @@ func TestIterRoaring(t *testing.T) {
 		t.Fatalf("a damaged value: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestTopListMergeAbove checks the fast path of a two-payload merge
+// (mergeTopListAbove: newer entries added above an older list) against
+// the reference merge, on lists of that shape and near it (a tombstone,
+// a key not above, a floor, a typed entry, damage), and that it takes
+// most of the lists of its shape.
+func TestTopListMergeAbove(t *testing.T) {
+	rng := rand.New(rand.NewPCG(18, 28))
+	list := func(capacity int, lo, hi uint64, removed, typed bool) []byte {
+		es := make([]TopEntry, 1+rng.IntN(2*capacity+2))
+		for i := range es {
+			es[i] = TopEntry{Key: lo + rng.Uint64N(hi-lo), Value: rng.Uint64N(1 << uint(1+rng.IntN(62)))}
+			es[i].Removed = removed && rng.IntN(4) == 0
+			if typed && rng.IntN(4) == 0 {
+				es[i].Kind, es[i].Ref, es[i].RefValue = 1, rng.Uint64(), rng.Uint64N(MaxTopValue)
+			}
+		}
+		op, err := TopListOperand(nil, capacity, es)
+		must(t, err)
+		return op[1:]
+	}
+	fast := 0
+	rounds := 4000
+	for round := range rounds {
+		capacity := 1 + rng.IntN(40)
+		span := uint64(1000)
+		if rng.IntN(4) == 0 {
+			span = 1 << 60
+		}
+		older := list(1+rng.IntN(40), 1, span, rng.IntN(2) == 0, rng.IntN(8) == 0)
+		if rng.IntN(3) == 0 { // a list with a floor: older merged and trimmed
+			var err error
+			older, err = mergeTopListManySort([][]byte{older, list(1+rng.IntN(8), 1, span, true, false)})
+			must(t, err)
+		}
+		var it topListIter
+		must(t, it.init(older))
+		top, ok, err := it.next()
+		must(t, err)
+		lo := top.Key + 1
+		if !ok || rng.IntN(6) == 0 {
+			lo = 1 // not above (or nothing to be above)
+		}
+		newer := list(capacity, lo, lo+span, rng.IntN(8) == 0, rng.IntN(8) == 0)
+		ps := [][]byte{older, newer}
+		if round%5 == 0 { // damage one payload
+			i := rng.IntN(2)
+			p := bytes.Clone(ps[i])
+			switch rng.IntN(3) {
+			case 0:
+				p[rng.IntN(len(p))] ^= byte(1 + rng.IntN(255))
+			case 1:
+				p = p[:rng.IntN(len(p))]
+			default:
+				p = append(p, byte(rng.IntN(256)))
+			}
+			ps[i] = p
+		}
+		want, werr := mergeTopListManySort(ps)
+		if _, ok := mergeTopListAbove(nil, ps[0], ps[1]); ok {
+			fast++
+			if werr != nil {
+				t.Fatalf("round %d: fast path merged %x, the reference fails: %v", round, ps, werr)
+			}
+		}
+		got, err := mergeTopListMany(ps)
+		if (err != nil) != (werr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("round %d, payloads %x:\ngot %x (err %v)\nreference %x (err %v)", round, ps, got, err, want, werr)
+		}
+		// Appended to a buffer holding bytes already, as a pooled merger does.
+		pre := []byte("prefix")
+		got2, err := mergeTopListManyTo(bytes.Clone(pre), ps)
+		if err == nil && (!bytes.HasPrefix(got2, pre) || !bytes.Equal(got2[len(pre):], want)) {
+			t.Fatalf("round %d: appended %x, want %q + %x", round, got2, pre, want)
+		}
+	}
+	if fast < rounds/5 {
+		t.Fatalf("the fast path took %d of %d merges", fast, rounds)
+	}
+	t.Logf("the fast path took %d of %d merges", fast, rounds)
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -603,5 +604,98 @@ func BenchmarkTopListRead(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestValueMergerPool checks the pooled mergers: a value Finish returns
+// stays intact until its Closer runs, however many merges run meanwhile,
+// a merger reused after Close merges as a fresh one does, and a second
+// Close of one Closer does not pool its merger twice.
+func TestValueMergerPool(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	m := (&mergerTable{}).pebbleMerger(mergerName)
+	operand := func() []byte {
+		es := make([]TopEntry, 1+rng.IntN(20))
+		for i := range es {
+			es[i] = TopEntry{Key: 1 + rng.Uint64N(1000), Value: 1 + rng.Uint64N(50), Removed: rng.IntN(8) == 0}
+		}
+		op, err := TopListOperand(nil, 1+rng.IntN(30), es)
+		must(t, err)
+		return op
+	}
+	type held struct {
+		v, want []byte
+		c       io.Closer
+	}
+	var open []held
+	for round := range 400 {
+		ops := make([][]byte, 1+rng.IntN(5))
+		payloads := make([][]byte, len(ops))
+		for i := range ops {
+			ops[i] = operand()
+			payloads[i] = ops[i][1:]
+		}
+		vm, err := m.Merge(nil, ops[0])
+		must(t, err)
+		for _, o := range ops[1:] {
+			must(t, vm.MergeNewer(o))
+		}
+		v, c, err := vm.Finish(false)
+		must(t, err)
+		want, err := mergeTopListMany(payloads)
+		must(t, err)
+		want = append([]byte{MergeTopList.ID}, want...)
+		if len(ops) == 1 {
+			want = ops[0]
+		}
+		if !bytes.Equal(v, want) {
+			t.Fatalf("round %d: merged %x, want %x", round, v, want)
+		}
+		open = append(open, held{v, bytes.Clone(want), c})
+		for len(open) > 0 && rng.IntN(2) == 0 { // close some, in any order
+			i := rng.IntN(len(open))
+			h := open[i]
+			if !bytes.Equal(h.v, h.want) {
+				t.Fatalf("round %d: a value changed before its Closer ran: %x, want %x", round, h.v, h.want)
+			}
+			must(t, h.c.Close())
+			must(t, h.c.Close()) // a second Close is a no-op
+			open = append(open[:i], open[i+1:]...)
+		}
+	}
+	a, b := valueMergerPool.Get(), valueMergerPool.Get()
+	if a == b {
+		t.Fatal("one merger pooled twice")
+	}
+}
+
+// TestTopListDeliveriesNeverEmpty checks the rule the timeline's inboxes
+// rely on (timeline's package doc, "Sentinels"): operands that only add
+// entries, mixed with operands that remove entries and add a key-0
+// entry, merge in any grouping to a value that is never the empty one
+// (which Pebble v2.1.7's compaction cannot take as a deletion).
+func TestTopListDeliveriesNeverEmpty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for round := range 2000 {
+		capacity := 1 + rng.IntN(6)
+		ops := make([][]byte, 1+rng.IntN(8))
+		for i := range ops {
+			var es []TopEntry
+			remove := rng.IntN(3) == 0
+			for range 1 + rng.IntN(3) {
+				es = append(es, TopEntry{Key: 1 + rng.Uint64N(12), Value: 1 + rng.Uint64N(4), Removed: remove})
+			}
+			if remove {
+				es = append(es, TopEntry{}) // the sentinel
+			}
+			op, err := TopListOperand(nil, capacity, es)
+			must(t, err)
+			ops[i] = op
+		}
+		for _, merge := range []func(testing.TB, [][]byte, *rand.Rand) ([]byte, bool){mergeAll, mergeGrouped} {
+			if _, empty := merge(t, ops, rng); empty {
+				t.Fatalf("round %d: operands %x merged to nothing", round, ops)
+			}
+		}
 	}
 }

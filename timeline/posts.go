@@ -307,7 +307,7 @@ func (t *Timeline) deliverInline(b *store.Batch, author uint64, meta entryMeta, 
 	for i, p := range posts {
 		entries[i] = meta.entry(p, author)
 	}
-	operand := inboxOperand(t.Config().InboxCap, entries)
+	operand := deliveryOperand(t.Config().InboxCap, entries)
 	var key [5]byte
 	for _, o := range targets {
 		if err := t.fam.inbox.Merge(b, inboxKey(key[:0], o), operand); err != nil {
@@ -702,6 +702,21 @@ func inboxOperand(capacity int, entries []store.TopEntry) []byte {
 	return op
 }
 
+// deliveryOperand returns the tl_inbox operand that adds entries (none
+// removed) under capacity: a delivery of a fan-out. It carries no
+// sentinel: an operand of added entries merges, in any grouping, to a
+// value that holds an entry or a floor, so it never merges to nothing
+// (the sentinel is for the other operands, see "Sentinels" in the package
+// doc), and a one-post delivery is 19 bytes instead of 26-29.
+func deliveryOperand(capacity int, entries []store.TopEntry) []byte {
+	op, err := store.TopListOperand(nil, capacity, entries)
+	if err != nil {
+		// As in inboxOperand: nothing to refuse.
+		panic(fmt.Sprintf("timeline: delivery operand: %v", err))
+	}
+	return op
+}
+
 // chunkTargets is the part of a fan-out in one 2^16-ordinal chunk: the
 // followers of the author that are in the push set.
 type chunkTargets struct {
@@ -777,7 +792,12 @@ func (t *Timeline) runFanout(ctx context.Context, run *store.JobRun) error {
 		}
 		entry = m.entry(post, author)
 	}
-	operand := inboxOperand(cfg.InboxCap, []store.TopEntry{entry})
+	var operand []byte
+	if entry.Removed {
+		operand = inboxOperand(cfg.InboxCap, []store.TopEntry{entry})
+	} else {
+		operand = deliveryOperand(cfg.InboxCap, []store.TopEntry{entry})
+	}
 	var key [5]byte
 	n := uint64(0)
 	for _, ct := range targets {

@@ -269,7 +269,7 @@ func (t *Timeline) deliverPost(b *store.Batch, author, post uint64, cfg Config) 
 	if err != nil {
 		return 0, err
 	}
-	operand := inboxOperand(cfg.InboxCap, []store.TopEntry{m.entry(post, author)})
+	operand := deliveryOperand(cfg.InboxCap, []store.TopEntry{m.entry(post, author)})
 	var key [5]byte
 	for _, o := range targets {
 		if err := t.fam.inbox.Merge(b, inboxKey(key[:0], o), operand); err != nil {
