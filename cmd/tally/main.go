@@ -88,6 +88,10 @@ type env struct {
 	// serving is set by serve: packages keep their background work, and
 	// the store heals a failure in place (store.Options.ReopenOnFailure).
 	serving bool
+	// bulk is set when the command run was a bulk load (a keyValues
+	// command): TALLY.EXEC then hands the load's transient memory back to
+	// the operating system (remote.go).
+	bulk bool
 }
 
 // usageError marks a malformed command line: exit status 2.
@@ -211,6 +215,7 @@ func (e *env) run(args []string) (code int) {
 			return exitError
 		}
 	}
+	e.bulk = c.keyValues
 	err = e.runCommand(c, cargs)
 	if remote && errors.Is(err, store.ErrLocked) {
 		// Held by a server that did not take the command up front: the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -546,5 +547,38 @@ func TestRemoteConcurrent(t *testing.T) {
 	}
 	if code := p.wait(); code != 0 {
 		t.Fatalf("serve exited %d: %s", code, p.stderr)
+	}
+}
+
+// TestBulkMarksLoads: exactly the bulk loads set env.bulk, which makes a
+// served TALLY.EXEC return the load's transient memory to the operating
+// system; a command that is not a load leaves it unset.
+func TestBulkMarksLoads(t *testing.T) {
+	dir := newStore(t)
+	in := filepath.Join(t.TempDir(), "rows.csv")
+	if err := os.WriteFile(in, []byte("11,1,2\n12,3,4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		bulk bool
+	}{
+		{[]string{"-d", dir, "get", "posts", "5"}, false},
+		{[]string{"-d", dir, "load", "posts", in}, true},
+		{[]string{"-d", dir, "incr", "posts", "9", "likes", "1"}, false},
+	} {
+		var o, eb bytes.Buffer
+		e := &env{stdout: &o, stderr: &eb, durability: "sync"}
+		if code := e.run(c.args); code != 0 {
+			t.Fatalf("tally %s: exit %d: %s", strings.Join(c.args, " "), code, eb.String())
+		}
+		if e.bulk != c.bulk {
+			t.Errorf("tally %s: bulk %v, want %v", strings.Join(c.args, " "), e.bulk, c.bulk)
+		}
+	}
+	for _, c := range commands {
+		if strings.HasSuffix(c.name, "load") != c.keyValues {
+			t.Errorf("command %q: keyValues %v, but loads (and only loads) are bulk", c.name, c.keyValues)
+		}
 	}
 }
