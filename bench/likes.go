@@ -628,26 +628,15 @@ func (r *redisLikes) Close() error { return r.t.Close() }
 // target; when tally-serve rows (Spec.Served) are present a second table
 // follows with them and the peers, the peers' ratios against tally-serve.
 func LikesTable(results []LikesResult) string {
-	out := likesTable(results, func(s LikesSpec) bool { return s.Tally && !s.Served })
-	var like []LikesResult
-	served := false
-	for _, r := range results {
-		if r.Spec.Served || !r.Spec.Tally {
-			like = append(like, r)
-		}
-		served = served || r.Spec.Served && r.Spec.Skip == ""
-	}
-	if served {
-		out += "\nLike for like, tally behind `tally serve` (ratios of the peers: tally-serve ÷ peer):\n\n" +
-			likesTable(like, func(s LikesSpec) bool { return s.Served })
-	}
-	return out
+	return withServedTable(results, func(r LikesResult) (bool, bool, bool) {
+		return r.Spec.Tally, r.Spec.Served, r.Spec.Skip != ""
+	}, likesTable)
 }
 
-func likesTable(results []LikesResult, base func(LikesSpec) bool) string {
+func likesTable(results []LikesResult, base func(LikesResult) bool) string {
 	tally := map[Durability]*LikesResult{}
 	for i := range results {
-		if r := &results[i]; base(r.Spec) && r.Err == nil && r.Spec.Skip == "" {
+		if r := &results[i]; base(*r) && r.Err == nil && r.Spec.Skip == "" {
 			tally[r.Spec.Durability] = r
 		}
 	}

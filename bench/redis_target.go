@@ -350,14 +350,7 @@ func (rc *redisClient) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
 			}
 		}
 	}
-	if err := c.flush(); err != nil {
-		return dst, err
-	}
-	var err error
-	for c.pending > 0 && err == nil {
-		dst, err = c.readInts(dst)
-	}
-	return dst, err
+	return c.flushReadInts(dst)
 }
 
 func (rc *redisClient) Incr(id uint64, col int, delta int64) error {

@@ -27,29 +27,41 @@ import (
 // and the peers, with the peers' ratios taken against tally-serve of the
 // same Durability (tally reached over RESP as the peers are).
 func Table(results []Result) string {
-	out := table(results, func(s Spec) bool { return s.Tally && !s.Served })
-	var like []Result
-	served := false
+	return withServedTable(results, func(r Result) (bool, bool, bool) {
+		return r.Spec.Tally, r.Spec.Served, r.Spec.Skip != ""
+	}, table)
+}
+
+// withServedTable renders results with render, whose ratios are taken
+// against the rows its base accepts: first against the in-process tally
+// rows, then, when tally-serve rows ran, a second table of those rows and
+// the peers, the peers' ratios against tally-serve. kind says of a result
+// whether it is tally, served, and skipped.
+func withServedTable[R any](results []R, kind func(R) (tally, served, skipped bool), render func([]R, func(R) bool) string) string {
+	out := render(results, func(r R) bool { t, s, _ := kind(r); return t && !s })
+	var like []R
+	ran := false
 	for _, r := range results {
-		if r.Spec.Served || !r.Spec.Tally {
+		t, s, skipped := kind(r)
+		if s || !t {
 			like = append(like, r)
 		}
-		served = served || r.Spec.Served && r.Spec.Skip == ""
+		ran = ran || s && !skipped
 	}
-	if served {
+	if ran {
 		out += "\nLike for like, tally behind `tally serve` (ratios of the peers: tally-serve ÷ peer):\n\n" +
-			table(like, func(s Spec) bool { return s.Served })
+			render(like, func(r R) bool { _, s, _ := kind(r); return s })
 	}
 	return out
 }
 
 // table renders results with each peer's ratios against the result of the
 // same Durability whose Spec base accepts.
-func table(results []Result, base func(Spec) bool) string {
+func table(results []Result, base func(Result) bool) string {
 	tally := map[Durability]*Result{}
 	for i := range results {
 		r := &results[i]
-		if base(r.Spec) && r.Err == nil && r.Spec.Skip == "" {
+		if base(*r) && r.Err == nil && r.Spec.Skip == "" {
 			tally[r.Spec.Durability] = r
 		}
 	}

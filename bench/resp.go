@@ -192,6 +192,19 @@ func ioReadFull(r *bufio.Reader, buf []byte) (int, error) {
 	return n, nil
 }
 
+// flushReadInts sends the queued requests and appends the integers of
+// every reply (readInts) to dst.
+func (c *respConn) flushReadInts(dst []uint64) ([]uint64, error) {
+	if err := c.flush(); err != nil {
+		return dst, err
+	}
+	var err error
+	for c.pending > 0 && err == nil {
+		dst, err = c.readInts(dst)
+	}
+	return dst, err
+}
+
 // readInts reads one reply into dst: an integer, a bulk number or nil (0),
 // or an array of those.
 func (c *respConn) readInts(dst []uint64) ([]uint64, error) {

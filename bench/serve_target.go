@@ -301,14 +301,7 @@ func (sc *servedTallyClient) MultiGet(ids []uint64, dst []uint64) ([]uint64, err
 			c.argString(col)
 		}
 	}
-	if err := c.flush(); err != nil {
-		return dst, err
-	}
-	var err error
-	for c.pending > 0 && err == nil {
-		dst, err = c.readInts(dst)
-	}
-	return dst, err
+	return c.flushReadInts(dst)
 }
 
 func (sc *servedTallyClient) Incr(id uint64, col int, delta int64) error {
