@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // TallyPackage is the import path of the tally command, which BuildTally
@@ -54,4 +55,32 @@ func TallyBinary(bin, dir string, log io.Writer) (string, func(), error) {
 		return "", nil, err
 	}
 	return bin, cleanup, nil
+}
+
+// Wanted is the set of target names a runner's comma-separated --targets
+// list names (empty: every target), and whether name is in it.
+type Wanted map[string]bool
+
+// ParseTargets returns the set of names in list.
+func ParseTargets(list string) Wanted {
+	want := Wanted{}
+	for _, name := range strings.Split(list, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			want[name] = true
+		}
+	}
+	return want
+}
+
+// Has reports whether target name is to run.
+func (w Wanted) Has(name string) bool { return len(w) == 0 || w[name] }
+
+// ServedBinary is TallyBinary for a runner with tally-serve targets: it
+// builds or returns the binary only when want has them, and returns "" and
+// a no-op cleanup otherwise.
+func ServedBinary(want Wanted, bin, dir string, log io.Writer) (string, func(), error) {
+	if !want.Has("tally-serve") {
+		return "", func() {}, nil
+	}
+	return TallyBinary(bin, dir, log)
 }

@@ -31,7 +31,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/tallydb/tally/bench"
@@ -82,21 +81,12 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	want := map[string]bool{}
-	for _, name := range strings.Split(*targets, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			want[name] = true
-		}
+	want := bench.ParseTargets(*targets)
+	bin, cleanupBin, err := bench.ServedBinary(want, *tallyBin, *dir, os.Stderr)
+	if err != nil {
+		fatal(err)
 	}
-	bin, cleanupBin := "", func() {}
-	if len(want) == 0 || want["tally-serve"] {
-		b, cleanup, err := bench.TallyBinary(*tallyBin, *dir, os.Stderr)
-		if err != nil {
-			fatal(err)
-		}
-		defer cleanup()
-		cleanupBin, bin = cleanup, b
-	}
+	defer cleanupBin()
 	var specs []bench.LikesSpec
 	// tally in process, tally-serve, then Redis.
 	var all []bench.LikesSpec
@@ -112,7 +102,7 @@ func main() {
 		}
 	}
 	for _, s := range all {
-		if len(want) == 0 || want[s.Name] {
+		if want.Has(s.Name) {
 			specs = append(specs, s)
 		}
 	}
