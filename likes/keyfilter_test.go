@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -141,17 +140,11 @@ func TestKeyFilterFailedCommitDurable(t *testing.T) {
 		t.Fatalf("like with a failing WAL sync: %v", err)
 	}
 	fault.Off()
-	deadline := time.Now().Add(30 * time.Second)
 	var r Result
-	for {
-		if r, err = l.Like("v", 1, 2, 0); err == nil {
-			break
-		}
-		if !errors.Is(err, store.ErrFailed) || time.Now().After(deadline) {
-			t.Fatalf("like after the disk has room: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.UntilHealed(t, "like", store.ErrFailed, nil, func() (err error) {
+		r, err = l.Like("v", 1, 2, 0)
+		return err
+	})
 	if r.Likes != 2 {
 		t.Fatalf("like after heal: %+v (want 2 likes whether or not the failed one was durable)", r)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -148,20 +147,10 @@ func TestOrdinalCacheAfterReopen(t *testing.T) {
 		t.Fatalf("a like with a failing WAL sync: %v", err)
 	}
 	fault.Off()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.UntilHealed(t, "a like", store.ErrFailed, db.Generation, func() error {
 		_, err := l.Like("video", 1, 501, 0)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, store.ErrFailed) || time.Now().After(deadline) {
-			t.Fatalf("a like after the disk has room: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if db.Generation() == 0 {
-		t.Fatal("the store healed without a reopen")
-	}
+		return err
+	})
 	if err := l.Check(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package likes
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -48,20 +47,9 @@ func TestBusinessIDAfterReopen(t *testing.T) {
 		t.Fatalf("AddBusiness with a failing WAL sync: %v", err)
 	}
 	fault.Off()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := l.AddBusiness("b", BusinessOptions{})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, store.ErrFailed) || time.Now().After(deadline) {
-			t.Fatalf("AddBusiness after the disk has room: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if db.Generation() == 0 {
-		t.Fatal("the store healed without a reopen")
-	}
+	testutil.UntilHealed(t, "AddBusiness", store.ErrFailed, db.Generation, func() error {
+		return l.AddBusiness("b", BusinessOptions{})
+	})
 	m := *l.biz.byName.Load()
 	a, b := m["a"], m["b"]
 	if a == nil || b == nil || a.id == b.id {

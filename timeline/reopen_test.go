@@ -3,7 +3,6 @@ package timeline
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -46,20 +45,10 @@ func TestOrdinalsAfterReopen(t *testing.T) {
 		t.Fatalf("follow with a failing WAL sync: %v", err)
 	}
 	fault.Off()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.UntilHealed(t, "follow", store.ErrFailed, db.Generation, func() error {
 		_, err := tl.Follow(5, 6)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, store.ErrFailed) || time.Now().After(deadline) {
-			t.Fatalf("follow after the disk has room: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if db.Generation() == 0 {
-		t.Fatal("the store healed without a reopen")
-	}
+		return err
+	})
 	must(tl.Check())
 	ords := map[uint64]bool{}
 	for _, u := range []uint64{1, 2, 3, 4, 5, 6} {

@@ -3,7 +3,6 @@ package unread
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -34,20 +33,10 @@ func TestChannelsAfterReopen(t *testing.T) {
 		t.Fatalf("Mark with a failing WAL sync: %v", err)
 	}
 	fault.Off()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.UntilHealed(t, "Mark", store.ErrFailed, db.Generation, func() error {
 		_, err := x.Mark("b")
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, store.ErrFailed) || time.Now().After(deadline) {
-			t.Fatalf("Mark after the disk has room: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if db.Generation() == 0 {
-		t.Fatal("the store healed without a reopen")
-	}
+		return err
+	})
 	ids := map[uint32]string{}
 	for _, ch := range x.chans.byID {
 		if other, ok := ids[ch.id]; ok {
