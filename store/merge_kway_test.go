@@ -125,16 +125,7 @@ func TestTopListMergeKWay(t *testing.T) {
 		}
 		if round%3 == 0 { // damage one payload
 			i := rng.IntN(len(ps))
-			p := bytes.Clone(ps[i])
-			switch rng.IntN(3) {
-			case 0:
-				p[rng.IntN(len(p))] ^= byte(1 + rng.IntN(255))
-			case 1:
-				p = p[:rng.IntN(len(p))]
-			default:
-				p = append(p, byte(rng.IntN(256)))
-			}
-			ps[i] = p
+			ps[i] = damagePayload(rng, ps[i])
 		}
 		want, werr := mergeTopListManySort(ps)
 		got, err := mergeTopListMany(ps)
@@ -326,16 +317,7 @@ func TestTopListMergeAbove(t *testing.T) {
 		ps := [][]byte{older, newer}
 		if round%5 == 0 { // damage one payload
 			i := rng.IntN(2)
-			p := bytes.Clone(ps[i])
-			switch rng.IntN(3) {
-			case 0:
-				p[rng.IntN(len(p))] ^= byte(1 + rng.IntN(255))
-			case 1:
-				p = p[:rng.IntN(len(p))]
-			default:
-				p = append(p, byte(rng.IntN(256)))
-			}
-			ps[i] = p
+			ps[i] = damagePayload(rng, ps[i])
 		}
 		want, werr := mergeTopListManySort(ps)
 		if _, ok := mergeTopListAbove(nil, ps[0], ps[1]); ok {
@@ -359,4 +341,19 @@ func TestTopListMergeAbove(t *testing.T) {
 		t.Fatalf("the fast path took %d of %d merges", fast, rounds)
 	}
 	t.Logf("the fast path took %d of %d merges", fast, rounds)
+}
+
+// damagePayload returns a copy of p with one random byte flipped, its
+// tail cut, or a byte appended.
+func damagePayload(rng *rand.Rand, p []byte) []byte {
+	p = bytes.Clone(p)
+	switch rng.IntN(3) {
+	case 0:
+		p[rng.IntN(len(p))] ^= byte(1 + rng.IntN(255))
+	case 1:
+		p = p[:rng.IntN(len(p))]
+	default:
+		p = append(p, byte(rng.IntN(256)))
+	}
+	return p
 }
