@@ -702,13 +702,17 @@ func inboxOperand(capacity int, entries []store.TopEntry) []byte {
 	return op
 }
 
-// deliveryOperand returns the tl_inbox operand that adds entries (none
-// removed) under capacity: a delivery of a fan-out. It carries no
+// deliveryOperand returns the tl_inbox operand of a fan-out's delivery of
+// entries under capacity. When it only adds entries it carries no
 // sentinel: an operand of added entries merges, in any grouping, to a
 // value that holds an entry or a floor, so it never merges to nothing
-// (the sentinel is for the other operands, see "Sentinels" in the package
-// doc), and a one-post delivery is 19 bytes instead of 26-29.
+// (see "Sentinels" in the package doc), and a one-post delivery is 19
+// bytes instead of 26-29. One that tombstones an entry (a removed post's
+// delivery), or adds none, is inboxOperand's, sentinel and all.
 func deliveryOperand(capacity int, entries []store.TopEntry) []byte {
+	if len(entries) == 0 || slices.ContainsFunc(entries, func(e store.TopEntry) bool { return e.Removed }) {
+		return inboxOperand(capacity, entries)
+	}
 	op, err := store.TopListOperand(nil, capacity, entries)
 	if err != nil {
 		// As in inboxOperand: nothing to refuse.
@@ -792,12 +796,7 @@ func (t *Timeline) runFanout(ctx context.Context, run *store.JobRun) error {
 		}
 		entry = m.entry(post, author)
 	}
-	var operand []byte
-	if entry.Removed {
-		operand = inboxOperand(cfg.InboxCap, []store.TopEntry{entry})
-	} else {
-		operand = deliveryOperand(cfg.InboxCap, []store.TopEntry{entry})
-	}
+	operand := deliveryOperand(cfg.InboxCap, []store.TopEntry{entry})
 	var key [5]byte
 	n := uint64(0)
 	for _, ct := range targets {
