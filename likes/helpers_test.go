@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
@@ -119,4 +120,24 @@ func (l *Likes) isRoaring(business string, item uint64) (bool, error) {
 	var kb, vb []byte
 	rec, err := l.readItem(b.id, item, &kb, &vb)
 	return rec.roaring, err
+}
+
+// openFailing opens likes with opts on an in-memory store of durability d
+// whose WAL syncs fail (ENOSPC) while the returned toggle is on, and which
+// heals itself in place (ReopenOnFailure); the store closes with the test.
+func openFailing(t *testing.T, d store.Durability, opts *Options) (*store.DB, *errorfs.Toggle, *Likes) {
+	t.Helper()
+	fault := testutil.FullWAL(false)
+	so := &store.Options{FS: errorfs.Wrap(vfs.NewMem(), fault), Families: Families(), DisableBackground: true,
+		JobWorkers: -1, ReopenOnFailure: true, Durability: d}
+	db, err := store.Open("l", so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	l, err := New(db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, fault, l
 }

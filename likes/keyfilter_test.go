@@ -7,9 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-
 	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
@@ -121,19 +118,7 @@ func TestCheckFindsKeyMissingFromFilter(t *testing.T) {
 // added to the filter before the commit, so the next like of the pair finds
 // the state and counts nothing twice (Check: counts equal sets).
 func TestKeyFilterFailedCommitDurable(t *testing.T) {
-	mem := vfs.NewMem()
-	fault := testutil.FullWAL(false)
-	so := &store.Options{FS: errorfs.Wrap(mem, fault), Families: Families(), DisableBackground: true,
-		JobWorkers: -1, ReopenOnFailure: true, Durability: store.SyncAlways}
-	db, err := store.Open("l", so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	l, err := New(db, &Options{CreateBusinesses: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, fault, l := openFailing(t, store.SyncAlways, &Options{CreateBusinesses: true})
 	must[Result](t)(l.Like("v", 1, 1, 0)) // the business exists before the fault
 	fault.On()
 	if _, err := l.Like("v", 1, 2, 0); !errors.Is(err, store.ErrFailed) {

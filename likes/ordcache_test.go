@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-
 	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
 )
@@ -127,19 +124,7 @@ func TestOrdinalCache(t *testing.T) {
 // planted before the failure, which the store never held, would fail
 // Check otherwise.
 func TestOrdinalCacheAfterReopen(t *testing.T) {
-	mem := vfs.NewMem()
-	fault := testutil.FullWAL(false)
-	so := &store.Options{FS: errorfs.Wrap(mem, fault), Families: Families(), DisableBackground: true,
-		JobWorkers: -1, ReopenOnFailure: true, Durability: store.SyncAlways}
-	db, err := store.Open("l", so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	l, err := New(db, &Options{RoaringThreshold: MinRoaringThreshold, CreateBusinesses: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, fault, l := openFailing(t, store.SyncAlways, &Options{RoaringThreshold: MinRoaringThreshold, CreateBusinesses: true})
 	roaringLikes(t, l, 2*MinRoaringThreshold)
 	l.ords.cache.put(1_000_000, 999) // never in the store
 	fault.On()
