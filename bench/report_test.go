@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAppendSection: two sections append in order to one file, each with
@@ -37,5 +38,25 @@ func TestAppendSection(t *testing.T) {
 	}
 	if err := AppendSection(filepath.Join(path, "not-a-dir", "x.md"), "Run", false, ""); err == nil {
 		t.Fatal("appending under a file: no error")
+	}
+}
+
+func TestMuteCost(t *testing.T) {
+	if got := muteCost(2*time.Microsecond, 100, 90); !strings.Contains(got, "costs 2.0µs per page") || !strings.Contains(got, "10% of throughput") {
+		t.Errorf("a slower page with mutes: %q", got)
+	}
+	for _, c := range []struct {
+		diff          time.Duration
+		before, after float64
+		want          string
+	}{
+		{-3 * time.Microsecond, 100, 110, "p50 -3.0µs, pages/s +10%"},
+		{time.Microsecond, 100, 105, "p50 +1.0µs, pages/s +5%"},
+		{-time.Microsecond, 100, 95, "p50 -1.0µs, pages/s -5%"},
+	} {
+		got := muteCost(c.diff, c.before, c.after)
+		if !strings.Contains(got, "no mute filter cost above the runs' noise") || !strings.Contains(got, c.want) || strings.Contains(got, "costs") {
+			t.Errorf("muteCost(%v, %v, %v) = %q, want %q without a cost", c.diff, c.before, c.after, got, c.want)
+		}
 	}
 }
