@@ -332,6 +332,22 @@ func openTallyLikes(dir string, d store.Durability) (*tallyLikes, error) {
 	return t, nil
 }
 
+// likesCacheBytes sums likes' stats named *_cache_bytes: the memory its
+// caches (the user ordinal cache) hold beside the store's.
+func likesCacheBytes(l *likes.Likes) (int64, error) {
+	var n int64
+	for _, s := range l.Stats() {
+		if strings.HasSuffix(s.Key, "_cache_bytes") {
+			v, err := strconv.ParseInt(s.Value, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("likes stat %s: %w", s.Key, err)
+			}
+			n += v
+		}
+	}
+	return n, nil
+}
+
 // Load is likes.Load: big batches, counts loaded without the log.
 func (t *tallyLikes) Load(h []HistLike) (int, error) {
 	in := make([]likes.LoadLike, len(h))
@@ -382,14 +398,20 @@ func (c *tallyLikesClient) Likers(item uint64, n int) error {
 func (c *tallyLikesClient) Close() error { return nil }
 
 // Memory: Own is the store's accounting (counter tables, Pebble's block
-// cache, memtables and file cache); Heap and RSS the process's growth since
-// before Open.
+// cache, memtables and file cache) and likes' own caches (every stat named
+// *_cache_bytes, such as the user ordinal cache); Heap and RSS the
+// process's growth since before Open.
 func (t *tallyLikes) Memory() (Memory, error) {
 	st := t.db.Stats()
 	m := Memory{Own: st.BlockCache.Bytes + st.PebbleMemBytes}
 	for _, c := range st.Counters {
 		m.Own += c.MemBytes
 	}
+	caches, err := likesCacheBytes(t.l)
+	if err != nil {
+		return Memory{}, err
+	}
+	m.Own += caches
 	grown := procmem.Measure().Sub(t.base)
 	m.Heap, m.RSS = grown.Heap, grown.RSS
 	if procmem.Cgo {

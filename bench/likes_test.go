@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tallydb/tally/bench/workload"
+	"github.com/tallydb/tally/store"
 )
 
 // TestRunLikes runs the likes comparison at test size against tally (NoSync)
@@ -38,5 +40,38 @@ func TestRunLikes(t *testing.T) {
 	table := LikesTable(results)
 	if !strings.Contains(table, "| tally | NoSync |") {
 		t.Fatalf("table:\n%s", table)
+	}
+}
+
+// TestTallyLikesOwnCountsCaches: the tally target's own accounting adds
+// likes' caches (the user ordinal cache, 1 MiB allocated at open by
+// default) to the store's figures.
+func TestTallyLikesOwnCountsCaches(t *testing.T) {
+	tl, err := openTallyLikes(t.TempDir(), store.NoSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.all.Close()
+	caches, err := likesCacheBytes(tl.l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ord int64
+	for _, s := range tl.l.Stats() {
+		if s.Key == "ordinal_cache_bytes" {
+			if ord, err = strconv.ParseInt(s.Value, 10, 64); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if ord <= 0 || caches != ord {
+		t.Fatalf("likes' caches %d B, the ordinal cache %d B: want them equal and positive", caches, ord)
+	}
+	m, err := tl.Memory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Own < caches {
+		t.Errorf("own %d B leaves out likes' caches (%d B)", m.Own, caches)
 	}
 }
