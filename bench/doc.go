@@ -82,7 +82,14 @@
 // Clients are closed-loop: each waits for its operation before the next, so
 // under a per-write fsync the reads of the same client wait too and the
 // reads/s figure falls with the write latency. That is the same for every
-// target.
+// target. A faster target is therefore measured under more load: with
+// RunConfig.Rate (tallybench --rate) the clients run open loop instead, at
+// the same total rate for every target, each on a fixed schedule, with
+// every latency counted from the operation's scheduled send time so that
+// a stall counts against every operation queued behind it (coordinated
+// omission does not hide it). The latency then includes the client's own
+// lateness in waking for its slot (timer and scheduling delay), the same
+// for every target.
 //
 // Bytes per counter divide by every (item, column) value, zero ones
 // included. Memory is reported three ways (Memory):

@@ -36,6 +36,22 @@ type RunConfig struct {
 	Verify int
 	// Log, if not nil, receives progress lines.
 	Log io.Writer
+	// Rate, when positive, runs the mixed workload open loop: Rate
+	// operations a second in all (an operation is one write or one read
+	// batch), each client sending one every Clients/Rate seconds on a
+	// fixed schedule, the clients' schedules offset evenly so that sends
+	// are 1/Rate apart overall. Each latency is counted from the
+	// operation's scheduled send time, not from when it was sent: a stall
+	// delays the operations scheduled behind it on the same client, and
+	// each of them counts its wait (no coordinated omission). A client
+	// behind its schedule sends at once, so a target that cannot sustain
+	// Rate shows a lower rate than asked and latencies that grow with the
+	// run. The default, 0, is closed loop: each client sends its next
+	// operation when the last one is answered.
+	Rate float64
+	// clock is the runner's time source; nil means the wall clock (tests
+	// give a fake one).
+	clock clock
 	// HeapProfile, if not empty, is a path prefix: once the memory figures
 	// are taken, the runner writes the Go heap profile (inuse_space after a
 	// collection) to HeapProfile + "-" + the target's label + ".pb.gz", for
@@ -94,6 +110,35 @@ func (c *RunConfig) fill() {
 	if c.Verify <= 0 {
 		c.Verify = 2000
 	}
+	if c.clock == nil {
+		c.clock = wallClock{}
+	}
+}
+
+// clock is the time the runner's clients read and sleep on.
+type clock interface {
+	Now() time.Time
+	Sleep(d time.Duration)
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time        { return time.Now() }
+func (wallClock) Sleep(d time.Duration) { time.Sleep(d) }
+
+// schedule is an open-loop client's send times: next, then every after
+// the one before.
+type schedule struct {
+	next  time.Time
+	every time.Duration
+}
+
+// pace returns the schedule of client i of clients sharing rate operations
+// a second from start: one every clients/rate seconds, client i's first
+// at start + i/rate, so that the clients' sends interleave 1/rate apart.
+func pace(start time.Time, rate float64, clients, i int) *schedule {
+	every := time.Duration(float64(clients) / rate * float64(time.Second))
+	return &schedule{next: start.Add(time.Duration(float64(i) / rate * float64(time.Second))), every: every}
 }
 
 func (c *RunConfig) logf(format string, args ...any) {
@@ -270,13 +315,17 @@ func runMix(cfg *RunConfig, t Target, res *Result) error {
 	stats := make([]clientStats, cfg.Clients)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	start := time.Now()
+	start := cfg.clock.Now()
 	for i := range clients {
+		var sched *schedule
+		if cfg.Rate > 0 {
+			sched = pace(start, cfg.Rate, cfg.Clients, i)
+		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			st := &stats[i]
-			st.err = clientLoop(cfg, clients[i], cfg.Workload.Ops(i), st, &stop)
+			st.err = clientLoop(cfg, clients[i], cfg.Workload.Ops(i), st, &stop, sched)
 			if st.err != nil {
 				stop.Store(true)
 			}
@@ -287,7 +336,7 @@ func runMix(cfg *RunConfig, t Target, res *Result) error {
 		defer timer.Stop()
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
+	res.Elapsed = cfg.clock.Now().Sub(start)
 	var errs []error
 	for i := range stats {
 		st := &stats[i]
@@ -301,24 +350,38 @@ func runMix(cfg *RunConfig, t Target, res *Result) error {
 	return errors.Join(errs...)
 }
 
-func clientLoop(cfg *RunConfig, c Client, s *workload.OpStream, st *clientStats, stop *atomic.Bool) error {
+// clientLoop runs one client's operations until stop (or OpsPerClient),
+// closed loop when sched is nil, else open loop on sched (RunConfig.Rate):
+// each operation waits for its scheduled time unless it is already late,
+// and its latency runs from that time.
+func clientLoop(cfg *RunConfig, c Client, s *workload.OpStream, st *clientStats, stop *atomic.Bool, sched *schedule) error {
 	var op workload.Op
+	clk := cfg.clock
 	dst := make([]uint64, 0, cfg.Workload.Config().BatchSize*cfg.Workload.Columns())
 	for n := 0; cfg.OpsPerClient <= 0 || n < cfg.OpsPerClient; n++ {
 		if stop.Load() {
 			return nil
 		}
 		s.Next(&op)
-		t0 := time.Now()
+		var t0 time.Time
+		if sched != nil {
+			t0 = sched.next
+			sched.next = t0.Add(sched.every)
+			if d := t0.Sub(clk.Now()); d > 0 {
+				clk.Sleep(d)
+			}
+		} else {
+			t0 = clk.Now()
+		}
 		var err error
 		if op.Kind == workload.OpRead {
 			dst, err = c.MultiGet(op.IDs, dst)
-			st.readLat.Record(time.Since(t0))
+			st.readLat.Record(clk.Now().Sub(t0))
 			st.reads++
 			st.readIDs += uint64(len(op.IDs))
 		} else {
 			err = c.Incr(op.ID, op.Col, op.Delta)
-			st.writeLat.Record(time.Since(t0))
+			st.writeLat.Record(clk.Now().Sub(t0))
 			st.writes++
 		}
 		if err != nil {

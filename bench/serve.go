@@ -232,8 +232,20 @@ type serveTarget struct {
 // (sync, interval or nosync) listening on addr, creating the store if dir
 // is new.
 func tallyServeCmd(bin, dir, durability, addr string) *exec.Cmd {
-	return exec.Command(bin, "-d", dir, "--durability", durability, "serve", "--create", "--addr", addr)
+	args := []string{"-d", dir, "--durability", durability, "serve", "--create", "--addr", addr}
+	return exec.Command(bin, append(args, ServeFlags...)...)
 }
+
+// ServeFlags are added to the command line of every "tally serve" the
+// runners start (tallybench --serve-flags): "--metrics-addr HOST:PORT
+// --pprof" to profile a served run. Empty by default.
+var ServeFlags []string
+
+// ServeLog, when not nil, also receives the stderr of every "tally serve"
+// the runners start (tallybench --serve-log): its log, and with
+// GODEBUG=gctrace=1 in the runner's environment (which the server
+// inherits) a line per garbage collection. Nil by default.
+var ServeLog io.Writer
 
 // start starts t.cmd (set, not yet started) and waits until the server
 // answers PING on t.addr, for a minute at most. t.cmd is replaced by a fresh
@@ -242,6 +254,9 @@ func (t *serveTarget) start() error {
 	t.cmd = exec.Command(t.cmd.Path, t.cmd.Args[1:]...)
 	stderr := &strings.Builder{}
 	t.cmd.Stderr = stderr
+	if ServeLog != nil && t.cmd.Args[0] != "redis-server" {
+		t.cmd.Stderr = io.MultiWriter(stderr, ServeLog)
+	}
 	if err := t.cmd.Start(); err != nil {
 		return err
 	}

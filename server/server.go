@@ -514,8 +514,14 @@ func (s *Server) closeConns() {
 // Options.Password it requires HTTP basic authentication with that
 // password and any user name (Prometheus: basic_auth with any username);
 // a request without it is answered 401.
-func (s *Server) MetricsHandler() http.Handler {
-	h := s.metrics.handler()
+func (s *Server) MetricsHandler() http.Handler { return s.Guard(s.metrics.handler()) }
+
+// Guard returns h behind the authentication MetricsHandler uses: with
+// Options.Password, HTTP basic auth with that password and any user name
+// (a wrong password counts in tally_server_auth_failures_total); without
+// one, h itself. Other handlers served beside /metrics (tally serve
+// --pprof) use it so they need what /metrics needs.
+func (s *Server) Guard(h http.Handler) http.Handler {
 	if s.opts.Password == "" {
 		return h
 	}

@@ -113,7 +113,7 @@ func (cf *clusterFlags) sharding(dir string, logger *slog.Logger, tr **replica.T
 // SIGINT, when it hands leadership over, finishes its clients' commands,
 // checkpoints and exits 0. A replica whose store failed under an entry
 // exits 1 (a supervisor restarts it; it applies the entry again).
-func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, opts *server.Options) error {
+func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, withPprof bool, opts *server.Options) error {
 	if cf.id == 0 {
 		return usagef("serve --cluster needs --node-id N (this replica's id, 1 or more)")
 	}
@@ -219,11 +219,14 @@ func runClusterServe(e *env, cf clusterFlags, addr, metricsAddr string, opts *se
 		if err != nil {
 			return errors.Join(err, node.Close(context.Background()))
 		}
-		mux := http.NewServeMux()
 		// The server of the moment: a snapshot install opens another.
-		mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux := metricsMux(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			node.Server().MetricsHandler().ServeHTTP(w, r)
-		}))
+		}), withPprof, func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				node.Server().Guard(h).ServeHTTP(w, r)
+			})
+		})
 		metrics := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go metrics.Serve(mln)
 		defer metrics.Close()

@@ -74,7 +74,7 @@
 //	notice read UID CHANNEL
 //	notice unread UID CHANNEL   N, the notices newer than the last read one
 //	serve [--addr HOST:PORT] [--requirepass P] [--maxclients N]
-//	    [--metrics-addr HOST:PORT] [--allow-remote] [--create]
+//	    [--metrics-addr HOST:PORT [--pprof]] [--allow-remote] [--create]
 //	                            serve the store over the Redis protocol
 //	                            until SIGTERM/SIGINT (then finish commands
 //	                            in flight, checkpoint, close, exit 0)

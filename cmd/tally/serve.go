@@ -22,8 +22,8 @@ var cmdServe = &command{
 	local:    true,
 	synopsis: "serve the store to Redis clients (RESP: redis-cli, redis-benchmark, libraries)",
 	help: `Usage: tally -d DIR serve [--addr HOST:PORT] [--requirepass PASSWORD] [--maxclients N]
-           [--metrics-addr HOST:PORT] [--allow-remote] [--create] [--durability MODE]
-           [--slowlog-threshold DURATION]
+           [--metrics-addr HOST:PORT [--pprof]] [--allow-remote] [--create]
+           [--durability MODE] [--slowlog-threshold DURATION]
            [--cluster --node-id N --raft-addr HOST:PORT (--peers LIST | --join) ...]
 
 Serves the store to any number of Redis clients (RESP2, pipelining) until
@@ -62,6 +62,14 @@ Flags:
   --metrics-addr HOST:PORT serve Prometheus metrics at /metrics there; with
                            --requirepass they need HTTP basic auth with that
                            password (any user name)
+  --pprof                  also serve Go's profiles (net/http/pprof) under
+                           /debug/pprof/ on --metrics-addr, with the same
+                           password: CPU (/debug/pprof/profile?seconds=N),
+                           execution trace (/debug/pprof/trace?seconds=N),
+                           heap, goroutine, mutex, block; sets the mutex
+                           profile fraction to 100 and the block profile
+                           rate to 10µs. Example: go tool pprof
+                           http://127.0.0.1:9121/debug/pprof/profile?seconds=10
   --allow-remote           allow a non-loopback --addr or --metrics-addr
                            without --requirepass (refused otherwise: anyone
                            who can reach the port could change counts)
@@ -147,6 +155,7 @@ func runServe(e *env, args []string) error {
 	metricsAddr := fs.String("metrics-addr", "", "")
 	allowRemote := fs.Bool("allow-remote", false, "")
 	create := fs.Bool("create", false, "")
+	withPprof := fs.Bool("pprof", false, "")
 	slowlog := fs.Duration("slowlog-threshold", server.DefaultSlowlogThreshold, "")
 	var cf clusterFlags
 	fs.BoolVar(&cf.on, "cluster", false, "")
@@ -199,6 +208,9 @@ func runServe(e *env, args []string) error {
 		}
 		return usagef("bad --addr %q: %v", *addr, err)
 	}
+	if *withPprof && *metricsAddr == "" {
+		return usagef("--pprof needs --metrics-addr (the profiles are served there)")
+	}
 	if *metricsAddr != "" {
 		// With a password /metrics requires it (basic auth, see
 		// server.MetricsHandler), so the same rule as --addr holds.
@@ -218,7 +230,7 @@ func runServe(e *env, args []string) error {
 			}
 		}
 		e.serving = true
-		return runClusterServe(e, cf, *addr, *metricsAddr, opts)
+		return runClusterServe(e, cf, *addr, *metricsAddr, *withPprof, opts)
 	}
 	if cf.id != 0 || cf.raftAddr != "" || cf.peers != "" || cf.join || cf.announce != "" ||
 		cf.shard != 0 || cf.metaRaftAddr != "" || cf.metaPeers != "" || cf.metaJoin || cf.metaDir != "" ||
@@ -269,8 +281,7 @@ func runServe(e *env, args []string) error {
 			ln.Close()
 			return closeDB(db, err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", srv.MetricsHandler())
+		mux := metricsMux(srv.MetricsHandler(), *withPprof, srv.Guard)
 		metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go metrics.Serve(mln)
 		defer metrics.Close()

@@ -164,6 +164,7 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"-d=" + filepath.Join(t.TempDir(), "missing"), "serve"}, 1, "no such directory"},
 		{[]string{d, "serve", "--durability", "fast"}, 2, "bad --durability"},
 		{[]string{d, "serve", "--slowlog-threshold", "soon"}, 2, "slowlog-threshold"},
+		{[]string{d, "serve", "--pprof"}, 2, "--pprof needs --metrics-addr"},
 	} {
 		_, errOut, code := tally(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {

@@ -5,7 +5,7 @@
 // Usage:
 //
 //	go run ./bench/cmd/tallybench [--quick] [--items N] [--duration D] [--clients C] [--targets LIST]
-//	    [--tally BIN] [--out FILE]
+//	    [--rate N] [--tally BIN] [--serve-flags FLAGS] [--out FILE]
 //
 // Targets: tally (in process: the clients call the store), tally-serve
 // (a "tally serve" process reached over RESP on loopback with the Redis
@@ -16,6 +16,24 @@
 // under --dir when the flag is absent (run inside the module). When
 // tally-serve ran, a second table compares the peers with it, like for
 // like.
+//
+// --rate N runs the mix open loop: N operations a second in all (a write
+// or a read batch of 10 ids; the workload's mix is 2 reads to 1 write),
+// each client on a fixed schedule of N/C a second, with every latency
+// counted from the operation's scheduled send time, so that a stall counts
+// against the operations queued behind it (no coordinated omission). Use a
+// rate every target sustains to compare tails at equal load; a target that
+// cannot keep up shows fewer operations a second than asked (a warning is
+// printed). The default is closed loop: each client sends its next
+// operation when the last is answered.
+//
+// --serve-flags adds flags to the tally-serve targets' "tally serve"
+// command line (space-separated), e.g. "--metrics-addr 127.0.0.1:9121
+// --pprof" to profile the server during a run (the targets run one after
+// the other, so a fixed port is free for each); the server inherits the
+// environment, so GODEBUG=gctrace=1 before the runner makes it log its
+// collections. --serve-log FILE appends the servers' stderr (their log,
+// gctrace lines) to FILE.
 //
 // --quick runs 200,000 items for 2s per target (under a minute with Redis
 // installed); the full mode runs 20,000,000 items × 3 columns (60M counter
@@ -30,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tallydb/tally/bench"
@@ -47,6 +66,9 @@ func main() {
 	tallyBin := flag.String("tally", "", "the tally binary of the tally-serve targets (default: go build the tally command into a temporary directory)")
 	out := flag.String("out", "", "append a markdown section with the results to this file")
 	dir := flag.String("dir", "", "parent directory for the targets' data (default the system temp dir)")
+	rate := flag.Float64("rate", 0, "open loop: operations per second in all (writes and read batches), latency from the scheduled send time (default 0: closed loop)")
+	serveFlags := flag.String("serve-flags", "", "flags added to each tally-serve target's \"tally serve\" command line, space-separated (e.g. \"--metrics-addr 127.0.0.1:9121 --pprof\")")
+	serveLog := flag.String("serve-log", "", "append the tally-serve servers' stderr to this file")
 	heapProfile := flag.String("heapprofile", "", "write each target's Go heap profile after its memory figures to PREFIX-LABEL.pb.gz")
 	flag.Parse()
 
@@ -61,6 +83,18 @@ func main() {
 		if *quick {
 			*duration = 2 * time.Second
 		}
+	}
+	if *rate < 0 {
+		fatal(fmt.Errorf("bad --rate %v: want a positive number of operations per second, or 0 for closed loop", *rate))
+	}
+	bench.ServeFlags = strings.Fields(*serveFlags)
+	if *serveLog != "" {
+		f, err := os.OpenFile(*serveLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fatal(err)
+		}
+		defer f.Close()
+		bench.ServeLog = f
 	}
 	w, err := workload.New(workload.Config{Seed: *seed, Items: *items, Columns: *columns})
 	if err != nil {
@@ -83,7 +117,7 @@ func main() {
 		fatal(fmt.Errorf("no target matches --targets %q", *targets))
 	}
 
-	cfg := bench.RunConfig{Workload: w, Clients: *clients, Duration: *duration, Dir: *dir, Log: os.Stderr, HeapProfile: *heapProfile}
+	cfg := bench.RunConfig{Workload: w, Clients: *clients, Duration: *duration, Rate: *rate, Dir: *dir, Log: os.Stderr, HeapProfile: *heapProfile}
 	start := time.Now()
 	var results []bench.Result
 	for _, s := range specs {
@@ -94,13 +128,20 @@ func main() {
 		if r.Err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", s.Label(), r.Err)
 		}
+		if got := float64(r.Reads+r.Writes) / r.Elapsed.Seconds(); *rate > 0 && r.Err == nil && s.Skip == "" && got < 0.95**rate {
+			fmt.Fprintf(os.Stderr, "%s: did not sustain --rate %.0f: %.0f operations/s\n", s.Label(), *rate, got)
+		}
 		results = append(results, r)
 	}
 	c := w.Config()
+	loop := "closed loop"
+	if *rate > 0 {
+		loop = fmt.Sprintf("open loop at %.0f operations/s in all (latency from the scheduled send time)", *rate)
+	}
 	desc := fmt.Sprintf("%d items × %d columns = %d counter values (%.0f%% of items all-zero), seed %d; "+
-		"reads of %d ids, %.2f writes per id read, %d clients, %v per target; total run %v.",
+		"reads of %d ids, %.2f writes per id read, %d clients, %s, %v per target; total run %v.",
 		c.Items, c.Columns, w.Counters(), c.ZeroFraction*100, c.Seed, c.BatchSize, c.WritesPerRead,
-		*clients, *duration, time.Since(start).Round(time.Second))
+		*clients, loop, *duration, time.Since(start).Round(time.Second))
 	table := bench.Table(results)
 	fmt.Println(desc)
 	fmt.Println()
