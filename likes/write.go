@@ -458,6 +458,7 @@ func (l *Likes) readItem(biz uint32, item uint64, kbuf, vbuf *[]byte) (itemRec, 
 	if !l.filter.mayContain(*kbuf) {
 		return itemRec{}, nil
 	}
+	l.stats.itemGets.Add(1)
 	v, ok, err := l.fam.item.Get(*kbuf, (*vbuf)[:0])
 	*vbuf = v
 	if err != nil || !ok {
@@ -524,6 +525,7 @@ func (l *Likes) readState(biz uint32, user, item uint64, kbuf, vbuf *[]byte) (st
 	if !l.filter.mayContain(*kbuf) {
 		return stateRec{}, nil
 	}
+	l.stats.stateGets.Add(1)
 	v, ok, err := l.fam.state.Get(*kbuf, (*vbuf)[:0])
 	*vbuf = v
 	if err != nil || !ok {
@@ -836,6 +838,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		if e := g.s.cached(biz, it.item); e != nil && e.hasDay && e.day == d && g.bulk == nil {
 			old = e.dayScore
 		} else if l.filter.mayContain(key) {
+			l.stats.dayGets.Add(1)
 			var err error
 			if old, err = l.readAdd(f.dayScore, key, &g.val); err != nil {
 				return err
