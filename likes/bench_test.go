@@ -8,6 +8,7 @@ package likes
 //	TALLY_LIKES_BENCH_ITEMS=100000   items (popularity Zipf 1.1)
 //	TALLY_LIKES_BENCH_USERS=100000   users
 //	TALLY_LIKES_BENCH_ORDCACHE=N     Options.OrdinalCacheBytes (default: its default)
+//	TALLY_LIKES_BENCH_NODAYS=1       no daily boards (Options.BoardDays -1): a bound
 //	TALLY_LIKES_BENCH_CPUPROFILE=F   BenchmarkLike writes a CPU profile of its
 //	                                 timed part alone (no template load) to F.durability
 //
@@ -111,6 +112,9 @@ func openBenchStore(b *testing.B, dir string, d store.Durability, opts *Options)
 	o.CreateBusinesses = true // benchmarks like in businesses they never declared
 	if o.OrdinalCacheBytes == 0 {
 		o.OrdinalCacheBytes = int64(testutil.EnvInt(b, "TALLY_LIKES_BENCH_ORDCACHE", 0))
+	}
+	if o.BoardDays == 0 && testutil.EnvInt(b, "TALLY_LIKES_BENCH_NODAYS", 0) != 0 {
+		o.BoardDays = -1
 	}
 	l, err := New(db, &o)
 	if err != nil {
