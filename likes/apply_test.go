@@ -117,8 +117,8 @@ func TestReappliedEntryKeepsOrdinals(t *testing.T) {
 	var pages [2][]uint64
 	for i, e := range es {
 		for _, u := range []uint64{50, 60} {
-			var kb, vb [16]byte
-			ord, ok, err := e.l.lookupOrdinal(u, kb[:0], vb[:0])
+			var kb, vb []byte
+			ord, ok, err := e.l.lookupOrdinal(u, &kb, &vb)
 			if err != nil || !ok {
 				t.Fatalf("replica %d: ordinal of %d: %v %v", i, u, ok, err)
 			}

@@ -8,6 +8,9 @@ package likes
 //	TALLY_LIKES_BENCH_ITEMS=100000   items (popularity Zipf 1.1)
 //	TALLY_LIKES_BENCH_USERS=100000   users
 //	TALLY_LIKES_BENCH_ORDCACHE=N     Options.OrdinalCacheBytes (default: its default)
+//	TALLY_LIKES_BENCH_NODAYS=1       no daily boards (Options.BoardDays -1): a bound
+//	TALLY_LIKES_BENCH_CPUPROFILE=F   BenchmarkLike writes a CPU profile of its
+//	                                 timed part alone (no template load) to F.durability
 //
 // Data: bench/workload's likes workload (the same the Redis peer
 // comparison in bench/ runs): items by Zipf popularity, users uniform,
@@ -18,6 +21,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -108,6 +113,9 @@ func openBenchStore(b *testing.B, dir string, d store.Durability, opts *Options)
 	if o.OrdinalCacheBytes == 0 {
 		o.OrdinalCacheBytes = int64(testutil.EnvInt(b, "TALLY_LIKES_BENCH_ORDCACHE", 0))
 	}
+	if o.BoardDays == 0 && testutil.EnvInt(b, "TALLY_LIKES_BENCH_NODAYS", 0) != 0 {
+		o.BoardDays = -1
+	}
 	l, err := New(db, &o)
 	if err != nil {
 		db.Close()
@@ -134,6 +142,8 @@ func BenchmarkLike(b *testing.B) {
 			var client atomic.Int64
 			b.ReportAllocs()
 			b.SetParallelism(8)
+			g0 := l.Stats()
+			stopProfile := benchCPUProfile(b, d)
 			b.ResetTimer()
 			start, cpu0 := time.Now(), processCPU()
 			b.RunParallel(func(pb *testing.PB) {
@@ -159,12 +169,55 @@ func BenchmarkLike(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "likes/s")
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/like")
+			stopProfile()
 			reportGroups(b, l)
+			reportGets(b, g0, l.Stats())
 			if h, m := l.ords.cache.hitCount(), l.ords.cache.missCount(); h+m > 0 {
 				b.ReportMetric(100*float64(h)/float64(h+m), "ord-hit-%")
 				b.ReportMetric(float64(h+m)/float64(b.N), "ord-lookups/like")
 			}
 		})
+	}
+}
+
+// benchCPUProfile starts a CPU profile of the timed part if
+// TALLY_LIKES_BENCH_CPUPROFILE names a file (the durability is appended to
+// its name); the returned function stops it.
+func benchCPUProfile(b *testing.B, d store.Durability) func() {
+	name := os.Getenv("TALLY_LIKES_BENCH_CPUPROFILE")
+	if name == "" {
+		return func() {}
+	}
+	f, err := os.Create(name + "." + d.String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+// reportGets reports the Pebble Gets of states, item records and day
+// scores a transition made between two Stats.
+func reportGets(b *testing.B, before, after []Stat) {
+	val := func(st []Stat, key string) float64 {
+		for _, s := range st {
+			if s.Key == key {
+				v, _ := strconv.ParseFloat(s.Value, 64)
+				return v
+			}
+		}
+		return 0
+	}
+	for _, k := range []string{"state_gets", "item_gets", "dayscore_gets"} {
+		b.ReportMetric((val(after, k)-val(before, k))/float64(b.N), k+"/like")
 	}
 }
 

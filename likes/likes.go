@@ -227,6 +227,10 @@ type Likes struct {
 	stats struct {
 		groups, ops, maxGroup, waits atomic.Int64
 		conversions, boardMoves      atomic.Int64
+		// Pebble point Gets of states, item records (transitions and
+		// reads) and day scores (transitions) that neither the key
+		// filter nor the stripe cache answered.
+		stateGets, itemGets, dayGets atomic.Int64
 	}
 }
 
@@ -693,7 +697,8 @@ type Stat = store.Stat
 // and since New the transitions, commit groups (a group is one batch of
 // one stripe's queued transitions), the largest group, how many
 // transitions waited for a stripe's leader (contention) and the sets
-// converted to roaring, and the size of the cache of user ordinals and its
+// converted to roaring, the Pebble point Gets of states, item records and
+// day scores that neither the key filter nor a cache answered, and the size of the cache of user ordinals and its
 // hits and misses since New.
 func (l *Likes) Stats() []Stat {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
@@ -712,6 +717,9 @@ func (l *Likes) Stats() []Stat {
 		{Key: "waited", Value: i(l.stats.waits.Load())},
 		{Key: "conversions", Value: i(l.stats.conversions.Load())},
 		{Key: "board_moves", Value: i(l.stats.boardMoves.Load())},
+		{Key: "state_gets", Value: i(l.stats.stateGets.Load())},
+		{Key: "item_gets", Value: i(l.stats.itemGets.Load())},
+		{Key: "dayscore_gets", Value: i(l.stats.dayGets.Load())},
 		{Key: "interrupted_loads", Value: i(int64(len(l.interrupted)))},
 		{Key: "ordinal_cache_bytes", Value: i(l.ords.cache.bytes())},
 		{Key: "ordinal_cache_hits", Value: i(l.ords.cache.hitCount())},

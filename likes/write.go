@@ -458,6 +458,7 @@ func (l *Likes) readItem(biz uint32, item uint64, kbuf, vbuf *[]byte) (itemRec, 
 	if !l.filter.mayContain(*kbuf) {
 		return itemRec{}, nil
 	}
+	l.stats.itemGets.Add(1)
 	v, ok, err := l.fam.item.Get(*kbuf, (*vbuf)[:0])
 	*vbuf = v
 	if err != nil || !ok {
@@ -524,6 +525,7 @@ func (l *Likes) readState(biz uint32, user, item uint64, kbuf, vbuf *[]byte) (st
 	if !l.filter.mayContain(*kbuf) {
 		return stateRec{}, nil
 	}
+	l.stats.stateGets.Add(1)
 	v, ok, err := l.fam.state.Get(*kbuf, (*vbuf)[:0])
 	*vbuf = v
 	if err != nil || !ok {
@@ -836,6 +838,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		if e := g.s.cached(biz, it.item); e != nil && e.hasDay && e.day == d && g.bulk == nil {
 			old = e.dayScore
 		} else if l.filter.mayContain(key) {
+			l.stats.dayGets.Add(1)
 			var err error
 			if old, err = l.readAdd(f.dayScore, key, &g.val); err != nil {
 				return err
@@ -1016,7 +1019,14 @@ func (g *group) roaringMoves(b *store.Batch, it *itemAcc, moves []membership) er
 				g.rmBM.Add(e.ord)
 			}
 		}
-		v, err := store.RoaringOperand(g.val[:0], g.addBM, g.rmBM)
+		// Without removals, no remove set: RoaringOperand takes the
+		// removals less the additions (a new bitmap) even when empty,
+		// and most groups of a popular item only add.
+		rm := g.rmBM
+		if rm.IsEmpty() {
+			rm = nil
+		}
+		v, err := store.RoaringOperand(g.val[:0], g.addBM, rm)
 		g.val = v
 		if err != nil {
 			return err
@@ -1128,14 +1138,14 @@ func (g *group) ordinal(user uint64) (uint32, error) {
 				o1 = ord + 1
 				g.bulk.ords[user] = o1
 				g.bulkOrds = true
-				if err := g.l.putOrdinal(g.b, user, ord); err != nil {
+				if err := g.l.putOrdinal(g.b, user, ord, &g.buf, &g.val); err != nil {
 					return 0, err
 				}
 			}
 			return o1 - 1, nil
 		}
 	}
-	ord, fresh, err := g.l.ords.get(g.l, user)
+	ord, fresh, err := g.l.ords.get(g.l, user, &g.buf, &g.val)
 	if err != nil {
 		return 0, err
 	}
@@ -1146,7 +1156,7 @@ func (g *group) ordinal(user uint64) (uint32, error) {
 		if !g.freshOK[user] {
 			g.freshOK[user] = true
 			g.fresh = append(g.fresh, user)
-			if err := g.l.putOrdinal(g.b, user, ord); err != nil {
+			if err := g.l.putOrdinal(g.b, user, ord, &g.buf, &g.val); err != nil {
 				return 0, err
 			}
 		} else {
@@ -1206,14 +1216,15 @@ func (a *ordAlloc) init(l *Likes) error {
 var errOrdinals = errors.New("likes: user ordinals exhausted (2^32 users in roaring sets)")
 
 // get returns user's ordinal; fresh means it is pending (the caller writes
-// the mapping in its batch and calls done).
-func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
+// the mapping in its batch and calls done). kbuf and vbuf are scratch
+// buffers (a group's: arrays on the stack escaped to the heap through the
+// store's Get, an allocation a lookup).
+func (a *ordAlloc) get(l *Likes, user uint64, kbuf, vbuf *[]byte) (uint32, bool, error) {
 	if ord, ok := a.cache.get(user); ok {
 		return ord, false, nil
 	}
-	var kb, vb [16]byte
 	settled := a.settled.Load()
-	if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
+	if ord, ok, err := l.lookupOrdinal(user, kbuf, vbuf); err != nil || ok {
 		if ok {
 			a.cache.put(user, ord)
 		}
@@ -1229,7 +1240,7 @@ func (a *ordAlloc) get(l *Likes, user uint64) (uint32, bool, error) {
 	// it from pending since the lookup (it does so after the commit is
 	// visible): it may have been this user's.
 	if a.settled.Load() != settled {
-		if ord, ok, err := l.lookupOrdinal(user, kb[:0], vb[:0]); err != nil || ok {
+		if ord, ok, err := l.lookupOrdinal(user, kbuf, vbuf); err != nil || ok {
 			if ok {
 				a.cache.put(user, ord)
 			}
@@ -1326,12 +1337,13 @@ func (a *ordAlloc) doneOne(user uint64) {
 	}
 }
 
-func (l *Likes) lookupOrdinal(user uint64, kb, vb []byte) (uint32, bool, error) {
-	kb = appendOrdKey(kb, user)
-	if !l.filter.mayContain(kb) {
+func (l *Likes) lookupOrdinal(user uint64, kbuf, vbuf *[]byte) (uint32, bool, error) {
+	*kbuf = appendOrdKey((*kbuf)[:0], user)
+	if !l.filter.mayContain(*kbuf) {
 		return 0, false, nil
 	}
-	v, ok, err := l.fam.ord.Get(kb, vb)
+	v, ok, err := l.fam.ord.Get(*kbuf, (*vbuf)[:0])
+	*vbuf = v
 	if err != nil || !ok {
 		return 0, false, err
 	}
@@ -1342,11 +1354,20 @@ func (l *Likes) lookupOrdinal(user uint64, kb, vb []byte) (uint32, bool, error) 
 	return ord, true, nil
 }
 
-func (l *Likes) putOrdinal(b *store.Batch, user uint64, ord uint32) error {
-	var k, v [16]byte
-	l.filter.add(appendOrdKey(k[:0], user)) // before the commit: see keyfilter.go
-	if err := l.fam.ord.Put(b, appendOrdKey(k[:0], user), appendOrd(v[:0], ord)); err != nil {
+// putOrdinal writes user's ordinal mapping to b; kbuf and vbuf are scratch
+// (the batch copies what it is given).
+func (l *Likes) putOrdinal(b *store.Batch, user uint64, ord uint32, kbuf, vbuf *[]byte) error {
+	k := appendOrdKey((*kbuf)[:0], user)
+	*kbuf = k
+	l.filter.add(k) // before the commit: see keyfilter.go
+	v := appendOrd((*vbuf)[:0], ord)
+	*vbuf = v
+	if err := l.fam.ord.Put(b, k, v); err != nil {
 		return err
 	}
-	return l.fam.ordRev.Put(b, appendOrdRevKey(k[:0], ord), appendOrdUser(v[:0], user))
+	k = appendOrdRevKey(k[:0], ord)
+	*kbuf = k
+	v = appendOrdUser(v[:0], user)
+	*vbuf = v
+	return l.fam.ordRev.Put(b, k, v)
 }

@@ -47,6 +47,7 @@ var statsMask = []string{
 	"-unread.snapshot_cache_hits", "-unread.snapshot_cache_misses",
 	"-likes.transitions", "-likes.groups", "-likes.max_group", "-likes.waited", "-likes.conversions",
 	"-likes.ordinal_cache_hits", "-likes.ordinal_cache_misses",
+	"-likes.state_gets", "-likes.item_gets", "-likes.dayscore_gets",
 }
 
 // loadMask are the wall-time lines of the load commands.

@@ -248,6 +248,7 @@ var sinceOpen = map[string]bool{
 	"likes.transitions": true, "likes.groups": true, "likes.max_group": false, "likes.waited": true,
 	"likes.conversions": true, "likes.board_moves": true,
 	"likes.ordinal_cache_hits": true, "likes.ordinal_cache_misses": true,
+	"likes.state_gets": true, "likes.item_gets": true, "likes.dayscore_gets": true,
 }
 
 // SinceOpen reports whether the package figure PACKAGE.KEY is taken since
