@@ -180,7 +180,7 @@ func resp(args ...string) string {
 // newDBServer is a server with every command "tally serve" registers
 // (the one table, the package groups) over a fresh database opened by
 // tally.Open; Check of every package runs at cleanup.
-func newDBServer(t *testing.T) (*testServer, *tallydb.DB) {
+func newDBServer(t testing.TB) (*testServer, *tallydb.DB) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "db")
 	db, err := tallydb.Open(dir, &tallydb.Options{Store: &store.Options{Durability: store.NoSync, DisableBackground: true}})

@@ -136,7 +136,7 @@ func open(dir string, o *Options, lock io.Closer) (*DB, error) {
 	db.heal.kick = make(chan struct{}, 1)
 	db.heal.stop = make(chan struct{})
 	env := db.newEnv()
-	cache := pebble.NewCache(o.CacheSize)
+	cache := pebble.NewCache(pebbleCacheSize(o))
 	defer cache.Unref()
 	popts := env.pebbleOptions(o, cache, exists)
 	popts.Merger = mergers.pebbleMerger(pebbleMergerName(fs, pdir))

@@ -90,7 +90,10 @@ type Options struct {
 	// an even split (16 MiB cold block cache) cost read p99 37 µs against 9;
 	// this split matches the old fixed 32+64+64 MiB's read figures.
 	MemoryBudget int64
-	// CacheSize is the size in bytes of Pebble's block cache. The default is
+	// CacheSize is the size in bytes of Pebble's block cache. Pebble
+	// reserves its memtables from its cache, so the store creates the
+	// cache with room for two memtables besides CacheSize (blocks keep
+	// CacheSize while two memtables are held). The default is
 	// MemoryBudget/4.
 	CacheSize int64
 	// MemTableSize is Pebble's memtable size in bytes. The default is

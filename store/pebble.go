@@ -155,6 +155,20 @@ func newPebbleEnv(fs vfs.FS, errs *errorLog, dir string, memTableSize uint64) *p
 	return e
 }
 
+// pebbleCacheSize is the capacity of the Pebble cache the store creates:
+// CacheSize for blocks plus two memtables. Pebble reserves every memtable
+// it allocates (the mutable one, one being flushed, and the one it keeps
+// to recycle) from its block cache's capacity, so a cache of CacheSize
+// alone held no blocks at all once two memtables of MemTableSize had been
+// allocated (the default 16 MiB cache and 8 MiB memtables: every read of
+// a server that had written 16 MiB went to the files; bench/RESULTS.md,
+// issue 18, "tally behind tally serve"). With room for the two memtables
+// the budget's shares hold: memtables and blocks together take at most
+// CacheSize + 2*MemTableSize.
+func pebbleCacheSize(o *Options) int64 {
+	return o.CacheSize + 2*int64(o.MemTableSize)
+}
+
 // pebbleOptions returns the options of tally's Pebble instance.
 func (e *pebbleEnv) pebbleOptions(o *Options, cache *pebble.Cache, mustExist bool) *pebble.Options {
 	return &pebble.Options{

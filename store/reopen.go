@@ -376,7 +376,7 @@ func (db *DB) reopen() error {
 	o := db.opts
 	env := db.newEnv()
 	pdir := o.FS.PathJoin(db.dir, pebbleDir)
-	cache := pebble.NewCache(o.CacheSize)
+	cache := pebble.NewCache(pebbleCacheSize(o))
 	defer cache.Unref()
 	popts := env.pebbleOptions(o, cache, true)
 	popts.Merger = db.mergers.pebbleMerger(pebbleMergerName(o.FS, pdir))

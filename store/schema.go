@@ -245,9 +245,13 @@ func ValidateName(s string) error { return validName("", s) }
 // validName is ValidateName with what ("counter name", "column name") in
 // the message. Input is echoed through quote.Input, never in full.
 func validName(what, s string) error {
-	q := quote.Input(s)
-	if what != "" {
-		q = what + " " + q
+	// The quoted name is built on the failure paths only: every served
+	// request that names a business checks it (an allocation a call).
+	q := func() string {
+		if what != "" {
+			return what + " " + quote.Input(s)
+		}
+		return quote.Input(s)
 	}
 	switch {
 	case len(s) == 0 && what == "":
@@ -255,15 +259,15 @@ func validName(what, s string) error {
 	case len(s) == 0:
 		return fmt.Errorf("%w: empty %s", ErrInvalidName, what)
 	case len(s) > limits.MaxNameLen:
-		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidName, q, len(s), limits.MaxNameLen)
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidName, q(), len(s), limits.MaxNameLen)
 	case s[0] == '-':
-		return fmt.Errorf("%w: %s starts with '-'", ErrInvalidName, q)
+		return fmt.Errorf("%w: %s starts with '-'", ErrInvalidName, q())
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
 			r, _ := utf8.DecodeRuneInString(s[i:])
-			return fmt.Errorf("%w: %s has %q at byte %d (use letters, digits, '_' and '-')", ErrInvalidName, q, r, i)
+			return fmt.Errorf("%w: %s has %q at byte %d (use letters, digits, '_' and '-')", ErrInvalidName, q(), r, i)
 		}
 	}
 	return nil
