@@ -54,6 +54,17 @@ func TestCompactAndVerify(t *testing.T) {
 		t.Errorf("stats lack bytes per row: %v", s)
 	}
 
+	// --disk then compacts the whole LSM: the writes above sit in level 0
+	// files until it runs, none after.
+	if l0 := check([]string{"stats"}, nil)["pebble_l0_files"]; l0 == "0" || l0 == "" {
+		t.Fatalf("pebble_l0_files %q before a disk compaction, want some", l0)
+	}
+	disk := check([]string{"compact", "--disk"}, map[string]string{"delta_rows": "0"})
+	if disk["table_bytes"] == "" || disk["table_bytes"] == "0" || disk["table_bytes_before"] == "" || len(disk) != 12 {
+		t.Errorf("compact --disk printed %v, want the 10 keys and table_bytes_before, table_bytes", disk)
+	}
+	check([]string{"stats"}, map[string]string{"pebble_l0_files": "0", "cold_rows": "4"})
+
 	out := mustTally(t, d, "verify")
 	if want := `^ok\ncounters 1\nranges_hot 1\nranges_cold 3\nrows [56]\npackages none\n$`; !regexp.MustCompile(want).MatchString(out) {
 		t.Errorf("verify:\n%s\nwant:\n%s", out, want)

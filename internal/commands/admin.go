@@ -192,7 +192,9 @@ func compactCommand() *Command {
 		Summary:    "age due ranges into the cold tier and merge cold deltas now",
 		Complexity: "O(N) where N is the rows of the ranges aged or merged",
 		Params: []Param{{Name: "bytes-per-sec", Kind: Int, Option: true,
-			Help: "pace the jobs' writes (CLI only); the default, 0, is unpaced"}},
+			Help: "pace the jobs' writes (CLI only); the default, 0, is unpaced"},
+			{Name: "disk", Kind: Flag, Option: true,
+				Help: "then flush and compact the whole LSM (after a bulk load: reads stop walking its unmerged files)"}},
 		Help: `Runs every pending aging job (hot ranges the age policy says are old) and
 merges every non-empty cold delta into new blocks, and waits for them. On a
 terminal a progress line shows the running job. Then prints "key value"
@@ -202,6 +204,14 @@ lines, before and after:
   hot_rows, cold_rows      rows in each tier afterwards
   jobs_finished            aging and merge jobs run
   seconds                  wall time, 3 decimals
+With --disk (DISK over RESP) it then flushes Pebble's memtables and
+compacts its whole key space into the last level, as RocksDB's CompactRange
+over everything or kvrocks's COMPACT does, and adds
+  table_bytes_before, table_bytes   Pebble's data files before and after
+After a bulk load (tally load, tally likes load) the loaded keys sit in
+files that every read walks until background compaction merges them; a
+disk compaction settles them at once. It rewrites every file: it is
+maintenance, run when the disk has room for a second copy.
 The CLI opens the store unpaced (it is offline, nobody waits for a read)
 unless --bytes-per-sec N paces the jobs' writes. A running server's store
 keeps its own pace: there, and over RESP, --bytes-per-sec (BYTESPERSEC) is
@@ -251,6 +261,9 @@ Example:
 			before := s.Stats()
 			start := time.Now()
 			err := compact(ctx, s, in.Progress())
+			if err == nil && in.Has("disk") {
+				err = s.CompactDisk(ctx)
+			}
 			el := time.Since(start)
 			if err != nil {
 				return nil, err
@@ -268,6 +281,10 @@ Example:
 			fmt.Fprintf(&w, "cold_rows %d\n", a.ColdRows)
 			fmt.Fprintf(&w, "jobs_finished %d\n", after.JobsFinished-before.JobsFinished)
 			fmt.Fprintf(&w, "seconds %.3f\n", el.Seconds())
+			if in.Has("disk") {
+				fmt.Fprintf(&w, "table_bytes_before %d\n", before.TableBytes)
+				fmt.Fprintf(&w, "table_bytes %d\n", after.TableBytes)
+			}
 			return lines(w.String()), nil
 		},
 		Text: textLines, Reply: replyLines,
