@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tallydb/tally/bench/workload"
@@ -266,26 +265,21 @@ func record(v any) (map[string]uint64, error) {
 
 func (t *servedLikes) Memory() (Memory, error) { return t.srv.memory() }
 
-// DiskBytes is TALLY.STATS's table_bytes (Pebble's live data files): the
-// in-process target's figure, but not settled by a full compaction, which
-// no command of tally serve runs, so it counts what compaction has not yet
-// merged.
+// DiskBytes runs "tally compact --disk" inside the server (TALLY.EXEC)
+// and returns its table_bytes: Pebble's data files after a flush and a
+// full compaction, as the in-process target settles them with
+// DB.CompactDisk. Both targets then run their transitions and reads on a
+// compacted store, not one whose load still sits in unmerged files.
 func (t *servedLikes) DiskBytes() (int64, error) {
-	c, err := t.srv.conn()
+	kv, err := t.srv.cli("compact", "--disk")
 	if err != nil {
 		return 0, err
 	}
-	defer c.Close()
-	st, err := c.do("TALLY.STATS")
-	if err != nil {
-		return 0, err
+	v, ok := kv["table_bytes"]
+	if !ok {
+		return 0, fmt.Errorf("%w: tally compact --disk printed no table_bytes", errServedReply)
 	}
-	for _, line := range strings.Split(st, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "table_bytes "); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("%w: TALLY.STATS has no table_bytes", errServedReply)
+	return strconv.ParseInt(v, 10, 64)
 }
 
 func (t *servedLikes) Close() error { return t.srv.close() }
