@@ -253,12 +253,25 @@ func bulkUint(n int64, s []byte) (uint64, error) {
 // readOK reads one simple-string or integer reply and discards it.
 func (c *respConn) readOK() error {
 	c.pending--
+	return c.skip(0)
+}
+
+// skip reads one reply, arrays nested to respMaxDepth included, and keeps
+// none of it: a timed read whose values the runner does not use costs the
+// client the same for every target, whatever the reply's shape.
+func (c *respConn) skip(depth int) error {
 	kind, n, _, err := c.reply()
 	if err != nil {
 		return err
 	}
-	for ; kind == '*' && n > 0; n-- { // e.g. nested replies: skip elements
-		if _, _, _, err := c.reply(); err != nil {
+	if kind != '*' {
+		return nil
+	}
+	if depth >= respMaxDepth {
+		return errRESPProtocol
+	}
+	for ; n > 0; n-- {
+		if err := c.skip(depth + 1); err != nil {
 			return err
 		}
 	}
