@@ -13,17 +13,13 @@ import (
 )
 
 // LikesServedSpecs returns the tally-serve likes targets, one per
-// durability, running the tally binary bin; their Skip says why when bin
-// is empty.
-func LikesServedSpecs(bin string) []LikesSpec {
-	skip := ""
-	if bin == "" {
-		skip = "skipped: no tally binary (pass --tally BIN)"
-	}
+// durability, started as o says; their Skip says why when o has no
+// binary.
+func LikesServedSpecs(o ServeOptions) []LikesSpec {
 	var specs []LikesSpec
 	for _, m := range servedModes {
-		specs = append(specs, LikesSpec{Name: "tally-serve", Durability: m.dur, Mode: m.mode, Tally: true, Served: true, Skip: skip,
-			Open: func(dir string) (LikesTarget, error) { return openServedLikes(bin, dir, m.flag) }})
+		specs = append(specs, LikesSpec{Name: "tally-serve", Durability: m.dur, Mode: m.mode, Tally: true, Served: true, Skip: o.skip(),
+			Open: func(dir string) (LikesTarget, error) { return openServedLikes(o, dir, m.flag) }})
 	}
 	return specs
 }
@@ -40,8 +36,8 @@ type servedLikes struct {
 	dir string
 }
 
-func openServedLikes(bin, dir, durability string) (*servedLikes, error) {
-	srv, err := startTallyServer(bin, dir, durability)
+func openServedLikes(o ServeOptions, dir, durability string) (*servedLikes, error) {
+	srv, err := startTallyServer(o, dir, durability)
 	if err != nil {
 		return nil, err
 	}

@@ -225,27 +225,39 @@ type serveTarget struct {
 	addr   string
 	port   string
 	cmd    *exec.Cmd
+	log    io.Writer // also receives the process's stderr, if not nil
 	exited chan error
+}
+
+// ServeOptions are how the tally-serve targets start "tally serve".
+type ServeOptions struct {
+	// Bin is the tally binary; empty skips the targets.
+	Bin string
+	// Flags are added to every server's command line (tallybench
+	// --serve-flags): "--metrics-addr HOST:PORT --pprof" to profile a
+	// served run.
+	Flags []string
+	// Log, if not nil, also receives every server's stderr (tallybench
+	// --serve-log): its log, and with GODEBUG=gctrace=1 in the runner's
+	// environment (which the server inherits) a line per collection.
+	Log io.Writer
+}
+
+// skip is the Skip of a target that needs o.Bin.
+func (o ServeOptions) skip() string {
+	if o.Bin == "" {
+		return "skipped: no tally binary (pass --tally BIN)"
+	}
+	return ""
 }
 
 // tallyServeCmd is the command line of "tally serve" on dir with durability
 // (sync, interval or nosync) listening on addr, creating the store if dir
 // is new.
-func tallyServeCmd(bin, dir, durability, addr string) *exec.Cmd {
+func tallyServeCmd(o ServeOptions, dir, durability, addr string) *exec.Cmd {
 	args := []string{"-d", dir, "--durability", durability, "serve", "--create", "--addr", addr}
-	return exec.Command(bin, append(args, ServeFlags...)...)
+	return exec.Command(o.Bin, append(args, o.Flags...)...)
 }
-
-// ServeFlags are added to the command line of every "tally serve" the
-// runners start (tallybench --serve-flags): "--metrics-addr HOST:PORT
-// --pprof" to profile a served run. Empty by default.
-var ServeFlags []string
-
-// ServeLog, when not nil, also receives the stderr of every "tally serve"
-// the runners start (tallybench --serve-log): its log, and with
-// GODEBUG=gctrace=1 in the runner's environment (which the server
-// inherits) a line per garbage collection. Nil by default.
-var ServeLog io.Writer
 
 // start starts t.cmd (set, not yet started) and waits until the server
 // answers PING on t.addr, for a minute at most. t.cmd is replaced by a fresh
@@ -254,8 +266,8 @@ func (t *serveTarget) start() error {
 	t.cmd = exec.Command(t.cmd.Path, t.cmd.Args[1:]...)
 	stderr := &strings.Builder{}
 	t.cmd.Stderr = stderr
-	if ServeLog != nil && t.cmd.Args[0] != "redis-server" {
-		t.cmd.Stderr = io.MultiWriter(stderr, ServeLog)
+	if t.log != nil {
+		t.cmd.Stderr = io.MultiWriter(stderr, t.log)
 	}
 	if err := t.cmd.Start(); err != nil {
 		return err
@@ -295,7 +307,7 @@ func startServeTarget(cfg *ServeConfig, name, dir string) (*serveTarget, error) 
 	t := &serveTarget{name: name, port: strconv.Itoa(port), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	switch name {
 	case "tally":
-		t.cmd = tallyServeCmd(cfg.TallyBin, filepath.Join(dir, "db"), cfg.Durability, t.addr)
+		t.cmd = tallyServeCmd(ServeOptions{Bin: cfg.TallyBin}, filepath.Join(dir, "db"), cfg.Durability, t.addr)
 	case "redis":
 		args := []string{"--port", t.port, "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--daemonize", "no",
 			"--logfile", filepath.Join(dir, "redis.log")}

@@ -35,17 +35,13 @@ var servedModes = []struct {
 }
 
 // ServedTallySpecs returns the tally-serve counter targets, one per
-// durability, running the tally binary bin; their Skip says why when bin
-// is empty.
-func ServedTallySpecs(bin string) []Spec {
-	skip := ""
-	if bin == "" {
-		skip = "skipped: no tally binary (pass --tally BIN)"
-	}
+// durability, started as o says; their Skip says why when o has no
+// binary.
+func ServedTallySpecs(o ServeOptions) []Spec {
 	var specs []Spec
 	for _, m := range servedModes {
-		specs = append(specs, Spec{Name: "tally-serve", Durability: m.dur, Mode: m.mode, Tally: true, Served: true, Skip: skip,
-			Open: func(dir string, w *workload.Workload) (Target, error) { return openServedTally(bin, dir, w, m.flag) }})
+		specs = append(specs, Spec{Name: "tally-serve", Durability: m.dur, Mode: m.mode, Tally: true, Served: true, Skip: o.skip(),
+			Open: func(dir string, w *workload.Workload) (Target, error) { return openServedTally(o, dir, w, m.flag) }})
 	}
 	return specs
 }
@@ -53,7 +49,7 @@ func ServedTallySpecs(bin string) []Spec {
 // tallyServer is a "tally serve" process of the benchmark's own, on a free
 // loopback port and the store dir/db.
 type tallyServer struct {
-	bin, db string
+	bin, db string // the binary (for its CLI commands) and the store
 	proc    *serveTarget
 	running bool // proc was started and not stopped since
 	// baseHeap and baseRSS are INFO used_memory and used_memory_rss of the
@@ -61,14 +57,14 @@ type tallyServer struct {
 	baseHeap, baseRSS int64
 }
 
-func startTallyServer(bin, dir, durability string) (*tallyServer, error) {
+func startTallyServer(o ServeOptions, dir, durability string) (*tallyServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	s := &tallyServer{bin: bin, db: filepath.Join(dir, "db")}
+	s := &tallyServer{bin: o.Bin, db: filepath.Join(dir, "db")}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	s.proc = &serveTarget{name: "tally serve", addr: addr, port: strconv.Itoa(port), cmd: tallyServeCmd(bin, s.db, durability, addr)}
+	s.proc = &serveTarget{name: "tally serve", addr: addr, port: strconv.Itoa(port), cmd: tallyServeCmd(o, s.db, durability, addr), log: o.Log}
 	if err := s.proc.start(); err != nil {
 		return nil, err
 	}
@@ -199,8 +195,8 @@ type servedTally struct {
 	cols []string
 }
 
-func openServedTally(bin, dir string, w *workload.Workload, durability string) (*servedTally, error) {
-	srv, err := startTallyServer(bin, dir, durability)
+func openServedTally(o ServeOptions, dir string, w *workload.Workload, durability string) (*servedTally, error) {
+	srv, err := startTallyServer(o, dir, durability)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func TestServedTallyAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	served, err := openServedTally(bin, t.TempDir(), w, "nosync")
+	served, err := openServedTally(ServeOptions{Bin: bin}, t.TempDir(), w, "nosync")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestServedTallyAgrees(t *testing.T) {
 	}
 
 	cfg := smokeConfig(t)
-	for _, spec := range ServedTallySpecs(bin) {
+	for _, spec := range ServedTallySpecs(ServeOptions{Bin: bin}) {
 		r := Run(cfg, spec)
 		if r.Err != nil {
 			t.Fatalf("%s: %v", spec.Label(), r.Err)
@@ -116,7 +116,7 @@ func TestServedTallyAgrees(t *testing.T) {
 			t.Errorf("%s: mem %+v disk %d recovery %v: want all measured", spec.Label(), r.Mem, r.DiskBytes, r.Recovery)
 		}
 	}
-	if s := ServedTallySpecs(""); s[0].Skip == "" {
+	if s := ServedTallySpecs(ServeOptions{}); s[0].Skip == "" {
 		t.Error("ServedTallySpecs without a binary is not skipped")
 	}
 }
@@ -139,7 +139,7 @@ func TestServedLikesAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	served, err := openServedLikes(bin, t.TempDir(), "nosync")
+	served, err := openServedLikes(ServeOptions{Bin: bin}, t.TempDir(), "nosync")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestServedLikesAgrees(t *testing.T) {
 	}
 
 	cfg := LikesRunConfig{Workload: w, History: 2000, Clients: 2, Duration: 100 * time.Millisecond, Dir: t.TempDir()}
-	spec := LikesServedSpecs(bin)[2]
+	spec := LikesServedSpecs(ServeOptions{Bin: bin})[2]
 	r := RunLikes(cfg, spec)
 	if r.Err != nil {
 		t.Fatalf("%s: %v", spec.Label(), r.Err)
@@ -248,5 +248,19 @@ func TestServedLikesAgrees(t *testing.T) {
 	table := LikesTable([]LikesResult{r})
 	if !strings.Contains(table, "| tally-serve | serve --durability nosync |") || !strings.Contains(table, "Like for like") {
 		t.Errorf("table:\n%s", table)
+	}
+}
+
+// TestTallyServeCmd: ServeOptions' flags go on every server's command
+// line after the runner's own, and no binary skips the targets.
+func TestTallyServeCmd(t *testing.T) {
+	o := ServeOptions{Bin: "/bin/tally", Flags: []string{"--metrics-addr", "127.0.0.1:9121", "--pprof"}}
+	got := strings.Join(tallyServeCmd(o, "/d/db", "nosync", "127.0.0.1:7000").Args, " ")
+	want := "/bin/tally -d /d/db --durability nosync serve --create --addr 127.0.0.1:7000 --metrics-addr 127.0.0.1:9121 --pprof"
+	if got != want {
+		t.Errorf("command line %q, want %q", got, want)
+	}
+	if o.skip() != "" || (ServeOptions{}).skip() == "" {
+		t.Errorf("skip with a binary %q, without %q", o.skip(), ServeOptions{}.skip())
 	}
 }

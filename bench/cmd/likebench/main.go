@@ -95,7 +95,7 @@ func main() {
 			all = append(all, s)
 		}
 	}
-	all = append(all, bench.LikesServedSpecs(bin)...)
+	all = append(all, bench.LikesServedSpecs(bench.ServeOptions{Bin: bin})...)
 	for _, s := range bench.LikesSpecs() {
 		if !s.Tally {
 			all = append(all, s)

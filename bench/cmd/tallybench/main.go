@@ -87,14 +87,14 @@ func main() {
 	if *rate < 0 {
 		fatal(fmt.Errorf("bad --rate %v: want a positive number of operations per second, or 0 for closed loop", *rate))
 	}
-	bench.ServeFlags = strings.Fields(*serveFlags)
+	serve := bench.ServeOptions{Flags: strings.Fields(*serveFlags)}
 	if *serveLog != "" {
 		f, err := os.OpenFile(*serveLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			fatal(err)
 		}
 		defer f.Close()
-		bench.ServeLog = f
+		serve.Log = f
 	}
 	w, err := workload.New(workload.Config{Seed: *seed, Items: *items, Columns: *columns})
 	if err != nil {
@@ -106,8 +106,9 @@ func main() {
 		fatal(err)
 	}
 	defer cleanupBin()
+	serve.Bin = bin
 	var specs []bench.Spec
-	all := append(append(append(bench.TallySpecs(), bench.ServedTallySpecs(bin)...), bench.PebbleSpecs()...), bench.RedisSpecs()...)
+	all := append(append(append(bench.TallySpecs(), bench.ServedTallySpecs(serve)...), bench.PebbleSpecs()...), bench.RedisSpecs()...)
 	for _, s := range all {
 		if want.Has(s.Name) {
 			specs = append(specs, s)
