@@ -196,6 +196,7 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("jobs", "wait"),
 		{args: []string{"checkpoint"}, mask: []string{"checkpoint_seq"}},
 		{args: []string{"compact"}, mask: []string{"seconds", "jobs_finished"}},
+		{args: []string{"compact", "--disk"}, mask: []string{"seconds", "jobs_finished", "table_bytes_before", "table_bytes"}},
 		c("verify"),
 		{args: []string{"stats"}, mask: statsMask},
 		// replay reports what an Open recovered: the server's own, at
@@ -233,6 +234,7 @@ func remoteCases(t *testing.T, dir string) []remoteCase {
 		c("jobs", "wait", "x"),
 		c("checkpoint", "x"),
 		c("compact", "--bytes-per-sec", "-1"),
+		c("compact", "--disk", "x"),
 		c("replay", "x"),
 		c("incr", "-h"),
 		c("counter", "nosuch"),
