@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // get fetches url with basic auth pass (none if empty) and returns the
@@ -51,9 +52,19 @@ func TestServePprof(t *testing.T) {
 	if code, b := get(t, base+"/debug/pprof/", "pw"); code != http.StatusOK || !bytes.Contains(b, []byte("goroutine")) {
 		t.Errorf("index: %d %.200q", code, b)
 	}
-	// serve's connection goroutines are in the goroutine profile.
-	if code, b := get(t, base+"/debug/pprof/goroutine?debug=1", "pw"); code != http.StatusOK || !bytes.Contains(b, []byte("server.(*Server).Serve")) {
-		t.Errorf("goroutine profile: %d %.200q", code, b)
+	// serve's accept loop is in the goroutine profile. serve prints its
+	// address before that goroutine is scheduled, so the profile is
+	// polled until it shows up (or a deadline passes).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		code, b := get(t, base+"/debug/pprof/goroutine?debug=1", "pw")
+		if code == http.StatusOK && bytes.Contains(b, []byte("server.(*Server).Serve")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("goroutine profile: %d %.200q", code, b)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if code, b := get(t, base+"/debug/pprof/mutex?debug=1", "pw"); code != http.StatusOK || !bytes.Contains(b, []byte("sampling period=100\n")) {
 		t.Errorf("mutex profile: %d %.200q, want its sampling period 100", code, b)
