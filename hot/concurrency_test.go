@@ -23,10 +23,21 @@ func TestConcurrentReadersOneWriter(t *testing.T) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var reads atomic.Int64
+	// The writer starts once every reader has made a read, so the reads
+	// overlap the writes however the goroutines are scheduled (on a loaded
+	// machine the writer could otherwise finish before a reader ran).
+	var started sync.WaitGroup
 	for r := range 4 {
 		wg.Add(1)
+		started.Add(1)
 		go func() {
 			defer wg.Done()
+			first := true
+			defer func() {
+				if first { // a reader that returned before its first read
+					started.Done()
+				}
+			}()
 			buf := make([]uint64, 0, MaxColumns)
 			for i := r; !stop.Load(); i++ {
 				k := keys[i%nkeys]
@@ -62,9 +73,14 @@ func TestConcurrentReadersOneWriter(t *testing.T) {
 					})
 				}
 				reads.Add(1)
+				if first {
+					first = false
+					started.Done()
+				}
 			}
 		}()
 	}
+	started.Wait()
 	filler := uint64(1 << 31)
 	for i := range 20000 {
 		k := keys[i%nkeys]
