@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tallydb/tally/internal/commands"
 	"github.com/tallydb/tally/store"
 )
 
@@ -104,6 +105,9 @@ type Conn struct {
 	vals  []uint64
 	ids   []uint64
 	ents  []*counterEntry
+	// input is the parsed arguments of the table's commands
+	// (renderCommand), reused request after request.
+	input *commands.Input
 }
 
 // countingReader counts the bytes read from clients.
