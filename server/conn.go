@@ -517,6 +517,23 @@ func (c *Conn) WriteBulkUint(v uint64) {
 	c.WriteBulk(strconv.AppendUint(tmp[:0], v, 10))
 }
 
+// WriteUintRecord3 writes a record of three named counts, as WriteMap(3)
+// and a WriteBulkString and a WriteUint per field would (commands's
+// RecordWriter: LIKE.TOP's records), in one call.
+func (c *Conn) WriteUintRecord3(names *[3]string, vals [3]uint64) {
+	c.out = append(c.out, "*6\r\n"...)
+	for i := range names {
+		c.out = appendBulkString(c.out, names[i])
+		if v := vals[i]; v <= maxInt64 {
+			c.out = appendPrefix(c.out, ':', int64(v))
+		} else {
+			var tmp [20]byte
+			c.out = appendBulk(c.out, strconv.AppendUint(tmp[:0], v, 10))
+		}
+	}
+	c.more()
+}
+
 // WriteNull writes a null bulk string.
 func (c *Conn) WriteNull() {
 	c.out = append(c.out, "$-1\r\n"...)

@@ -58,10 +58,10 @@ func BenchmarkLikePath(b *testing.B) {
 // BenchmarkTopPath compares LIKE.TOP 100 in process (likes.Top) with the
 // same read through the server's request path without the network
 // (Conn.execute: parse, the read, the 100-record reply), on a board of
-// 5,000 items that 20,000 likes built. direct-compacted is the in-process
-// read of the same board after a flush and a full compaction: the board
-// no longer sits in the memtable beside the deleted keys of its moves
-// (every like that moves an item up deletes its old board key).
+// 5,000 items that 20,000 likes built. The -compacted runs read the same
+// board after a flush and a full compaction: the board no longer sits in
+// the memtable beside the deleted keys of its moves (every like that
+// moves an item up deletes its old board key).
 func BenchmarkTopPath(b *testing.B) {
 	setup := func(b *testing.B, compacted bool) (*testServer, *likes.Likes) {
 		ts, db := newDBServer(b)
@@ -82,11 +82,11 @@ func BenchmarkTopPath(b *testing.B) {
 		return ts, l
 	}
 	for _, compacted := range []bool{false, true} {
-		name := "direct"
+		suffix := ""
 		if compacted {
-			name = "direct-compacted"
+			suffix = "-compacted"
 		}
-		b.Run(name, func(b *testing.B) {
+		b.Run("direct"+suffix, func(b *testing.B) {
 			_, l := setup(b, compacted)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -96,22 +96,22 @@ func BenchmarkTopPath(b *testing.B) {
 				}
 			}
 		})
-	}
-	b.Run("execute", func(b *testing.B) {
-		ts, _ := setup(b, false)
-		a, peer := net.Pipe()
-		defer a.Close()
-		defer peer.Close()
-		c := newConn(ts.s, a, 1)
-		reqs := []request{{Args: [][]byte{[]byte("LIKE.TOP"), []byte("video"), []byte("100")}}}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			c.execute(reqs)
-			if c.errReply {
-				b.Fatalf("error reply %q", c.out)
+		b.Run("execute"+suffix, func(b *testing.B) {
+			ts, _ := setup(b, compacted)
+			a, peer := net.Pipe()
+			defer a.Close()
+			defer peer.Close()
+			c := newConn(ts.s, a, 1)
+			reqs := []request{{Args: [][]byte{[]byte("LIKE.TOP"), []byte("video"), []byte("100")}}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c.execute(reqs)
+				if c.errReply {
+					b.Fatalf("error reply %q", c.out)
+				}
+				c.out = c.out[:0]
 			}
-			c.out = c.out[:0]
-		}
-	})
+		})
+	}
 }
