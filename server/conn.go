@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tallydb/tally/internal/commands"
 	"github.com/tallydb/tally/store"
 )
 
@@ -104,6 +105,9 @@ type Conn struct {
 	vals  []uint64
 	ids   []uint64
 	ents  []*counterEntry
+	// input is the parsed arguments of the table's commands
+	// (renderCommand), reused request after request.
+	input *commands.Input
 }
 
 // countingReader counts the bytes read from clients.
@@ -511,6 +515,23 @@ func (c *Conn) WriteBulkString(s string) {
 func (c *Conn) WriteBulkUint(v uint64) {
 	var tmp [20]byte
 	c.WriteBulk(strconv.AppendUint(tmp[:0], v, 10))
+}
+
+// WriteUintRecord3 writes a record of three named counts, as WriteMap(3)
+// and a WriteBulkString and a WriteUint per field would (commands's
+// RecordWriter: LIKE.TOP's records), in one call.
+func (c *Conn) WriteUintRecord3(names *[3]string, vals [3]uint64) {
+	c.out = append(c.out, "*6\r\n"...)
+	for i := range names {
+		c.out = appendBulkString(c.out, names[i])
+		if v := vals[i]; v <= maxInt64 {
+			c.out = appendPrefix(c.out, ':', int64(v))
+		} else {
+			var tmp [20]byte
+			c.out = appendBulk(c.out, strconv.AppendUint(tmp[:0], v, 10))
+		}
+	}
+	c.more()
 }
 
 // WriteNull writes a null bulk string.

@@ -99,34 +99,56 @@ func renderCommand(db *tallydb.DB, tc *commands.Command, one bool) Command {
 		break
 	}
 	cmd.gather = tc.Gather != nil
+	if !tc.Reusable() {
+		cmd.Handler = func(c *Conn, args [][]byte) {
+			in, err := tc.ParseRESP(args[words:])
+			runTable(c, db, tc, one, in, err)
+		}
+		return cmd
+	}
 	cmd.Handler = func(c *Conn, args [][]byte) {
-		in, err := tc.ParseRESP(args[words:])
-		if err == nil && one && in.Repeated() != 1 {
-			err = commands.Usagef("wrong number of arguments for '%s' command", strings.ToLower(tc.RESPOne))
+		// The connection's Input, taken while this command uses it: a
+		// command nested in this one (RunNested) finds none and
+		// allocates its own.
+		scratch := c.input
+		c.input = nil
+		in, err := tc.ParseRESPReuse(scratch, args[words:])
+		runTable(c, db, tc, one, in, err)
+		if in == nil {
+			in = scratch
 		}
-		if err == nil && tc.Check != nil {
-			err = tc.Check(in)
-		}
-		if err != nil {
+		c.input = in
+	}
+	return cmd
+}
+
+// runTable runs the table command tc parsed as in (err: the parse's
+// error) and writes its reply.
+func runTable(c *Conn, db *tallydb.DB, tc *commands.Command, one bool, in *commands.Input, err error) {
+	if err == nil && one && in.Repeated() != 1 {
+		err = commands.Usagef("wrong number of arguments for '%s' command", strings.ToLower(tc.RESPOne))
+	}
+	if err == nil && tc.Check != nil {
+		err = tc.Check(in)
+	}
+	if err != nil {
+		c.WriteErr(err)
+		return
+	}
+	out, gathered := c.runGather(tc, in)
+	if !gathered {
+		if out, err = tc.Run(c.Context(), db, in); err != nil {
 			c.WriteErr(err)
 			return
 		}
-		out, gathered := c.runGather(tc, in)
-		if !gathered {
-			if out, err = tc.Run(c.Context(), db, in); err != nil {
-				c.WriteErr(err)
-				return
-			}
-		} else if out == nil {
-			return // runGather replied its error
-		}
-		if one {
-			tc.Reply(&unwrapReplier{Replier: c}, in, out)
-			return
-		}
-		tc.Reply(c, in, out)
+	} else if out == nil {
+		return // runGather replied its error
 	}
-	return cmd
+	if one {
+		tc.Reply(&unwrapReplier{Replier: c}, in, out)
+		return
+	}
+	tc.Reply(c, in, out)
 }
 
 // rowKeys is the Keys of a command on counter rows: the argument at name

@@ -176,6 +176,28 @@ type Replier interface {
 	WriteSimple(s string)
 }
 
+// RecordWriter is a Replier that also writes a whole record of three
+// unsigned fields in one call (the server's connection does): what
+// WriteMap(3) and a WriteBulkString and a WriteUint per field write,
+// without six more calls through the interface. LIKE.TOP's reply is up
+// to 1,000 such records.
+type RecordWriter interface {
+	WriteUintRecord3(names *[3]string, vals [3]uint64)
+}
+
+// writeRecord3 writes a record of three named unsigned fields to w.
+func writeRecord3(w Replier, names *[3]string, vals [3]uint64) {
+	if rw, ok := w.(RecordWriter); ok {
+		rw.WriteUintRecord3(names, vals)
+		return
+	}
+	w.WriteMap(3)
+	for i := range names {
+		w.WriteBulkString(names[i])
+		w.WriteUint(vals[i])
+	}
+}
+
 // Command is one entry of the table.
 type Command struct {
 	// CLI is the command's name on the command line: one to three words.

@@ -69,6 +69,9 @@ func checkDay(in *Input) (time.Time, error) {
 	return t, nil
 }
 
+// topFields are the names of a LIKE.TOP record's fields.
+var topFields = [3]string{"rank", "item", "likes"}
+
 // counted is the reply of a transition: the item's counts after it.
 type counted struct {
 	item uint64
@@ -432,13 +435,7 @@ Example:
 				top := out.([]likes.Entry)
 				w.WriteArray(len(top))
 				for _, e := range top {
-					w.WriteMap(3)
-					w.WriteBulkString("rank")
-					w.WriteInt(int64(e.Rank))
-					w.WriteBulkString("item")
-					w.WriteUint(e.Item)
-					w.WriteBulkString("likes")
-					w.WriteUint(e.Likes)
+					writeRecord3(w, &topFields, [3]uint64{uint64(e.Rank), e.Item, e.Likes})
 				}
 			},
 		},

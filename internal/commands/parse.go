@@ -189,9 +189,15 @@ func add[T string | []byte](in *Input, i int, a T, shown string) error {
 		v.i = append(v.i, n)
 	case String:
 		if v.s == nil {
-			v.s = v.s1[:0]
+			// s1[0] may hold the value an earlier request parsed into a
+			// reused Input (ParseRESPReuse): the same bytes take no copy.
+			if v.s1[0] != string(a) {
+				v.s1[0] = string(a)
+			}
+			v.s = v.s1[:1]
+		} else {
+			v.s = append(v.s, string(a))
 		}
-		v.s = append(v.s, string(a))
 	}
 	v.set = true
 	return nil
@@ -228,6 +234,50 @@ func (in *Input) finish() error {
 
 func newInput(c *Command, style func(*Command) string) *Input {
 	return &Input{cmd: c, vals: make([]value, len(c.Params)), style: style}
+}
+
+// reset makes in an empty Input of c, keeping its memory: the values'
+// array and each value's first string (see add).
+func (in *Input) reset(c *Command, style func(*Command) string) {
+	vals := in.vals
+	if cap(vals) < len(c.Params) {
+		vals = make([]value, len(c.Params))
+	} else {
+		vals = vals[:len(c.Params)]
+		for i := range vals {
+			vals[i] = value{s1: vals[i].s1}
+		}
+	}
+	*in = Input{cmd: c, vals: vals, style: style}
+}
+
+// Reusable reports whether an Input of c may be reused by
+// ParseRESPReuse: c has no Multiple parameter, so a command's Run can
+// only read single values (copied out of the Input, or immutable
+// strings), never a slice of the Input it might keep.
+func (c *Command) Reusable() bool {
+	for _, p := range c.Params {
+		if p.Multiple {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseRESPReuse is ParseRESP into in, an Input an earlier ParseRESP or
+// ParseRESPReuse returned for a command that is Reusable, and that
+// nothing uses any more (nil: a new Input). It returns in itself when in
+// is not nil, so a server connection parses every request into one
+// Input: a served LIKE.LIKE allocates neither an Input nor, when the
+// connection sent the same business name before, the name's string.
+// On an error in is left in an unspecified state, still reusable.
+func (c *Command) ParseRESPReuse(in *Input, args [][]byte) (*Input, error) {
+	if in == nil {
+		in = newInput(c, (*Command).RESPSynopsis)
+	} else {
+		in.reset(c, (*Command).RESPSynopsis)
+	}
+	return c.parseRESP(in, args)
 }
 
 // ParseCLI parses a command line's arguments after the command's name.
@@ -329,7 +379,10 @@ func (c *Command) respOption(tok []byte) int {
 // subcommand). Positionals come first; after the required ones, a word
 // equal to an option's token is that option.
 func (c *Command) ParseRESP(args [][]byte) (*Input, error) {
-	in := newInput(c, (*Command).RESPSynopsis)
+	return c.parseRESP(newInput(c, (*Command).RESPSynopsis), args)
+}
+
+func (c *Command) parseRESP(in *Input, args [][]byte) (*Input, error) {
 	min := c.MinArgs()
 	n := 0
 	for k := 0; k < len(args); k++ {

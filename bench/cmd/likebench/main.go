@@ -9,6 +9,7 @@
 //
 //	go run ./bench/cmd/likebench [--quick] [--history N] [--items N] [--users N]
 //	    [--duration D] [--clients C] [--targets LIST] [--tally BIN] [--out FILE]
+//	    [--serve-flags "FLAGS"] [--serve-log FILE]
 //
 // Targets: tally (package likes in process), tally-serve (a "tally serve"
 // process reached over RESP on loopback as Redis is: LIKE.LIKE, UNLIKE,
@@ -31,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tallydb/tally/bench"
@@ -50,6 +52,8 @@ func main() {
 	out := flag.String("out", "", "append a markdown section with the results to this file")
 	dir := flag.String("dir", "", "parent directory for the targets' data (default the system temp dir)")
 	profile := flag.String("profile-transitions", "", "profile tally's transition phases: CPU, allocations, block, mutex and an execution trace in PREFIX-tally-MODE.*")
+	serveFlags := flag.String("serve-flags", "", "flags added to each tally-serve target's \"tally serve\" command line, space-separated (e.g. \"--metrics-addr 127.0.0.1:9121 --pprof\")")
+	serveLog := flag.String("serve-log", "", "append the tally-serve servers' stderr to this file")
 	flag.Parse()
 
 	def := func(v *uint64, full, q uint64) {
@@ -81,6 +85,15 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	serve := bench.ServeOptions{Flags: strings.Fields(*serveFlags)}
+	if *serveLog != "" {
+		f, err := os.OpenFile(*serveLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fatal(err)
+		}
+		defer f.Close()
+		serve.Log = f
+	}
 	want := bench.ParseTargets(*targets)
 	bin, cleanupBin, err := bench.ServedBinary(want, *tallyBin, *dir, os.Stderr)
 	if err != nil {
@@ -95,7 +108,8 @@ func main() {
 			all = append(all, s)
 		}
 	}
-	all = append(all, bench.LikesServedSpecs(bench.ServeOptions{Bin: bin})...)
+	serve.Bin = bin
+	all = append(all, bench.LikesServedSpecs(serve)...)
 	for _, s := range bench.LikesSpecs() {
 		if !s.Tally {
 			all = append(all, s)
