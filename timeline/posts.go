@@ -162,7 +162,7 @@ func (t *Timeline) publish(author uint64, opts PublishOptions, copyMeta *entryMe
 	if fanout && t.inlineMax > 0 && len(fresh) <= t.Config().InboxCap && r[colFollowers] <= inlineFollowers*uint64(t.inlineMax) {
 		t.pushGate.RLock()
 		defer t.pushGate.RUnlock()
-		if inline, delivered, err = t.deliverInline(b, author, meta, ps); err != nil {
+		if inline, delivered, err = t.deliverInline(b, author, uint32(r[colOrd]), meta, ps); err != nil {
 			return nil, err
 		}
 		fanout = !inline
@@ -275,12 +275,13 @@ func (t *Timeline) publish(author uint64, opts PublishOptions, copyMeta *entryMe
 // push set, and reading their chunks is the job's work).
 const inlineFollowers = 32
 
-// deliverInline adds to b, the batch publishing posts of author, one inbox
-// operand with the posts for every follower of author in the push set, if
-// there are at most InlineFanout of them, and reports whether it did and
-// to how many inboxes. The caller holds the author's stripe (so the
-// followers cannot change until the commit: a follow takes it shared),
-// and pushGate shared from before this call until after the commit.
+// deliverInline adds to b, the batch publishing posts of author (whose
+// ordinal is aOrd), one inbox operand with the posts for every follower
+// of author in the push set, if there are at most InlineFanout of them,
+// and reports whether it did and to how many inboxes. The caller holds
+// the author's stripe (so the followers cannot change until the commit:
+// a follow takes it shared), and pushGate shared from before this call
+// until after the commit.
 //
 // Ordering against the push set, the one input not under the author's
 // lock: a user joins it in activate, which commits the membership, then
@@ -293,11 +294,7 @@ const inlineFollowers = 32
 // with a fan-out job. Crash: the delivery commits with the post or not at
 // all, so no post that returned is ever half delivered, and there is no
 // job to resume.
-func (t *Timeline) deliverInline(b *store.Batch, author uint64, meta entryMeta, posts []uint64) (bool, uint64, error) {
-	aOrd, err := t.ordOf(author)
-	if err != nil {
-		return false, 0, err
-	}
+func (t *Timeline) deliverInline(b *store.Batch, author uint64, aOrd uint32, meta entryMeta, posts []uint64) (bool, uint64, error) {
 	var buf [64]uint32
 	targets, err := t.pushFollowers(aOrd, buf[:0])
 	if err != nil || len(targets) > t.inlineMax {
