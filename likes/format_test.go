@@ -25,7 +25,8 @@ func goldenCases() []struct {
 		{"item without owner", appendItem(nil, itemRec{roaring: true}), "010100"},
 		{"ordinal", appendOrd(nil, 0x10203), "0100010203"},
 		{"ordinal user", appendOrdUser(nil, 42), "01000000000000002a"},
-		{"config", appendConfig(nil, config{boardDays: 7, roaringThreshold: 4096}), "010780203aacf131"},
+		{"config", appendConfig(nil, config{boardDays: 7, roaringThreshold: 4096, format: formatHistMem}), "02078020588e7808"},
+		{"config format 1", appendConfig(nil, config{boardDays: 7, roaringThreshold: 4096, format: formatHistKeys}), "010780203aacf131"},
 		{"business", appendBiz(nil, bizRec{id: 3, created: 5}), "010000000305b90cab16"},
 		{"secret", appendSecret(nil, goldenKey), "0107070707070707070707070707070707070707070707070707070707070707079d93144d"},
 		{"load intent", appendLoadIntent(nil, 9), "01099a713469"},
@@ -76,7 +77,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 			t.Fatalf("item %v: %v %v", r, got, err)
 		}
 	}
-	for _, c := range []config{{0, MinRoaringThreshold}, {MaxBoardDays, MaxRoaringThreshold}} {
+	for _, c := range []config{{0, MinRoaringThreshold, formatHistMem}, {MaxBoardDays, MaxRoaringThreshold, formatHistKeys}} {
 		got, err := decodeConfig(appendConfig(nil, c))
 		if err != nil || got != c {
 			t.Fatalf("config %v: %v %v", c, got, err)
@@ -96,7 +97,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 		}
 	}
 	// A checksum catches a flipped bit of a meta record.
-	v := appendConfig(nil, config{7, 4096})
+	v := appendConfig(nil, config{7, 4096, formatHistMem})
 	v[1] ^= 1
 	if _, err := decodeConfig(v); err == nil {
 		t.Fatal("flipped config accepted")

@@ -315,10 +315,19 @@ type group struct {
 	// bulkOrds: the load's group allocated ordinals (ordAlloc.allocate),
 	// which its batch writes.
 	bulkOrds bool
+	// hmoves are the board moves of the batch, applied to the in-memory
+	// histograms by onApply (bound to this group once: a pooled group
+	// registers it without allocating) when the batch commits (hist.go).
+	hmoves  []histMove
+	onApply func()
 	// accumulators of earlier groups, for reuse (pooled groups)
 	freeItems  []*itemAcc
 	freeStates []*stateAcc
 }
+
+// applyHist applies the group's board moves to the histograms: the
+// OnApply of its batch, under the store's commit lock.
+func (g *group) applyHist() { g.l.hist().applyMoves(g.hmoves) }
 
 type itemKey struct {
 	biz  uint32
@@ -350,7 +359,9 @@ type stateAcc struct {
 }
 
 var groupPool = sync.Pool{New: func() any {
-	return &group{byItem: map[itemKey]*itemAcc{}, buf: make([]byte, 0, 64), val: make([]byte, 0, 32)}
+	g := &group{byItem: map[itemKey]*itemAcc{}, buf: make([]byte, 0, 64), val: make([]byte, 0, 32)}
+	g.onApply = g.applyHist
+	return g
 }}
 
 func (l *Likes) newGroup(s *stripe) *group {
@@ -377,7 +388,7 @@ func (g *group) free() {
 	clear(g.freshOK)
 	*g = group{byItem: g.byItem, buf: g.buf[:0], val: g.val[:0], items: g.items[:0], freshOK: g.freshOK,
 		freeItems: g.freeItems, freeStates: g.freeStates, dayBuf: g.dayBuf[:0], moves: g.moves[:0], edits: g.edits[:0],
-		addBM: g.addBM, rmBM: g.rmBM}
+		addBM: g.addBM, rmBM: g.rmBM, hmoves: g.hmoves[:0], onApply: g.onApply}
 	groupPool.Put(g)
 }
 
@@ -673,6 +684,9 @@ func (g *group) commit() (err error) {
 	// the same clock, which only moves forward along the log), no write
 	// adds to (addDay) and Check does not look at. A replica that has not
 	// pruned yet only holds more dead boards.
+	if len(g.hmoves) > 0 {
+		b.OnApply(g.onApply)
+	}
 	prune := g.days && g.bulk == nil && g.today > g.l.pruneDay.Load()
 	if prune {
 		if err := g.l.enqueuePrune(b, g.today); err != nil {
@@ -823,7 +837,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		return err
 	}
 	if it.likes != it.likes0 {
-		if err := l.moveScore(b, biz, dayAll, it.item, it.likes0, it.likes, &g.buf); err != nil {
+		if err := l.moveScore(b, biz, dayAll, it.item, it.likes0, it.likes, &g.buf, &g.hmoves); err != nil {
 			return err
 		}
 	}
@@ -859,7 +873,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		if err != nil {
 			return err
 		}
-		if err := l.moveScore(b, biz, d, it.item, uint64(old), uint64(nw), &g.buf); err != nil {
+		if err := l.moveScore(b, biz, d, it.item, uint64(old), uint64(nw), &g.buf, &g.hmoves); err != nil {
 			return err
 		}
 	}
@@ -900,42 +914,31 @@ func (l *Likes) readAdd(f *store.Family, key []byte, vbuf *[]byte) (int64, error
 	return store.DecodeAdd(v)
 }
 
-// addOne is the MergeAdd operand +1 of every histogram move (a batch
-// copies what it is given, so one value serves them all).
-var addOne = store.AddOperand(nil, 1)
-
 // moveScore moves item from score old to score nw on board day of biz: the
-// board key and the histogram of buckets, if the bucket changes (see
-// bucketOf). Score 0 is on no board.
-//
-// NB: the histogram counts arrivals and departures in two keys, each only
-// ever incremented, rather than one key taking +1 and -1. It was written
-// when a MergeAdd sum reaching 0 made Pebble v2.1.7's flush panic (a merge
-// finishing as a deletion); store now leaves an empty value instead
-// (TestMergeToNothingThenFlush), and grow-only sums still never need one.
-func (l *Likes) moveScore(b *store.Batch, biz, day uint32, item, old, nw uint64, buf *[]byte) error {
+// board key, if the bucket changes (see bucketOf), and the move is added
+// to moves for the in-memory histogram (hist.go), which the group's batch
+// applies when it commits. Score 0 is on no board.
+func (l *Likes) moveScore(b *store.Batch, biz, day uint32, item, old, nw uint64, buf *[]byte, moves *[]histMove) error {
 	ob, nb := bucketOf(old), bucketOf(nw)
 	if old == nw || old > 0 && nw > 0 && ob == nb {
 		return nil // still in its bucket: the key stays
 	}
 	l.stats.boardMoves.Add(1)
 	f := &l.fam
+	m := histMove{id: boardID{biz, day}, from: ob, to: nb}
 	if old > 0 {
 		if err := f.board.Delete(b, appendBoardKey((*buf)[:0], biz, day, ob, item)); err != nil {
 			return err
 		}
-		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, ob, histOut), addOne); err != nil {
-			return err
-		}
+		m.hasFrom = true
 	}
 	if nw > 0 {
 		if err := f.board.Put(b, appendBoardKey((*buf)[:0], biz, day, nb, item), nil); err != nil {
 			return err
 		}
-		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, nb, histIn), addOne); err != nil {
-			return err
-		}
+		m.hasTo = true
 	}
+	*moves = append(*moves, m)
 	return nil
 }
 
