@@ -21,13 +21,11 @@ package likes
 // Rank is competition ranking ("1224"): 1 + the number of items with a
 // strictly greater score, so tied items share a rank, in Top and Rank
 // alike. Counting keys before the item would cost O(rank); instead a
-// histogram (likes-hist: business | day | ^bucket | sign → the number of
-// times an item entered (sign 0) or left (sign 1) that bucket, MergeAdd
-// operands written with each move) gives the items of every bucket above
-// the item's, and the item's own bucket is read whole (its members' exact
-// scores): the cost grows with the buckets above (at most 3,776) and the
-// items of its bucket, not with the number of items (BenchmarkRank
-// measures both ends).
+// histogram of each board (the number of its keys per bucket, kept in
+// memory: hist.go) gives the items of every bucket above the item's, and
+// the item's own bucket is read whole (its members' exact scores): the
+// cost grows with the items of its bucket, not with the number of items
+// (BenchmarkRank measures both ends).
 
 import (
 	"cmp"
@@ -201,7 +199,8 @@ func (l *Likes) RankDay(business string, day time.Time, item uint64) (Entry, boo
 
 // rank is 1 + the number of items scoring more than item: those of the
 // buckets above its own, from the histogram, and those of its bucket with
-// a higher exact score.
+// a higher exact score. The View makes the item's score, the board keys
+// and the histogram of one moment (hist.go).
 func (l *Likes) rank(business string, day uint32, item uint64) (e Entry, ok bool, err error) {
 	e = Entry{Item: item}
 	b, err := l.lookup(business)

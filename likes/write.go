@@ -3,14 +3,17 @@ package likes
 // Transitions: like, unlike, dislike, undislike, and owner changes.
 //
 // What must stay true: an item's counts equal the sizes of its like and
-// dislike sets, its board keys and histogram entries agree with its counts,
+// dislike sets, its board keys agree with its counts (and the in-memory
+// histograms with the board keys, hist.go),
 // and every user's state agrees with the sets and the user list, through
 // concurrent writers and crashes.
 //
 // Atomicity comes from the store: everything one transition changes (the
 // state, the set member, the user-list entry, the counter row, the board
-// keys, the histogram and day scores, the owner's received total) is one
-// store batch, so it commits whole or not at all.
+// keys and day scores, the owner's received total) is one store batch, so
+// it commits whole or not at all; the batch's histogram moves are applied
+// to memory as it commits (store.Batch.OnApply, under the store's commit
+// lock), or not at all.
 //
 // Exactness under concurrency needs more: a transition reads before it
 // writes (the previous state, to be idempotent; the previous count, to
@@ -31,9 +34,10 @@ package likes
 // machine): 1.2k likes/s with groups of one (the mutex), 6.3k likes/s
 // combined (8.5 likes a commit).
 //
-// Keys shared between items (the score histogram, an owner's received
-// total) are only ever changed blindly (MergeAdd operands, counter Incr),
-// so they need no stripe. Everything read before a write is per item
+// Keys shared between items (an owner's received total) are only ever
+// changed blindly (counter Incr), so they need no stripe; nor do the
+// in-memory histograms, changed by additions under the store's commit
+// lock. Everything read before a write is per item
 // (counts, day scores, board keys, the item record, a list set converted
 // to roaring) or per (item, user) (state, user-list entry): owned by the
 // item's stripe. Roaring chunks are changed blindly too (MergeRoaring
