@@ -171,6 +171,8 @@ func BenchmarkLike(b *testing.B) {
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/like")
 			stopProfile()
 			reportGroups(b, l)
+			// board_moves/like: each move wrote up to two likes-hist
+			// operands before issue 18's in-memory histograms (hist.go).
 			reportGets(b, g0, l.Stats())
 			if h, m := l.ords.cache.hitCount(), l.ords.cache.missCount(); h+m > 0 {
 				b.ReportMetric(100*float64(h)/float64(h+m), "ord-hit-%")
@@ -216,7 +218,7 @@ func reportGets(b *testing.B, before, after []Stat) {
 		}
 		return 0
 	}
-	for _, k := range []string{"state_gets", "item_gets", "dayscore_gets"} {
+	for _, k := range []string{"state_gets", "item_gets", "dayscore_gets", "board_moves"} {
 		b.ReportMetric((val(after, k)-val(before, k))/float64(b.N), k+"/like")
 	}
 }
@@ -451,4 +453,41 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 	}
 	os.Exit(code)
+}
+
+// BenchmarkNew measures New on a store holding the workload's history
+// (TALLY_LIKES_BENCH_LIKES likes): the scans that fill the key filter and
+// count the board histograms; hist-ms is the histograms' scan alone.
+func BenchmarkNew(b *testing.B) {
+	db, _, w := benchStore(b, store.NoSync, nil)
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+	templMu.Lock()
+	src := templ[fmt.Sprint(w.Config().Items, w.Config().Users, benchLikes(b), false)]
+	templMu.Unlock()
+	var histTime time.Duration
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		db, err := store.Open(src, &store.Options{Families: Families(), DisableBackground: true, JobWorkers: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		l, err := New(db, nil)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := l.buildHistograms(); err != nil {
+			b.Fatal(err)
+		}
+		histTime += time.Since(start)
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(histTime.Milliseconds())/float64(b.N), "hist-ms")
 }

@@ -21,13 +21,11 @@ package likes
 // Rank is competition ranking ("1224"): 1 + the number of items with a
 // strictly greater score, so tied items share a rank, in Top and Rank
 // alike. Counting keys before the item would cost O(rank); instead a
-// histogram (likes-hist: business | day | ^bucket | sign → the number of
-// times an item entered (sign 0) or left (sign 1) that bucket, MergeAdd
-// operands written with each move) gives the items of every bucket above
-// the item's, and the item's own bucket is read whole (its members' exact
-// scores): the cost grows with the buckets above (at most 3,776) and the
-// items of its bucket, not with the number of items (BenchmarkRank
-// measures both ends).
+// histogram of each board (the number of its keys per bucket, kept in
+// memory: hist.go) gives the items of every bucket above the item's, and
+// the item's own bucket is read whole (its members' exact scores): the
+// cost grows with the items of its bucket, not with the number of items
+// (BenchmarkRank measures both ends).
 
 import (
 	"cmp"
@@ -201,7 +199,8 @@ func (l *Likes) RankDay(business string, day time.Time, item uint64) (Entry, boo
 
 // rank is 1 + the number of items scoring more than item: those of the
 // buckets above its own, from the histogram, and those of its bucket with
-// a higher exact score.
+// a higher exact score. The View makes the item's score, the board keys
+// and the histogram of one moment (hist.go).
 func (l *Likes) rank(business string, day uint32, item uint64) (e Entry, ok bool, err error) {
 	e = Entry{Item: item}
 	b, err := l.lookup(business)
@@ -229,30 +228,10 @@ func (l *Likes) rank(business string, day uint32, item uint64) (e Entry, ok bool
 }
 
 // histAbove returns the number of items of board (biz, day) in buckets
-// above bucket, from the histogram.
+// above bucket, from the in-memory histogram (hist.go). It runs inside
+// l.db.View, which sees the histogram and the board keys at one moment.
 func (l *Likes) histAbove(biz, day uint32, bucket uint16) (int64, error) {
-	p := appendDayPrefix(nil, prefixHist, biz, day)
-	it, err := l.fam.hist.NewIter(&store.IterOptions{Prefix: p, Upper: appendHistBucketPrefix(nil, biz, day, bucket)})
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for it.Next() {
-		v := it.Value()
-		if v == nil {
-			continue // merged to nothing
-		}
-		c, err := store.DecodeAdd(v)
-		if err != nil {
-			it.Close()
-			return 0, err
-		}
-		if _, sign := histKeyBucketSign(it.Key()); sign == histOut {
-			c = -c
-		}
-		n += c
-	}
-	return n, it.Close()
+	return l.hist().above(boardID{biz, day}, bucket)
 }
 
 // Day boards are deleted by a queued job (store's durable job queue, paced
@@ -327,27 +306,35 @@ func (l *Likes) runPrune(ctx context.Context, run *store.JobRun) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b := l.db.NewBatch()
-		for _, f := range []*store.Family{l.fam.board, l.fam.dayScore, l.fam.hist} {
-			lo := appendDayPrefix(nil, f.Prefix(), id, 0)
-			hi := appendDayPrefix(nil, f.Prefix(), id, first)
-			if first > 0 {
-				if err := f.DeleteRange(b, lo, hi); err != nil {
-					b.Close()
-					return err
-				}
-			}
-		}
-		last := i == len(ids)-1
-		err := run.Commit(ctx, b, store.JobProgress{
-			Cursor: binary.BigEndian.AppendUint32(nil, id+1), Done: run.Done() + 1, Total: total, Finished: last,
-		})
-		b.Close()
-		if err != nil {
+		if err := l.pruneBusiness(ctx, run, id, first, total, i == len(ids)-1); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// pruneBusiness deletes the day boards of business id before day first in
+// one job commit, and drops their histograms when it applies. It holds
+// loadMu shared, as a group does, so Check and a reopen's rebuild see no
+// prune half done.
+func (l *Likes) pruneBusiness(ctx context.Context, run *store.JobRun, id, first uint32, total int64, last bool) error {
+	l.loadMu.RLock()
+	defer l.loadMu.RUnlock()
+	b := l.db.NewBatch()
+	defer b.Close()
+	if first > 0 {
+		for _, f := range []*store.Family{l.fam.board, l.fam.dayScore} {
+			lo := appendDayPrefix(nil, f.Prefix(), id, 0)
+			hi := appendDayPrefix(nil, f.Prefix(), id, first)
+			if err := f.DeleteRange(b, lo, hi); err != nil {
+				return err
+			}
+		}
+		b.OnApply(func() { l.hist().dropDays(id, first) })
+	}
+	return run.Commit(ctx, b, store.JobProgress{
+		Cursor: binary.BigEndian.AppendUint32(nil, id+1), Done: run.Done() + 1, Total: total, Finished: last,
+	})
 }
 
 // DescribeJob says what a queued job of likes does (store.JobDescriber):

@@ -11,9 +11,10 @@ import (
 // for every business, each state is in the matching set and nothing else
 // is; the like list holds exactly the liked items with their times; the
 // counts equal the set sizes; an item's sets are either list keys or
-// roaring chunks, as its record says; the all-time board and histogram
-// match the counts and the kept day boards, day scores and histograms
-// match the like times; every owner's received total equals the likes of
+// roaring chunks, as its record says; the all-time board matches the
+// counts and the kept day boards and day scores match the like times; the
+// in-memory histogram of every board equals its board keys' count by
+// bucket; every owner's received total equals the likes of
 // the items it owns; and the ordinal maps are each other's inverse. It
 // waits for the transitions in flight, holds off new ones while it runs,
 // and reads everything: for tests and for tools on a quiet store.
@@ -36,6 +37,9 @@ func (l *Likes) Check() error {
 		return err
 	}
 	if err := l.checkBusinessRecords(snap); err != nil {
+		return err
+	}
+	if err := l.checkHistograms(snap); err != nil {
 		return err
 	}
 	received := map[uint64]uint64{}
@@ -335,8 +339,8 @@ func (l *Likes) checkBusiness(snap *store.Snapshot, b *business, ords map[uint64
 	return errors.Join(errs...)
 }
 
-// checkBoards compares the boards, day scores and histograms of days ≥
-// first (and the all-time board) with scores.
+// checkBoards compares the boards and day scores of days ≥ first (and the
+// all-time board) with scores. (The histograms: checkHistograms.)
 func (l *Likes) checkBoards(snap *store.Snapshot, biz, first uint32, days bool, scores map[uint32]map[uint64]uint64, bad func(string, ...any) bool) error {
 	lo := func(p byte) []byte {
 		if !days {
@@ -365,48 +369,6 @@ func (l *Likes) checkBoards(snap *store.Snapshot, biz, first uint32, days bool, 
 	for day, m := range scores {
 		if seen[day] != len(m) {
 			bad("board %s: %d keys, %d items scored", dayName(day), seen[day], len(m))
-		}
-	}
-	hist := map[uint32]map[uint16]int64{}
-	for day, m := range scores {
-		hist[day] = map[uint16]int64{}
-		for _, s := range m {
-			hist[day][bucketOf(s)]++
-		}
-	}
-	it, err = snap.NewIter(l.fam.hist, &store.IterOptions{Lower: lo(prefixHist), Upper: hi(prefixHist)})
-	if err != nil {
-		return err
-	}
-	for it.Next() {
-		k := it.Key()
-		v := it.Value()
-		if v == nil {
-			continue
-		}
-		n, err := store.DecodeAdd(v)
-		if err != nil {
-			it.Close()
-			return err
-		}
-		day := u32at(k, 5)
-		bucket, sign := histKeyBucketSign(k)
-		if sign == histOut {
-			n = -n
-		}
-		if hist[day] == nil {
-			hist[day] = map[uint16]int64{}
-		}
-		hist[day][bucket] -= n
-	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	for day, m := range hist {
-		for s, n := range m {
-			if n != 0 {
-				bad("histogram %s: bucket %d is off by %d items", dayName(day), s, n)
-			}
 		}
 	}
 	it, err = snap.NewIter(l.fam.dayScore, &store.IterOptions{Lower: lo(prefixDayScore), Upper: hi(prefixDayScore)})
@@ -525,6 +487,73 @@ func (l *Likes) checkBusinessRecords(snap *store.Snapshot) error {
 	}
 	if n != len(mem) {
 		return fmt.Errorf("likes: check: %d businesses in memory, %d stored", len(mem), n)
+	}
+	return nil
+}
+
+// checkHistograms compares the in-memory histograms (hist.go) with the
+// board keys of every board, kept or not yet pruned: each bucket's count,
+// and each board's group sums and total with its buckets. Check holds
+// loadMu, so no writer of board keys runs.
+func (l *Likes) checkHistograms(snap *store.Snapshot) error {
+	hs := l.hist()
+	if hs.err != nil {
+		return fmt.Errorf("likes: check: board histograms: %w", hs.err)
+	}
+	want := map[boardID]map[uint16]int64{}
+	it, err := snap.NewIter(l.fam.board, nil)
+	if err != nil {
+		return err
+	}
+	for it.Next() {
+		k := it.Key()
+		id := boardID{u32at(k, 1), u32at(k, 5)}
+		bucket, _ := boardKeyBucketItem(k)
+		if want[id] == nil {
+			want[id] = map[uint16]int64{}
+		}
+		want[id][bucket]++
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	var errs []error
+	bad := func(format string, args ...any) {
+		if len(errs) < 20 {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	for id, h := range hs.boards {
+		var items int64
+		for g := range histGroups {
+			var sum int64
+			for i := range bucketSub {
+				b := uint16(g*bucketSub + i)
+				n := h.count(b)
+				if n != want[id][b] {
+					bad("histogram of business %d board %s: bucket %d holds %d items, the board %d", id.biz, dayName(id.day), b, n, want[id][b])
+				}
+				sum += n
+			}
+			if sum != h.groups[g] {
+				bad("histogram of business %d board %s: group %d sums to %d, its buckets to %d", id.biz, dayName(id.day), g, h.groups[g], sum)
+			}
+			items += sum
+		}
+		if items != h.items || items <= 0 {
+			bad("histogram of business %d board %s: %d items, its buckets hold %d", id.biz, dayName(id.day), h.items, items)
+		}
+	}
+	for id, m := range want {
+		if hs.boards[id] != nil {
+			continue
+		}
+		for b, n := range m {
+			bad("histogram of business %d board %s: none, the board holds %d items in bucket %d", id.biz, dayName(id.day), n, b)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("likes: check: %w", err)
 	}
 	return nil
 }

@@ -40,11 +40,13 @@
 // exclude each other (a dislike replaces a like). Each transition is
 // idempotent (a repeated like changes nothing and reports Changed=false)
 // and writes, in one store batch: the state, the set member, the user-list
-// entry, the item's counter row (likes, dislikes), its board keys and
-// histogram entries when its score changes bucket (board.go), its day
-// score, the owner's received total. So through crashes: counts equal set
-// sizes, boards agree with counts, user lists with states, and received
-// totals with the likes of the items owned. Check verifies all of it.
+// entry, the item's counter row (likes, dislikes), its board keys when its
+// score changes bucket (board.go), its day score, the owner's received
+// total. So through crashes: counts equal set sizes, boards agree with
+// counts, user lists with states, and received totals with the likes of
+// the items owned. The boards' histograms (Rank's count of the items in
+// higher buckets) live in memory, derived from the board keys (hist.go).
+// Check verifies all of it.
 //
 // Counts: business B's counter "likes_B" (columns likes, dislikes, keyed by
 // item id; shaped by BusinessOptions: range bits and age policy, default 48
@@ -79,10 +81,23 @@
 //	                                                                       the all-time board)
 //	0x47    likes-dayscore  biz u32 | day u32 | item u64                   store.MergeAdd value: the item's likes of
 //	                                                                       that UTC day still standing
-//	0x48    likes-hist      biz u32 | day u32 | ^bucket u16 | sign u8      store.MergeAdd: items that entered (0) or
-//	                                                                       left (1) the bucket
+//	0x48    likes-hist      biz u32 | day u32 | ^bucket u16 | sign u8      no longer written (format 2): see below
 //	0x49    likes-ord       user u64                                       ordinal record: version, ordinal u32
 //	0x4A    likes-ordrev    ordinal u32                                    version, user u64
+//
+// Until issue 18 (likes format 1) 0x48 held the boards' histograms,
+// store.MergeAdd operands written with every board move: the items that
+// entered (sign 0) or left (1) a bucket. They now live in memory (hist.go):
+// New counts the board keys, and every batch moving board keys changes
+// them as it commits (store.Batch.OnApply). The likes format is the
+// version byte of the config record (records.go): the first writable New
+// of a format 1 store deletes the whole likes-hist family with one range
+// deletion in the batch that rewrites the config as format 2 (a crash
+// before it leaves format 1, and the next New does it again); a read-only
+// New ignores the keys, which nothing reads. A build of format 1 refuses a
+// format 2 config (its decoder wants version 1) rather than answer Rank
+// from keys that no longer count the moves. TestFormat1Store opens a store
+// that build wrote and checks every board answer.
 //
 // Days are UTC days since 1970-01-01. The per-like values carry a version
 // but no checksum of their own (like store's merge payloads they sit in
@@ -128,9 +143,12 @@
 // queued while one of its batches commits are applied in order as the next
 // batch, so a popular item's likes share commits and fsyncs (write.go has
 // the argument and the alternatives; Stats reports groups, the largest one
-// and how often a transition waited). Keys shared between items (the
-// histogram, received totals) are only changed blindly (merge operands,
-// counter increments). Ordinal allocation is serialized by its own mutex,
+// and how often a transition waited). Keys shared between items (received
+// totals) are only changed blindly (counter increments); the in-memory
+// histograms shared between items are changed under the store's commit
+// lock as each batch applies, so Rank, which reads them and the board keys
+// inside one db.View, never counts a move half applied (hist.go has the
+// argument, and the lock-based alternative it beats). Ordinal allocation is serialized by its own mutex,
 // and a pending ordinal is shared by every batch that needs it until one
 // commits. A bounded cache of user ordinals (ordcache.go,
 // Options.OrdinalCacheBytes, 1 MiB by default) spares a transition on a
@@ -179,14 +197,16 @@
 //
 // # Caveats
 //
-//   - The histogram counts arrivals and departures in separate grow-only
-//     keys, and day scores are written whole, never merged to nothing.
-//     This was forced by a Pebble v2.1.7 flush panic on merges that finish
-//     as deletions; store no longer asks Pebble for those (store's
+//   - Day scores are written whole, never merged to nothing. This was
+//     forced by a Pebble v2.1.7 flush panic on merges that finish as
+//     deletions; store no longer asks Pebble for those (store's
 //     TestMergeToNothingThenFlush), which roaring chunks now rely on (a
 //     chunk whose members all left merges to nothing and reads as absent).
 //   - New scans the state, ordinal, item and day score families to fill
-//     the key filter: its time grows with the likes stored.
+//     the key filter, and the board family to count the histograms: its
+//     time grows with the likes and items stored (bench/RESULTS.md,
+//     "Histograms in memory"). The histograms cost ~1 KiB a board plus
+//     512 bytes for each group of 64 buckets with items.
 //   - The "received" total sums over every business.
 //   - A hot item's counter range must be hot for counts to be cheap: pick
 //     BusinessOptions so recent items stay hot.

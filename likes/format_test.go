@@ -3,7 +3,17 @@ package likes
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
 	"testing"
+	"time"
+
+	"github.com/tallydb/tally/internal/checksum"
+	"github.com/tallydb/tally/internal/testutil"
+	"github.com/tallydb/tally/store"
 )
 
 var goldenKey = bytes.Repeat([]byte{7}, secretLen)
@@ -25,7 +35,8 @@ func goldenCases() []struct {
 		{"item without owner", appendItem(nil, itemRec{roaring: true}), "010100"},
 		{"ordinal", appendOrd(nil, 0x10203), "0100010203"},
 		{"ordinal user", appendOrdUser(nil, 42), "01000000000000002a"},
-		{"config", appendConfig(nil, config{boardDays: 7, roaringThreshold: 4096}), "010780203aacf131"},
+		{"config", appendConfig(nil, config{boardDays: 7, roaringThreshold: 4096, format: formatHistMem}), "02078020588e7808"},
+		{"config format 1", appendConfig(nil, config{boardDays: 7, roaringThreshold: 4096, format: formatHistKeys}), "010780203aacf131"},
 		{"business", appendBiz(nil, bizRec{id: 3, created: 5}), "010000000305b90cab16"},
 		{"secret", appendSecret(nil, goldenKey), "0107070707070707070707070707070707070707070707070707070707070707079d93144d"},
 		{"load intent", appendLoadIntent(nil, 9), "01099a713469"},
@@ -76,7 +87,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 			t.Fatalf("item %v: %v %v", r, got, err)
 		}
 	}
-	for _, c := range []config{{0, MinRoaringThreshold}, {MaxBoardDays, MaxRoaringThreshold}} {
+	for _, c := range []config{{0, MinRoaringThreshold, formatHistMem}, {MaxBoardDays, MaxRoaringThreshold, formatHistKeys}} {
 		got, err := decodeConfig(appendConfig(nil, c))
 		if err != nil || got != c {
 			t.Fatalf("config %v: %v %v", c, got, err)
@@ -96,7 +107,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 		}
 	}
 	// A checksum catches a flipped bit of a meta record.
-	v := appendConfig(nil, config{7, 4096})
+	v := appendConfig(nil, config{7, 4096, formatHistMem})
 	v[1] ^= 1
 	if _, err := decodeConfig(v); err == nil {
 		t.Fatal("flipped config accepted")
@@ -192,5 +203,205 @@ func TestBuckets(t *testing.T) {
 	}
 	if b := bucketOf(^uint64(0)); b != 3775 {
 		t.Fatalf("top bucket %d", b)
+	}
+}
+
+// format1Answers is what the store of testdata/format1-store.tar.gz
+// answered when it was made (answers.json beside it).
+type format1Answers struct {
+	NowMs    int64                               `json:"now_ms"`
+	HistKeys int                                 `json:"hist_keys"`
+	Top      map[string][]Entry                  `json:"top"`     // business -> Top(1000)
+	TopDay   map[string]map[int][]Entry          `json:"top_day"` // business -> days ago -> TopDay(1000)
+	Rank     map[string]map[uint64]Entry         `json:"rank"`    // business -> item -> Rank (absent: not ok)
+	RankDay  map[string]map[int]map[uint64]Entry `json:"rank_day"`
+	Above    map[string][]uint64                 `json:"above"` // business -> Above(format1Scores)
+}
+
+var format1Scores = []uint64{0, 1, 2, 3, 5, 10, 63, 64, 127, 128, 129, 130, 150, 199, 200, 201, 250, 300, 301, 1000}
+
+// TestFormat1Store opens a store of likes format 1, written by the build
+// before the histograms moved to memory (commit 9205fbf, with
+// testdata/format1-store-gen.go.txt: two businesses, three days of likes,
+// unlikes and dislikes, items past 128 likes so buckets are wide, a bulk
+// load a day; 1,574 likes-hist keys), and checks that every Top, TopDay,
+// Rank, RankDay and Above answer is the one that build gave: read-only
+// (which ignores the likes-hist keys and writes nothing), then writable
+// (which deletes them and moves the config to format 2), then after more
+// likes and a reopen. Check passes at each step.
+func TestFormat1Store(t *testing.T) {
+	dir := t.TempDir()
+	testutil.Untar(t, "testdata/format1-store.tar.gz", dir)
+	raw, err := os.ReadFile(filepath.Join(dir, "answers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want format1Answers
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return time.UnixMilli(want.NowMs) }
+	open := func(readOnly bool) (*store.DB, *Likes) {
+		t.Helper()
+		db, err := store.Open(filepath.Join(dir, "store"), &store.Options{ReadOnly: readOnly, Families: Families(),
+			Now: now, DisableBackground: true, JobWorkers: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := New(db, &Options{Now: now})
+		if err != nil {
+			db.Close()
+			t.Fatal(err)
+		}
+		return db, l
+	}
+	histKeys := func(l *Likes) int {
+		t.Helper()
+		it, err := l.fam.hist.NewIter(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for it.Next() {
+			n++
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	format := func(l *Likes) byte {
+		t.Helper()
+		v, ok, err := l.fam.meta.Get(appendMetaKey(nil, metaConfig), nil)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		c, err := decodeConfig(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.format
+	}
+	answers := func(l *Likes) format1Answers {
+		t.Helper()
+		a := format1Answers{NowMs: want.NowMs, HistKeys: want.HistKeys, Top: map[string][]Entry{}, TopDay: map[string]map[int][]Entry{},
+			Rank: map[string]map[uint64]Entry{}, RankDay: map[string]map[int]map[uint64]Entry{}, Above: map[string][]uint64{}}
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, biz := range []string{"video", "photo"} {
+			top, err := l.Top(biz, 1000)
+			must(err)
+			a.Top[biz] = top
+			a.TopDay[biz] = map[int][]Entry{}
+			a.Rank[biz] = map[uint64]Entry{}
+			a.RankDay[biz] = map[int]map[uint64]Entry{}
+			for item := uint64(1); item <= 75; item++ {
+				e, ok, err := l.Rank(biz, item)
+				must(err)
+				if ok {
+					a.Rank[biz][item] = e
+				}
+			}
+			for d := range 4 {
+				day := now().Add(-time.Duration(d) * 24 * time.Hour)
+				td, err := l.TopDay(biz, day, 1000)
+				must(err)
+				a.TopDay[biz][d] = td
+				a.RankDay[biz][d] = map[uint64]Entry{}
+				for item := uint64(1); item <= 75; item++ {
+					e, ok, err := l.RankDay(biz, day, item)
+					must(err)
+					if ok {
+						a.RankDay[biz][d][item] = e
+					}
+				}
+			}
+			ab, err := l.Above(biz, format1Scores, nil)
+			must(err)
+			a.Above[biz] = ab
+		}
+		return a
+	}
+	same := func(step string, got format1Answers) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			t.Fatalf("%s: answers differ from format 1's\ngot  %.2000s\nwant %.2000s", step, g, w)
+		}
+	}
+
+	db, l := open(true)
+	if n := histKeys(l); n != want.HistKeys || n == 0 {
+		t.Fatalf("read-only: %d likes-hist keys, want the %d the store holds", n, want.HistKeys)
+	}
+	if f := format(l); f != formatHistKeys {
+		t.Fatalf("read-only: config of format %d", f)
+	}
+	same("read-only", answers(l))
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	db, l = open(false)
+	if n := histKeys(l); n != 0 {
+		t.Fatalf("writable: %d likes-hist keys left", n)
+	}
+	if f := format(l); f != formatHistMem {
+		t.Fatalf("writable: config of format %d", f)
+	}
+	same("writable", answers(l))
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	// New likes move item 40 (a few likes) across buckets to the top, and
+	// write no likes-hist key.
+	for u := range uint64(400) {
+		if _, err := l.Like("video", 40, 5000+u, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if n := histKeys(l); n != 0 {
+		t.Fatalf("after likes: %d likes-hist keys", n)
+	}
+	db.Close()
+	db, l = open(false)
+	defer db.Close()
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := l.Rank("video", 40)
+	if err != nil || !ok || e.Rank != 1 || e.Likes < 400 {
+		t.Fatalf("item 40 after 400 more likes: %+v %v %v", e, ok, err)
+	}
+}
+
+// TestConfigFormats: the config record's version byte is the likes
+// format; 1 and 2 decode, any other is corruption (a later format this
+// build cannot read), and a build of format 1 refused format 2 by its
+// version check (the NB of appendConfig).
+func TestConfigFormats(t *testing.T) {
+	for _, f := range []byte{formatHistKeys, formatHistMem} {
+		c := config{boardDays: 3, roaringThreshold: 64, format: f}
+		got, err := decodeConfig(appendConfig(nil, c))
+		if err != nil || got != c {
+			t.Fatalf("format %d: %+v %v", f, got, err)
+		}
+	}
+	v := appendConfig(nil, config{boardDays: 3, roaringThreshold: 64, format: 3})
+	if _, err := decodeConfig(v); !errors.Is(err, errCorrupt) {
+		t.Fatalf("format 3: %v", err)
+	}
+	// What a format-1 build did with a format-2 record.
+	if _, err := checksum.CutRecord(appendConfig(nil, config{boardDays: 3, roaringThreshold: 64, format: formatHistMem}), 1); !errors.Is(err, checksum.ErrVersion) {
+		t.Fatalf("a format 1 reader accepts format 2: %v", err)
 	}
 }

@@ -20,7 +20,7 @@ const (
 	prefixUser     = 0x45 // biz u32 | user u64 | time u64 | item u64      empty (a user's likes by time)
 	prefixBoard    = 0x46 // biz u32 | day u32 | ^bucket u16 | item u64    empty (score-ordered index)
 	prefixDayScore = 0x47 // biz u32 | day u32 | item u64                  MergeAdd: the item's likes of that day
-	prefixHist     = 0x48 // biz u32 | day u32 | ^bucket u16 | sign u8     MergeAdd: items that entered (sign 0) or left (1) that bucket
+	prefixHist     = 0x48 // biz u32 | day u32 | ^bucket u16 | sign u8     MergeAdd: likes format 1's histogram, deleted on upgrade (hist.go)
 	prefixOrd      = 0x49 // user u64                                      ordinal record
 	prefixOrdRev   = 0x4A // ord u32                                       user record
 )
@@ -164,18 +164,17 @@ func appendDayScoreKey(dst []byte, biz, day uint32, item uint64) []byte {
 	return be64(be32(be32(append(dst, prefixDayScore), biz), day), item)
 }
 
-// Histogram signs: a score's count is its arrivals less its departures.
+// Histogram signs of likes format 1's likes-hist keys (no longer written:
+// hist.go): a bucket's count was its arrivals less its departures.
 const (
 	histIn  byte = 0
 	histOut byte = 1
 )
 
+// appendHistKey is likes format 1's histogram key, kept for the golden
+// test that pins the layout old stores hold (and delete on upgrade).
 func appendHistKey(dst []byte, biz, day uint32, bucket uint16, sign byte) []byte {
-	return append(appendHistBucketPrefix(dst, biz, day, bucket), sign)
-}
-
-func appendHistBucketPrefix(dst []byte, biz, day uint32, bucket uint16) []byte {
-	return binary.BigEndian.AppendUint16(be32(be32(append(dst, prefixHist), biz), day), ^bucket)
+	return append(binary.BigEndian.AppendUint16(be32(be32(append(dst, prefixHist), biz), day), ^bucket), sign)
 }
 
 func appendDayPrefix(dst []byte, prefix byte, biz, day uint32) []byte {
@@ -212,9 +211,6 @@ func userKeyTimeItem(k []byte) (int64, uint64) { return int64(u64at(k, 13)), u64
 func boardKeyBucketItem(k []byte) (uint16, uint64) {
 	return ^binary.BigEndian.Uint16(k[9:]), u64at(k, 11)
 }
-
-// histKeyBucketSign returns the bucket and sign of a histogram key.
-func histKeyBucketSign(k []byte) (uint16, byte) { return ^binary.BigEndian.Uint16(k[9:]), k[11] }
 
 // Score buckets. A board orders items by bucket, and within a bucket by
 // the exact score read at query time, so an item's board key moves only

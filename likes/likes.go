@@ -223,6 +223,9 @@ type Likes struct {
 	// families, so transitions skip the Gets of absent ones (keyfilter.go);
 	// nil on a read-only store. Set by New only.
 	filter *keyFilter
+	// hists are the board histograms (hist.go): built by New, rebuilt
+	// after a reopen, changed by the batches that move board keys.
+	hists atomic.Pointer[histograms]
 
 	stats struct {
 		groups, ops, maxGroup, waits atomic.Int64
@@ -287,6 +290,11 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 	}
 	l.biz.gen = db.Generation()
 	if err := l.loadBusinesses(); err != nil {
+		return nil, err
+	}
+	// The histograms before anything that may move board keys (the
+	// prune job, once registered).
+	if err := l.rebuildHistograms(); err != nil {
 		return nil, err
 	}
 	db.OnReopen(store.ReopenHook{Before: l.loadMu.Lock, After: l.reloadAfterReopen})
@@ -372,14 +380,18 @@ func (l *Likes) openFamilies() error {
 
 // loadConfig reads the persisted options, applies the given ones and
 // persists the result if it differs; changed reports an existing config
-// that changed.
+// whose options changed. A writable open of a store of likes format 1
+// deletes its likes-hist keys (histograms live in memory since issue 18,
+// hist.go) in the batch that moves the config to format 2: a crash before
+// it leaves format 1, and the next open does it again. A read-only open
+// leaves them: nothing reads them.
 func (l *Likes) loadConfig(given *Options) (changed bool, err error) {
 	key := appendMetaKey(nil, metaConfig)
 	v, ok, err := l.fam.meta.Get(key, nil)
 	if err != nil {
 		return false, err
 	}
-	cfg := config{boardDays: DefaultBoardDays, roaringThreshold: DefaultRoaringThreshold}
+	cfg := config{boardDays: DefaultBoardDays, roaringThreshold: DefaultRoaringThreshold, format: formatHistMem}
 	if ok {
 		if cfg, err = decodeConfig(v); err != nil {
 			return false, fmt.Errorf("%w: likes config: %v", store.ErrCorrupt, err)
@@ -397,13 +409,30 @@ func (l *Likes) loadConfig(given *Options) (changed bool, err error) {
 			want.roaringThreshold = given.RoaringThreshold
 		}
 	}
-	if !ok || want != cfg {
-		if err := l.putMeta(key, appendConfig(nil, want)); err != nil {
+	changed = ok && (want.boardDays != cfg.boardDays || want.roaringThreshold != cfg.roaringThreshold)
+	// NB: a read-only open of a format 1 store ignores its likes-hist
+	// keys (and writes nothing unless given other options, which fails as
+	// it always did).
+	upgrade := ok && cfg.format == formatHistKeys && !l.db.ReadOnly()
+	want.format = formatHistMem
+	if !ok || changed || upgrade {
+		b := l.db.NewBatch()
+		defer b.Close()
+		if ok && cfg.format == formatHistKeys {
+			lo, hi := legacyHistRange()
+			if err := l.fam.hist.DeleteRange(b, lo, hi); err != nil {
+				return false, err
+			}
+		}
+		if err := l.fam.meta.Put(b, key, appendConfig(nil, want)); err != nil {
+			return false, err
+		}
+		if err := b.Commit(); err != nil {
 			return false, err
 		}
 	}
 	l.cfg = want
-	return ok && want != cfg, nil
+	return changed, nil
 }
 
 // putMeta writes one meta record in its own batch.

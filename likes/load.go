@@ -6,7 +6,7 @@ package likes
 // the likes are sorted by item and cut into groups of whole batches; each
 // batch holds, for its likes, the states, user-list entries, set members
 // (list keys, roaring chunk operands, conversions), ordinals, the
-// all-time and day board keys, histogram and day scores, item records and
+// all-time and day board keys (and their histogram moves) and day scores, item records and
 // the owners' received totals, computed by the same overlay as live
 // transitions (write.go) against the load's running counts. The item
 // counts themselves go in at the end with one store.DB.Load (hot ranges

@@ -202,32 +202,54 @@ func checkCRC(v []byte, what string) ([]byte, error) {
 	return body, nil
 }
 
-// config is the persisted part of Options.
+// config is the persisted part of Options, and the store's likes format.
 type config struct {
 	boardDays        int
 	roaringThreshold int
+	// format is the likes format of the store, the config record's
+	// version byte: 1 before issue 18's in-memory histograms (the store
+	// may hold likes-hist keys: a writable New deletes them and moves it
+	// to 2), 2 since (no likes-hist key is ever written).
+	format byte
 }
+
+// Likes formats (config.format).
+const (
+	formatHistKeys = 1 // board histograms in the likes-hist family
+	formatHistMem  = 2 // board histograms in memory (hist.go)
+)
 
 // appendConfig encodes the config record (meta "config").
 //
 //	field              width    meaning
 //	-----------------  -------  ----------------------------------------
-//	version            1        metaVersion
+//	version            1        the likes format: 1 (likes-hist keys may
+//	                            exist) or 2 (histograms in memory)
 //	board days         uvarint  daily boards kept (0: none)
 //	roaring threshold  uvarint  set size at which a list becomes roaring
 //	checksum           4        CRC-32C of everything before, big-endian
+//
+// NB: the version byte is the format so that a build from before format 2
+// refuses a store of format 2 (its decoder wants version 1: ErrCorrupt,
+// "version 2 (want 1)") instead of answering Rank from a likes-hist family
+// that no longer counts the board moves.
 func appendConfig(dst []byte, c config) []byte {
 	start := len(dst)
-	dst = append(dst, metaVersion)
+	dst = append(dst, c.format)
 	dst = binary.AppendUvarint(dst, uint64(c.boardDays))
 	dst = binary.AppendUvarint(dst, uint64(c.roaringThreshold))
 	return checksum.AppendTrailer(dst, start)
 }
 
 func decodeConfig(v []byte) (config, error) {
-	body, err := checkCRC(v, "config record")
+	var format byte = formatHistMem
+	body, err := checksum.CutRecord(v, format)
+	if errors.Is(err, checksum.ErrVersion) {
+		format = formatHistKeys
+		body, err = checksum.CutRecord(v, format)
+	}
 	if err != nil {
-		return config{}, err
+		return config{}, fmt.Errorf("%w: config record: %v", errCorrupt, err)
 	}
 	days, n := uvarint(body)
 	if n <= 0 {
@@ -237,7 +259,7 @@ func decodeConfig(v []byte) (config, error) {
 	if m <= 0 || n+m != len(body) || days > MaxBoardDays || thr < MinRoaringThreshold || thr > MaxRoaringThreshold {
 		return config{}, fmt.Errorf("%w: config record", errCorrupt)
 	}
-	return config{boardDays: int(days), roaringThreshold: int(thr)}, nil
+	return config{boardDays: int(days), roaringThreshold: int(thr), format: format}, nil
 }
 
 // bizRec is a business record (meta "biz/" + name).

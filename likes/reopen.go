@@ -24,6 +24,10 @@ package likes
 //   - groups, loads and checks: the hook's Before takes loadMu, so none
 //     runs across a reopen; a group's batch is also pinned to the
 //     generation it read in (group.gen).
+//   - the board histograms (hist.go) count the board keys, and a write
+//     that failed may be durable after all: they are rebuilt from the
+//     keys (a failed rebuild makes Rank and Above fail until the next
+//     reopen succeeds).
 //   - the likes_received and business counters are store.Counter handles,
 //     which follow a reopen by themselves.
 
@@ -33,6 +37,9 @@ func (l *Likes) reloadAfterReopen(bool) {
 	defer l.loadMu.Unlock()
 	l.clearCaches()
 	l.ords.cache.clear() // a visible ordinal may not have been durable
+	if err := l.rebuildHistograms(); err != nil {
+		l.hists.Store(&histograms{err: err})
+	}
 	l.biz.mu.Lock()
 	defer l.biz.mu.Unlock()
 	l.syncBusinessesLocked() // an error stays for the next creation to meet

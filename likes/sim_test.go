@@ -18,8 +18,11 @@ import (
 // writer gave a (user, item) is the truth afterwards. Readers check, inside
 // db.View, that every item's counts equal its like and dislike sets' sizes
 // (listed through Likers and Dislikers pages) unless a bulk load overlaps
-// the view (a load's counts lag its sets until it returns), and outside it
-// that reads never fail. After every round: Check, a comparison of every state and
+// the view (a load's counts lag its sets until it returns), that the
+// histogram's count of items above each item's score (what Rank and Above
+// add to) is the count of items scoring more, on the all-time board (no
+// load overlapping) and today's (checkRanks), and outside it that reads
+// never fail. After every round: Check, a comparison of every state and
 // count with the writers' record, and sometimes a reopen.
 // TALLY_LIKES_SIM_ROUNDS (default 6) scales it.
 func TestSimulation(t *testing.T) {
@@ -126,7 +129,7 @@ func TestSimulation(t *testing.T) {
 								}
 							}
 						}
-						return nil
+						return checkRanks(l, biz, all, gen%2 == 0 && loadGen.Load() == gen, func() bool { return loadGen.Load() == gen })
 					})
 					if err != nil {
 						fail(fmt.Errorf("view: %w", err))
@@ -218,4 +221,47 @@ func countMembers(l *Likes, biz string, item uint64, kind byte) (int, error) {
 		}
 		cur = pg.Next
 	}
+}
+
+// checkRanks runs inside db.View while writers race it: for every item of
+// all, the items above its score by countAbove (the in-memory histogram
+// plus its bucket) equal the items of all scoring more, on today's board
+// and, when allTime, the all-time board (a bulk load's counts lag its board
+// keys until it returns: the caller passes allTime false while one runs,
+// and still reports whether it stayed so). A histogram move applied
+// outside the batch's commit would show as a count off by one.
+func checkRanks(l *Likes, bizName string, all []uint64, allTime bool, still func() bool) error {
+	b, err := l.lookup(bizName)
+	if err != nil || b == nil {
+		return err
+	}
+	days := []uint32{l.today()}
+	if allTime {
+		days = append(days, dayAll)
+	}
+	for _, day := range days {
+		scores, err := l.scores(b, day, all)
+		if err != nil {
+			return err
+		}
+		for i, s := range scores {
+			if s == 0 {
+				continue
+			}
+			var want int64
+			for _, o := range scores {
+				if o > s {
+					want++
+				}
+			}
+			got, err := l.countAbove(b, day, s)
+			if err != nil {
+				return err
+			}
+			if got != want && (day != dayAll || still()) {
+				return fmt.Errorf("board %s: item %d (score %d): %d items above by the histogram, %d by the scores", dayName(day), all[i], s, got, want)
+			}
+		}
+	}
+	return nil
 }

@@ -3,14 +3,17 @@ package likes
 // Transitions: like, unlike, dislike, undislike, and owner changes.
 //
 // What must stay true: an item's counts equal the sizes of its like and
-// dislike sets, its board keys and histogram entries agree with its counts,
+// dislike sets, its board keys agree with its counts (and the in-memory
+// histograms with the board keys, hist.go),
 // and every user's state agrees with the sets and the user list, through
 // concurrent writers and crashes.
 //
 // Atomicity comes from the store: everything one transition changes (the
 // state, the set member, the user-list entry, the counter row, the board
-// keys, the histogram and day scores, the owner's received total) is one
-// store batch, so it commits whole or not at all.
+// keys and day scores, the owner's received total) is one store batch, so
+// it commits whole or not at all; the batch's histogram moves are applied
+// to memory as it commits (store.Batch.OnApply, under the store's commit
+// lock), or not at all.
 //
 // Exactness under concurrency needs more: a transition reads before it
 // writes (the previous state, to be idempotent; the previous count, to
@@ -31,9 +34,10 @@ package likes
 // machine): 1.2k likes/s with groups of one (the mutex), 6.3k likes/s
 // combined (8.5 likes a commit).
 //
-// Keys shared between items (the score histogram, an owner's received
-// total) are only ever changed blindly (MergeAdd operands, counter Incr),
-// so they need no stripe. Everything read before a write is per item
+// Keys shared between items (an owner's received total) are only ever
+// changed blindly (counter Incr), so they need no stripe; nor do the
+// in-memory histograms, changed by additions under the store's commit
+// lock. Everything read before a write is per item
 // (counts, day scores, board keys, the item record, a list set converted
 // to roaring) or per (item, user) (state, user-list entry): owned by the
 // item's stripe. Roaring chunks are changed blindly too (MergeRoaring
@@ -315,10 +319,19 @@ type group struct {
 	// bulkOrds: the load's group allocated ordinals (ordAlloc.allocate),
 	// which its batch writes.
 	bulkOrds bool
+	// hmoves are the board moves of the batch, applied to the in-memory
+	// histograms by onApply (bound to this group once: a pooled group
+	// registers it without allocating) when the batch commits (hist.go).
+	hmoves  []histMove
+	onApply func()
 	// accumulators of earlier groups, for reuse (pooled groups)
 	freeItems  []*itemAcc
 	freeStates []*stateAcc
 }
+
+// applyHist applies the group's board moves to the histograms: the
+// OnApply of its batch, under the store's commit lock.
+func (g *group) applyHist() { g.l.hist().applyMoves(g.hmoves) }
 
 type itemKey struct {
 	biz  uint32
@@ -350,7 +363,9 @@ type stateAcc struct {
 }
 
 var groupPool = sync.Pool{New: func() any {
-	return &group{byItem: map[itemKey]*itemAcc{}, buf: make([]byte, 0, 64), val: make([]byte, 0, 32)}
+	g := &group{byItem: map[itemKey]*itemAcc{}, buf: make([]byte, 0, 64), val: make([]byte, 0, 32)}
+	g.onApply = g.applyHist
+	return g
 }}
 
 func (l *Likes) newGroup(s *stripe) *group {
@@ -377,7 +392,7 @@ func (g *group) free() {
 	clear(g.freshOK)
 	*g = group{byItem: g.byItem, buf: g.buf[:0], val: g.val[:0], items: g.items[:0], freshOK: g.freshOK,
 		freeItems: g.freeItems, freeStates: g.freeStates, dayBuf: g.dayBuf[:0], moves: g.moves[:0], edits: g.edits[:0],
-		addBM: g.addBM, rmBM: g.rmBM}
+		addBM: g.addBM, rmBM: g.rmBM, hmoves: g.hmoves[:0], onApply: g.onApply}
 	groupPool.Put(g)
 }
 
@@ -673,6 +688,9 @@ func (g *group) commit() (err error) {
 	// the same clock, which only moves forward along the log), no write
 	// adds to (addDay) and Check does not look at. A replica that has not
 	// pruned yet only holds more dead boards.
+	if len(g.hmoves) > 0 {
+		b.OnApply(g.onApply)
+	}
 	prune := g.days && g.bulk == nil && g.today > g.l.pruneDay.Load()
 	if prune {
 		if err := g.l.enqueuePrune(b, g.today); err != nil {
@@ -823,7 +841,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		return err
 	}
 	if it.likes != it.likes0 {
-		if err := l.moveScore(b, biz, dayAll, it.item, it.likes0, it.likes, &g.buf); err != nil {
+		if err := l.moveScore(b, biz, dayAll, it.item, it.likes0, it.likes, &g.buf, &g.hmoves); err != nil {
 			return err
 		}
 	}
@@ -859,7 +877,7 @@ func (g *group) emitItem(b *store.Batch, it *itemAcc) error {
 		if err != nil {
 			return err
 		}
-		if err := l.moveScore(b, biz, d, it.item, uint64(old), uint64(nw), &g.buf); err != nil {
+		if err := l.moveScore(b, biz, d, it.item, uint64(old), uint64(nw), &g.buf, &g.hmoves); err != nil {
 			return err
 		}
 	}
@@ -900,42 +918,31 @@ func (l *Likes) readAdd(f *store.Family, key []byte, vbuf *[]byte) (int64, error
 	return store.DecodeAdd(v)
 }
 
-// addOne is the MergeAdd operand +1 of every histogram move (a batch
-// copies what it is given, so one value serves them all).
-var addOne = store.AddOperand(nil, 1)
-
 // moveScore moves item from score old to score nw on board day of biz: the
-// board key and the histogram of buckets, if the bucket changes (see
-// bucketOf). Score 0 is on no board.
-//
-// NB: the histogram counts arrivals and departures in two keys, each only
-// ever incremented, rather than one key taking +1 and -1. It was written
-// when a MergeAdd sum reaching 0 made Pebble v2.1.7's flush panic (a merge
-// finishing as a deletion); store now leaves an empty value instead
-// (TestMergeToNothingThenFlush), and grow-only sums still never need one.
-func (l *Likes) moveScore(b *store.Batch, biz, day uint32, item, old, nw uint64, buf *[]byte) error {
+// board key, if the bucket changes (see bucketOf), and the move is added
+// to moves for the in-memory histogram (hist.go), which the group's batch
+// applies when it commits. Score 0 is on no board.
+func (l *Likes) moveScore(b *store.Batch, biz, day uint32, item, old, nw uint64, buf *[]byte, moves *[]histMove) error {
 	ob, nb := bucketOf(old), bucketOf(nw)
 	if old == nw || old > 0 && nw > 0 && ob == nb {
 		return nil // still in its bucket: the key stays
 	}
 	l.stats.boardMoves.Add(1)
 	f := &l.fam
+	m := histMove{id: boardID{biz, day}, from: ob, to: nb}
 	if old > 0 {
 		if err := f.board.Delete(b, appendBoardKey((*buf)[:0], biz, day, ob, item)); err != nil {
 			return err
 		}
-		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, ob, histOut), addOne); err != nil {
-			return err
-		}
+		m.hasFrom = true
 	}
 	if nw > 0 {
 		if err := f.board.Put(b, appendBoardKey((*buf)[:0], biz, day, nb, item), nil); err != nil {
 			return err
 		}
-		if err := f.hist.Merge(b, appendHistKey((*buf)[:0], biz, day, nb, histIn), addOne); err != nil {
-			return err
-		}
+		m.hasTo = true
 	}
+	*moves = append(*moves, m)
 	return nil
 }
 

@@ -43,6 +43,12 @@ package store
 //  7. DB.commit is an RWMutex: View holds it shared, so a reader that must
 //     see counters and families at one moment never sees a batch whose
 //     Pebble part is visible and whose counter part is not yet applied.
+//  8. A package above the store that keeps an index derived from its
+//     family writes in memory (likes' board histograms) registers an
+//     OnApply function with the batch: it runs under DB.commit right after
+//     Pebble accepted the batch, like the counter images, so View sees the
+//     index and the keys it is derived from at one moment. It does not run
+//     for a batch Pebble refused or a redelivery (nothing was written).
 
 import (
 	"fmt"
@@ -111,6 +117,7 @@ type Batch struct {
 	key      []byte
 	err      error
 	pf       prefetchBuf // prefetch's scratch
+	onApply  []func()    // OnApply: run under DB.commit once Pebble took the batch
 }
 
 // prefetchBuf is the scratch of Batch.prefetch, kept with the (pooled)
@@ -153,6 +160,13 @@ func (b *Batch) Generation() uint64 { return b.gen }
 // the discarded state decided. The next Reset forgets it.
 func (b *Batch) SetGeneration(gen uint64) { b.gen = gen }
 
+// OnApply registers fn to run when the batch's writes become visible:
+// under DB.commit, right after Pebble accepted the batch and before any
+// View or other commit can run (ordering rule 8). It does not run if the
+// commit fails before that, nor for a redelivery (Duplicate). fn must be
+// short and must not touch the store. The next Reset forgets it.
+func (b *Batch) OnApply(fn func()) { b.onApply = append(b.onApply, fn) }
+
 // Close releases the batch. It must not be used afterwards.
 func (b *Batch) Close() {
 	b.Reset()
@@ -183,6 +197,8 @@ func (b *Batch) Reset() {
 	b.run = entryRun{}
 	b.record = false
 	b.err = nil
+	clear(b.onApply)
+	b.onApply = b.onApply[:0]
 	if b.db != nil {
 		b.gen = b.db.Generation()
 		b.use = b.db.batchUses.Add(1)
@@ -657,6 +673,9 @@ func (db *DB) writeLocked(b *Batch) (pendingCommit, error) {
 	}
 	db.commit.lastSeq = seq
 	c.pb = pb
+	for _, fn := range b.onApply {
+		fn()
+	}
 	c.applyErr = b.applyImagesLocked()
 	if c.applyErr == nil {
 		b.widenImagesLocked()

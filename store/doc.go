@@ -101,7 +101,7 @@
 //	0x45    likes-user      likes  biz u32 | user u64 | ms u64 | item u64        empty (a user's like by time)
 //	0x46    likes-board     likes  biz u32 | day u32 | ^bucket u16 | item u64    empty (score-ordered board)
 //	0x47    likes-dayscore  likes  biz u32 | day u32 | item u64                  add-int64 (MergeAdd): day's likes
-//	0x48    likes-hist      likes  biz u32 | day u32 | ^bucket u16 | sign u8     add-int64 (MergeAdd): bucket counts
+//	0x48    likes-hist      likes  biz u32 | day u32 | ^bucket u16 | sign u8     add-int64 (MergeAdd): bucket counts of likes format 1 (now in memory)
 //	0x49    likes-ord       likes  user u64                                      version, ordinal u32
 //	0x4A    likes-ordrev    likes  ordinal u32                                   version, user u64
 //	0x50    raft-log        replica  index u64                                   entry (term, type, data; see replica/storage.go)

@@ -524,3 +524,76 @@ func TestFamilyReadOnly(t *testing.T) {
 		t.Fatalf("new family on a read-only store: %v", err)
 	}
 }
+
+// TestBatchOnApply: an OnApply function runs once the batch's family
+// writes are visible and before any View can run (it sees the key, and a
+// View never sees the key without the function's effect), never for a
+// redelivery, and a Reset forgets it.
+func TestBatchOnApply(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openFamilies(t, fs, testPlain)
+	f := family(t, db, "plain")
+	var applied atomic.Int64
+	commit := func(id uint64, once uint64) *Batch {
+		b := db.NewBatch()
+		must(t, f.Put(b, famKey(f, id), []byte("v")))
+		if once != 0 {
+			must(t, b.Once("src", once))
+		}
+		b.OnApply(func() {
+			if _, ok, err := f.Get(famKey(f, id), nil); err != nil || !ok {
+				t.Errorf("OnApply of key %d: the key is not visible (%v)", id, err)
+			}
+			applied.Add(1)
+		})
+		must(t, b.Commit())
+		return b
+	}
+	// Readers racing commits: a View that sees key i saw its function run.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			must(t, db.View(func() error {
+				n := applied.Load()
+				for id := uint64(n + 1); id <= uint64(n+3); id++ {
+					if _, ok := famGet(t, f, famKey(f, id)); ok {
+						t.Errorf("a View sees key %d, but only %d functions ran", id, n)
+					}
+				}
+				return nil
+			}))
+		}
+	}()
+	for id := uint64(1); id <= 200; id++ {
+		commit(id, 0).Close()
+	}
+	close(stop)
+	wg.Wait()
+	if n := applied.Load(); n != 200 {
+		t.Fatalf("%d functions ran, want 200", n)
+	}
+	b := commit(201, 1)
+	b.Close()
+	b = commit(201, 1) // a redelivery: nothing written, nothing run
+	if !b.Duplicate() {
+		t.Fatal("the second batch of source mark 1 is not a duplicate")
+	}
+	b.Close()
+	if n := applied.Load(); n != 201 {
+		t.Fatalf("%d functions ran after a redelivery, want 201", n)
+	}
+	b = db.NewBatch()
+	b.OnApply(func() { t.Error("a function registered before Reset ran") })
+	b.Reset()
+	must(t, f.Put(b, famKey(f, 300), []byte("v")))
+	must(t, b.Commit())
+	b.Close()
+}
