@@ -66,6 +66,22 @@ type ServeConfig struct {
 	Log io.Writer
 }
 
+// NewServeOptions makes the ServeOptions of a runner's --serve-flags
+// (split on white space) and --serve-log (a file appended to; empty:
+// none). close closes the log file.
+func NewServeOptions(flags, logPath string) (o ServeOptions, close func(), err error) {
+	o.Flags = strings.Fields(flags)
+	if logPath == "" {
+		return o, func() {}, nil
+	}
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return o, nil, err
+	}
+	o.Log = f
+	return o, func() { f.Close() }, nil
+}
+
 func (c *ServeConfig) fill() {
 	if c.Items == 0 {
 		c.Items = 10_000_000

@@ -32,7 +32,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/tallydb/tally/bench"
@@ -85,15 +84,11 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	serve := bench.ServeOptions{Flags: strings.Fields(*serveFlags)}
-	if *serveLog != "" {
-		f, err := os.OpenFile(*serveLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			fatal(err)
-		}
-		defer f.Close()
-		serve.Log = f
+	serve, closeLog, err := bench.NewServeOptions(*serveFlags, *serveLog)
+	if err != nil {
+		fatal(err)
 	}
+	defer closeLog()
 	want := bench.ParseTargets(*targets)
 	bin, cleanupBin, err := bench.ServedBinary(want, *tallyBin, *dir, os.Stderr)
 	if err != nil {

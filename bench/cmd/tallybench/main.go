@@ -48,7 +48,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/tallydb/tally/bench"
@@ -87,15 +86,11 @@ func main() {
 	if *rate < 0 {
 		fatal(fmt.Errorf("bad --rate %v: want a positive number of operations per second, or 0 for closed loop", *rate))
 	}
-	serve := bench.ServeOptions{Flags: strings.Fields(*serveFlags)}
-	if *serveLog != "" {
-		f, err := os.OpenFile(*serveLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			fatal(err)
-		}
-		defer f.Close()
-		serve.Log = f
+	serve, closeLog, err := bench.NewServeOptions(*serveFlags, *serveLog)
+	if err != nil {
+		fatal(err)
 	}
+	defer closeLog()
 	w, err := workload.New(workload.Config{Seed: *seed, Items: *items, Columns: *columns})
 	if err != nil {
 		fatal(err)
