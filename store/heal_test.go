@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -506,5 +507,78 @@ func TestHealStopsOnDamage(t *testing.T) {
 	time.Sleep(10 * 20 * time.Millisecond) // ten probe periods
 	if n := h.db.Stats().ErrorsTotal; n != total || h.db.Stats().Reopens != 0 {
 		t.Fatalf("the healer went on after finding damage: errors %d -> %d, reopens %d", total, n, h.db.Stats().Reopens)
+	}
+}
+
+// TestHealJobsAfterHooks: the background job workers restart only after
+// every ReopenHook.After has returned. A package reloads what it derived
+// from the store in its After; a job that ran before that read the
+// package's state of before the reopen and wrote decisions from it (the
+// timeline's expiry job dropped the pending marks its stale index listed,
+// none of the ones a failed-but-durable follow had stored). A job is
+// queued, its handler registered once the store failed (so it runs first
+// after the reopen); the hook's After waits until the job ran (the fault)
+// or no background goroutine is left (they wait for the hooks).
+func TestHealJobsAfterHooks(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	fault := errnoFault(syscall.ENOSPC, func(op errorfs.Op) bool {
+		return isWAL(op.Path) && isWrite(op.Kind) || strings.HasSuffix(op.Path, probeFile) && isWrite(op.Kind)
+	})
+	o := testOptions(faultFS(mem, fault))
+	o.DisableBackground = false
+	o.JobWorkers = 1
+	o.Durability = SyncAlways
+	o.ReopenOnFailure = true
+	o.testProbeInterval = 20 * time.Millisecond
+	o.Families = []FamilySpec{healFamily}
+	db, err := Open("h", o)
+	must(t, err)
+	defer db.Close()
+	b := db.NewBatch()
+	defer b.Close()
+	must(t, b.Enqueue("after", nil, nil, 1))
+	must(t, b.Commit())
+	var inWindow, jobRan atomic.Bool
+	ran, afterDone := make(chan struct{}, 1), make(chan struct{})
+	defer db.OnReopen(ReopenHook{After: func(ok bool) {
+		if ok {
+			defer close(afterDone)
+		}
+		for ok {
+			if jobRan.Load() {
+				inWindow.Store(true)
+				return
+			}
+			buf := make([]byte, 1<<20)
+			// A worker, running or not yet started, was created there.
+			if !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "created by github.com/tallydb/tally/store.(*DB).startBackground") {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}})()
+	fam, err := db.Family(healFamily.Name)
+	must(t, err)
+	fault.On()
+	b.Reset()
+	must(t, fam.Put(b, healKey(1), []byte("v")))
+	if err := b.Commit(); !errors.Is(err, ErrFailed) && !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("commit with a failing WAL: %v", err)
+	}
+	must(t, db.RegisterJobHandler("after", func(ctx context.Context, run *JobRun) error {
+		jobRan.Store(true)
+		ran <- struct{}{}
+		b := db.NewBatch()
+		defer b.Close()
+		return run.Commit(ctx, b, JobProgress{Done: 1, Total: 1, Finished: true})
+	}))
+	fault.Off()
+	<-ran // after the reopen, a worker ran the job
+	<-afterDone
+	if inWindow.Load() {
+		t.Fatal("a job ran after the reopen before the hooks' After returned")
+	}
+	if db.Generation() == 0 {
+		t.Fatal("the job ran without a reopen")
 	}
 }

@@ -40,10 +40,13 @@ package store
 //     the intents, the log sequence. The new catalog is published at the
 //     end of recovery; the old counter states are marked dead, so Counter
 //     handles and batches resolve to the new ones (Counter.state).
-//  4. Generation is bumped, the background loops restart, the locks are
-//     released, and the hooks' After functions run (outside every store
-//     lock); their Before functions ran before step 1, once the background
-//     loops stopped, to keep the packages' own writers out (OnReopen).
+//  4. Generation is bumped, the locks are released, and the hooks' After
+//     functions run (outside every store lock); their Before functions ran
+//     before step 1, once the background loops stopped, to keep the
+//     packages' own writers out (OnReopen). Only then do the background
+//     loops and jobs restart: a job handler reads its package's state,
+//     which is the state of before the reopen until that package's After
+//     has reloaded it.
 //
 // # Readers during the swap
 //
@@ -191,7 +194,10 @@ type ReopenHook struct {
 	// may read and write the store): the package reloads what it derived
 	// from the store and releases what Before took. reopened is false
 	// when the reopen failed (the store stays failed, and is tried again
-	// later).
+	// later). The store takes writes again before After runs; the
+	// background job workers restart only once every After returned, but
+	// a job a caller runs itself (RunJobs, WaitJob) may run meanwhile: a
+	// handler that reads what After reloads holds the lock Before takes.
 	After func(reopened bool)
 }
 
@@ -337,12 +343,28 @@ func (db *DB) reopenHooked() error {
 			h.After(err == nil)
 		}
 	}
+	// The background loops and jobs restart whatever happened (a failed
+	// store's loops only find writes refused, as before), and only now:
+	// a job run before a package's After reloaded its state decided its
+	// writes from state of before the reopen (TestHealJobsAfterHooks).
+	db.restartBackground()
 	return err
+}
+
+// restartBackground starts the background loops and jobs again after a
+// reopen stopped them.
+func (db *DB) restartBackground() {
+	db.jobMu.Lock() // runJobs reads jobCtx under it
+	defer db.jobMu.Unlock()
+	db.jobCtx, db.jobCancel = context.WithCancel(context.Background())
+	db.bg.stop = make(chan struct{})
+	db.startBackground()
 }
 
 // reopen replaces the failed Pebble instance and the in-memory state (see
 // the file comment). On error the store stays failed. The caller holds
-// swap and stopped the background loops and jobs.
+// swap and stopped the background loops and jobs; it restarts them once
+// the hooks' After functions ran.
 func (db *DB) reopen() error {
 	db.jobMu.Lock()
 	defer db.jobMu.Unlock()
@@ -350,13 +372,6 @@ func (db *DB) reopen() error {
 	defer db.ckpt.Unlock()
 	db.commit.Lock()
 	defer db.commit.Unlock()
-	// The background loops and jobs restart whatever happens (a failed
-	// store's loops only find writes refused, as before).
-	defer func() {
-		db.jobCtx, db.jobCancel = context.WithCancel(context.Background())
-		db.bg.stop = make(chan struct{})
-		db.startBackground()
-	}()
 	if db.closed.Load() {
 		return ErrClosed
 	}

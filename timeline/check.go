@@ -36,8 +36,19 @@ import (
 //   - a post whose fan-out has not finished waits for a fan-out job of its
 //     own or for the shared job (a marker in tl_fanq, with a shared job
 //     queued), and every marker names a published post of its author.
+//
+// Check holds graphMu's read side while it compares the mirrors with the
+// store. A store reopen (reopen.go) holds the write side from its Before
+// until After has reloaded the mirrors, and the store takes writes (and
+// so looks healed) before the timeline's After runs, other packages'
+// Afters first: a check in that window compared the stored state with
+// mirrors the reload was about to replace (TestCheckDuringReopen). Now it
+// waits for the reload, and no reopen starts while it runs. The store's
+// own check runs after the lock is released.
 func (t *Timeline) Check() error {
+	t.graphMu.RLock()
 	err := t.check()
+	t.graphMu.RUnlock()
 	if err != nil {
 		return fmt.Errorf("timeline: check: %w", err)
 	}

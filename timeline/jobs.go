@@ -293,8 +293,17 @@ func (x *expiry) expireChunk() error {
 // those still expired, zeroes the read mark, drops pending backfill marks
 // and removes the user from the push set, and commits that with the
 // cursor. It returns the ordinals cleared.
+//
+// It holds graphMu's read side, as the pair job does: the marks it drops
+// are those of the in-memory index, which a store reopen replaces in its
+// ReopenHook.After, after the store takes writes again. A run in between
+// (a caller's RunJobs or WaitJob) dropped the index's marks of before the
+// reopen and left the ones a failed-but-durable follow stored, on a user
+// without a read mark (TestExpiryDuringReopen).
 func (x *expiry) clearUsers(cands []uint64, candOrds []uint32, next uint64) ([]uint32, error) {
 	t, b := x.t, x.b
+	graph := t.graphLock()
+	defer graph()
 	unlock := t.lockUsers(cands)
 	defer unlock()
 	var cleared []uint32

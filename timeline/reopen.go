@@ -20,7 +20,10 @@ import (
 // to their commit) runs across the reopen; they fail fast on the failed
 // store meanwhile. After reloads every mirror from the recovered store and
 // releases it. Page reads take no graphMu and read the old mirrors until
-// After swaps them under their own locks.
+// After swaps them under their own locks. The store takes writes again
+// before After runs (other packages' Afters run first), so whatever
+// compares the mirrors with the store (Check) or decides a write from
+// them takes graphMu too.
 
 // followReopen registers the hook; New calls it, Close unregisters.
 func (t *Timeline) followReopen() {

@@ -1,8 +1,12 @@
 package timeline
 
 import (
+	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -71,4 +75,184 @@ func TestOrdinalsAfterReopen(t *testing.T) {
 	must(err)
 	defer tl2.Close()
 	must(tl2.Check())
+}
+
+// healing is a timeline on a store opened with ReopenOnFailure, whose WAL
+// syncs fail while fault is on, with a settable clock.
+type healing struct {
+	t     *testing.T
+	db    *store.DB
+	tl    *Timeline
+	fault *errorfs.Toggle
+	clock *clock
+	ord   uint32 // user 1's ordinal (failedFollow)
+}
+
+func newHealing(t *testing.T) *healing {
+	fault := testutil.FullWAL(false)
+	so := storeOptions(errorfs.Wrap(vfs.NewMem(), fault))
+	so.Durability = store.SyncAlways
+	so.ReopenOnFailure = true
+	db, err := store.Open("db", so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h := &healing{t: t, db: db, fault: fault, clock: newClock()}
+	h.tl, err = New(db, &Options{ExpireInterval: -1, Now: h.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.tl.Close() })
+	return h
+}
+
+func (h *healing) must(err error) {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// holdAfter registers a ReopenHook after the timeline's, so its After runs
+// before the timeline's (reverse order), while the store already takes
+// writes: it closes inAfter and waits for release.
+func (h *healing) holdAfter() (inAfter <-chan struct{}, release chan<- struct{}) {
+	in, rel := make(chan struct{}), make(chan struct{})
+	h.t.Cleanup(h.db.OnReopen(store.ReopenHook{After: func(bool) {
+		close(in)
+		<-rel
+	}}))
+	return in, rel
+}
+
+// failedFollow makes user 1 follow 2 and 3 in a command that fails at the
+// WAL sync; its write is on disk (pending marks and pair jobs included)
+// for the reopen to find. Users 1, 2 and 3 got ordinals, and 1 a live
+// inbox, before: the command writes nothing before its batch. The fault is
+// off again when it returns.
+func (h *healing) failedFollow() {
+	h.t.Helper()
+	tl := h.tl
+	_, err := tl.Follow(2, 3)
+	h.must(err)
+	_, err = tl.Follow(1, 4)
+	h.must(err)
+	_, err = tl.Home(1, "", 10)
+	h.must(err)
+	h.ord, err = tl.ordOf(1)
+	h.must(err)
+	var buf [numCols]uint64
+	r, err := tl.row(1, buf[:0])
+	h.must(err)
+	if r[colRead] == 0 {
+		h.t.Fatal("user 1 has no live inbox")
+	}
+	h.fault.On()
+	if _, err := tl.FollowMany(1, 2, 3); !errors.Is(err, store.ErrFailed) {
+		h.t.Fatalf("follow with a failing WAL sync: %v", err)
+	}
+	h.fault.Off()
+	if got := tl.pendingOf(h.ord, nil); len(got) != 0 {
+		h.t.Fatalf("pending marks %v in memory after a failed follow", got)
+	}
+}
+
+// TestCheckDuringReopen: a follow that adds pending backfill marks fails
+// at the WAL sync, yet its write is on disk; the store heals in place and
+// takes writes again before the timeline's ReopenHook.After has reloaded
+// the pending-mark index (another package's After runs first, here one
+// that waits). A Check in that window found the marks stored but not in
+// memory (TestDBModel, seed 1795912122692790848, under load). Check now
+// takes graphMu's read side, which the reopen holds from Before to the end
+// of the reload: it waits for the reload and passes.
+func TestCheckDuringReopen(t *testing.T) {
+	h := newHealing(t)
+	tl := h.tl
+	inAfter, release := h.holdAfter()
+	h.failedFollow()
+	<-inAfter
+	if err := h.db.Checkpoint(); err != nil {
+		t.Fatalf("the store does not take writes in the hooks' After: %v", err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- tl.Check() }()
+	select {
+	case err := <-res:
+		close(release)
+		t.Fatalf("Check ran while the reopen had not reloaded the timeline: %v", err)
+	case <-blockedIn(res, "timeline.(*Timeline).Check", "sync.(*RWMutex).RLock"):
+	}
+	close(release)
+	h.must(<-res)
+	if got := tl.pendingOf(h.ord, nil); len(got) != 2 {
+		t.Fatalf("pending marks %v in memory after the reopen found the follow durable", got)
+	}
+	for _, f := range []uint64{2, 3} {
+		ok, err := tl.IsFollowing(1, f)
+		h.must(err)
+		if !ok {
+			t.Fatalf("the failed follow of %d was not found durable", f)
+		}
+	}
+	h.must(tl.Check())
+}
+
+// TestExpiryDuringReopen: the expiry job, run by a caller (WaitJob, as
+// Expire does) after the store healed but before the timeline's After
+// reloaded the pending-mark index, expired a user whose failed-but-durable
+// follow had stored pending marks: it dropped the marks its stale index
+// listed (none) with the read mark, and the reload then found marks of a
+// user without a read mark, for good. Expiry now clears users under
+// graphMu's read side, as the pair job does: it waits for the reload.
+func TestExpiryDuringReopen(t *testing.T) {
+	h := newHealing(t)
+	tl := h.tl
+	h.clock.Advance(time.Hour)
+	inAfter, release := h.holdAfter()
+	job, err := tl.EnqueueExpire() // older than the follow's pair jobs: runs alone
+	h.must(err)
+	h.failedFollow()
+	<-inAfter
+	h.clock.Advance(2 * tl.Config().ActiveWindow)
+	res := make(chan error, 1)
+	go func() { res <- h.db.WaitJob(context.Background(), job) }()
+	select {
+	case err := <-res:
+		close(release)
+		h.must(err)
+		t.Fatalf("the expiry ran while the reopen had not reloaded the timeline; then Check: %v", tl.Check())
+	case <-blockedIn(res, "timeline.(*expiry).clearUsers", "sync.(*RWMutex).RLock"):
+	}
+	close(release)
+	h.must(<-res)
+	if got := tl.pendingOf(h.ord, nil); len(got) != 0 {
+		t.Fatalf("pending marks %v in memory after the expiry", got)
+	}
+	h.must(tl.Check())
+}
+
+// blockedIn returns a channel closed once some goroutine's stack holds
+// every frame of frames (a goroutine parked in a lock, say), or never if
+// done receives first (it is not consumed: the caller reads it).
+func blockedIn(done <-chan error, frames ...string) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		buf := make([]byte, 1<<20)
+		for len(done) == 0 {
+			n := runtime.Stack(buf, true)
+			for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+				all := true
+				for _, f := range frames {
+					all = all && strings.Contains(g, f)
+				}
+				if all {
+					close(ch)
+					return
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return ch
 }
