@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,24 +26,6 @@ import (
 )
 
 // The database under test.
-
-// modelClock is the one clock of the store, timeline and likes.
-type modelClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *modelClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *modelClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 const (
 	modelUsers    = 12 // user ids 1..modelUsers: followers, authors, likers, owners
@@ -65,7 +46,7 @@ type dbRun struct {
 	m     *dbModel
 	st    *testutil.Store
 	db    *tally.DB
-	clock *modelClock
+	clock *testutil.Clock // the one clock of the store, timeline and likes
 	opts  tally.Options
 
 	readOnly bool // the next open is read-only
@@ -96,7 +77,7 @@ type homeCursor struct {
 func newDBRun(t *testing.T, seed uint64) *dbRun {
 	r := &dbRun{
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x7a11ed)), m: newDBModel(),
-		clock: &modelClock{t: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)},
+		clock: testutil.NewClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)),
 		trace: os.Getenv("TALLY_DB_MODEL_TRACE") != "", nextPost: 1000, cursors: map[uint64]homeCursor{},
 		seen: map[string]int{}, fault: testutil.FullWAL(false),
 	}

@@ -1,42 +1,28 @@
 package bench
 
 import (
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tallydb/tally/bench/workload"
 	"github.com/tallydb/tally/internal/hist"
+	"github.com/tallydb/tally/internal/testutil"
 )
 
-// fakeClock is a clock that moves only when slept on or advanced.
+// fakeClock is a clock that moves only when slept on or advanced; it
+// counts the sleeps.
 type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	sleeps int
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
+	*testutil.Clock
+	sleeps atomic.Int64
 }
 
 func (c *fakeClock) Sleep(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if d <= 0 {
 		panic("fakeClock: sleep of a non-positive duration")
 	}
-	c.sleeps++
-	c.now = c.now.Add(d)
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+	c.sleeps.Add(1)
+	c.Advance(d)
 }
 
 // timedClient is a Client whose k-th operation takes service(k) of the
@@ -51,7 +37,7 @@ type timedClient struct {
 func (c *timedClient) op(write bool) {
 	c.sent = append(c.sent, c.clk.Now())
 	c.write = append(c.write, write)
-	c.clk.advance(c.service(len(c.sent) - 1))
+	c.clk.Advance(c.service(len(c.sent) - 1))
 }
 
 func (c *timedClient) MultiGet(ids []uint64, dst []uint64) ([]uint64, error) {
@@ -89,7 +75,7 @@ func TestOpenLoopLatencyFromSchedule(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 
 	for _, open := range []bool{true, false} {
-		clk := &fakeClock{now: t0}
+		clk := &fakeClock{Clock: testutil.NewClock(t0)}
 		cfg := RunConfig{Workload: w, Clients: 1, OpsPerClient: n, clock: clk}
 		if open {
 			cfg.Rate = float64(time.Second / every)
@@ -156,8 +142,8 @@ func TestOpenLoopLatencyFromSchedule(t *testing.T) {
 		if want := map[bool]int{true: 11, false: 1}[open]; late != want {
 			t.Errorf("open=%v: %d operations over %v in the model, want %d", open, late, 2*fast, want)
 		}
-		if open && clk.sleeps == 0 || !open && clk.sleeps != 0 {
-			t.Errorf("open=%v: %d sleeps", open, clk.sleeps)
+		if open && clk.sleeps.Load() == 0 || !open && clk.sleeps.Load() != 0 {
+			t.Errorf("open=%v: %d sleeps", open, clk.sleeps.Load())
 		}
 	}
 }

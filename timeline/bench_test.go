@@ -39,30 +39,13 @@ type world struct {
 	db    *store.DB
 	tl    *timeline.Timeline
 	w     *tlworld.World
-	clock *benchClock
+	clock *testutil.Clock
 	mem   procmem.Mem // growth while building
 	build time.Duration
 	// Measured right after the build, compacted: inbox entries of the
 	// active users and the families' disk usage.
 	entries int
 	disk    timeline.DiskUsage
-}
-
-type benchClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *benchClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *benchClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 var worlds struct {
@@ -106,7 +89,7 @@ func getWorld(b *testing.B) *world {
 	if err != nil {
 		b.Fatal(err)
 	}
-	clk := &benchClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	tl, err := timeline.New(db, &timeline.Options{Config: timeline.Config{PullThreshold: 1 << 40}, Now: clk.Now, ExpireInterval: -1})
 	if err != nil {
 		b.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +16,9 @@ import (
 )
 
 // clock is a settable time source for tests.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = testutil.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *clock { return testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
 // env is a store and timeline on an in-memory filesystem, with background
 // work off (tests run jobs with run) and a settable clock. Its lifecycle
