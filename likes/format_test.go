@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/tallydb/tally/internal/checksum"
 	"github.com/tallydb/tally/internal/testutil"
 	"github.com/tallydb/tally/store"
@@ -346,6 +348,30 @@ func TestFormat1Store(t *testing.T) {
 	if err := l.Check(); err != nil {
 		t.Fatal(err)
 	}
+	db.Close()
+
+	// A writable open whose upgrade cannot reach the WAL fails with the
+	// store's error and leaves the store of format 1 as it was.
+	fault := testutil.FullWAL(true)
+	fdb, err := store.Open(filepath.Join(dir, "store"), &store.Options{FS: errorfs.Wrap(vfs.Default, fault),
+		Families: Families(), Now: now, DisableBackground: true, JobWorkers: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fault.On()
+	if _, err := New(fdb, &Options{Now: now}); !errors.Is(err, store.ErrDiskFull) && !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("New on a store whose WAL takes no writes: %v, want the store's write error", err)
+	}
+	fault.Off()
+	fdb.Close()
+	db, l = open(true)
+	if n := histKeys(l); n != want.HistKeys {
+		t.Fatalf("after a failed upgrade: %d likes-hist keys, want %d", n, want.HistKeys)
+	}
+	if f := format(l); f != formatHistKeys {
+		t.Fatalf("after a failed upgrade: config of format %d", f)
+	}
+	same("after a failed upgrade", answers(l))
 	db.Close()
 
 	db, l = open(false)
