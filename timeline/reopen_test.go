@@ -119,9 +119,10 @@ func (h *healing) must(err error) {
 // writes: it closes inAfter and waits for release.
 func (h *healing) holdAfter() (inAfter <-chan struct{}, release chan<- struct{}) {
 	in, rel := make(chan struct{}), make(chan struct{})
-	h.t.Cleanup(h.db.OnReopen(store.ReopenHook{After: func(bool) {
+	h.t.Cleanup(h.db.OnReopen(store.ReopenHook{After: func(bool) error {
 		close(in)
 		<-rel
+		return nil
 	}}))
 	return in, rel
 }
