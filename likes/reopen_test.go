@@ -125,3 +125,62 @@ func TestHistogramAfterReopen(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadErrorFailsStore: the store heals in place but likes cannot
+// reload (an injected read error). The error reaches the store: it
+// refuses writes (ErrFailed wrapping likes' error) while likes holds the
+// businesses of before the reopen; the next reopen reloads them, the
+// business whose failed creation is on disk keeps its id, and Check
+// passes. Before, the reload's error was dropped and the store took
+// writes.
+func TestReloadErrorFailsStore(t *testing.T) {
+	fault := testutil.FullWAL(false)
+	so := &store.Options{FS: errorfs.Wrap(vfs.NewMem(), fault), Families: Families(), DisableBackground: true,
+		JobWorkers: -1, ReopenOnFailure: true}
+	db, err := store.Open("l", so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l, err := New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As in TestBusinessIDAfterReopen: the record is AddBusiness's only
+	// write.
+	cn := CounterName("a")
+	must(db.CreateCounter(cn, l.opts.Business.counterOptions()))
+	for _, col := range []string{LikesColumn, DislikesColumn} {
+		must(db.AddColumn(cn, col, store.ColumnOptions{HintBits: 16, MaxBits: 32}))
+	}
+	errReload := errors.New("injected: a likes family read failed")
+	l.testReload = testutil.FailFirstReload(fault, errReload)
+	fault.On()
+	if err := l.AddBusiness("a", BusinessOptions{}); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("AddBusiness with a failing WAL sync: %v", err)
+	}
+	fault.Off()
+	testutil.UntilRefused(t, db.Writable, errReload)
+	if err := l.AddBusiness("c", BusinessOptions{}); !errors.Is(err, store.ErrFailed) || !errors.Is(err, errReload) {
+		t.Fatalf("AddBusiness after the failed reload: %v (want ErrFailed wrapping %v)", err, errReload)
+	}
+	fault.Off()
+	testutil.UntilHealed(t, "AddBusiness", store.ErrFailed, db.Generation, func() error {
+		return l.AddBusiness("b", BusinessOptions{})
+	})
+	if g := db.Generation(); g != 2 {
+		t.Fatalf("generation %d, want 2 (a reopen whose reload failed, then one that reloaded)", g)
+	}
+	m := *l.biz.byName.Load()
+	a, b := m["a"], m["b"]
+	if a == nil || b == nil || a.id == b.id {
+		t.Fatalf("businesses after the reopens: a %+v, b %+v", a, b)
+	}
+	must(l.Check())
+}

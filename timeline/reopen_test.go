@@ -257,3 +257,40 @@ func blockedIn(done <-chan error, frames ...string) <-chan struct{} {
 	}()
 	return ch
 }
+
+// TestReloadErrorFailsStore: the store heals in place but the timeline
+// cannot reload its mirrors (an injected read error). The error reaches
+// the store: it refuses writes (ErrFailed wrapping the timeline's error)
+// while the mirrors are those of before the reopen, which lack the
+// pending marks of a failed-but-durable follow; the next reopen reloads
+// them, and Check passes. Before, the reload's error was dropped and the
+// store took writes decided from the stale mirrors.
+func TestReloadErrorFailsStore(t *testing.T) {
+	h := newHealing(t)
+	tl := h.tl
+	errReload := errors.New("injected: a timeline family read failed")
+	tl.testReload = testutil.FailFirstReload(h.fault, errReload)
+	h.failedFollow()
+	testutil.UntilRefused(t, h.db.Writable, errReload)
+	if got := tl.pendingOf(h.ord, nil); len(got) != 0 {
+		t.Fatalf("pending marks %v: the failed reload changed the mirrors", got)
+	}
+	if _, err := tl.Follow(7, 8); !errors.Is(err, store.ErrFailed) || !errors.Is(err, errReload) {
+		t.Fatalf("follow on the stale mirrors: %v (want ErrFailed wrapping %v)", err, errReload)
+	}
+	if ok, err := tl.IsFollowing(1, 4); err != nil || !ok {
+		t.Fatalf("read on the failed store: %v %v", ok, err)
+	}
+	h.fault.Off()
+	testutil.UntilHealed(t, "follow", store.ErrFailed, h.db.Generation, func() error {
+		_, err := tl.Follow(5, 6)
+		return err
+	})
+	if g := h.db.Generation(); g != 2 {
+		t.Fatalf("generation %d, want 2 (a reopen whose reload failed, then one that reloaded)", g)
+	}
+	if got := tl.pendingOf(h.ord, nil); len(got) != 2 {
+		t.Fatalf("pending marks %v after the second reopen reloaded the mirrors", got)
+	}
+	h.must(tl.Check())
+}
