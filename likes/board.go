@@ -289,13 +289,7 @@ func (l *Likes) runPrune(ctx context.Context, run *store.JobRun) error {
 	if c := run.Cursor(); len(c) == 4 {
 		next = binary.BigEndian.Uint32(c)
 	}
-	var ids []uint32
-	for _, b := range *l.biz.byName.Load() {
-		if b.id >= next {
-			ids = append(ids, b.id)
-		}
-	}
-	slices.Sort(ids)
+	ids := l.pruneIDs(next)
 	if len(ids) == 0 {
 		b := l.db.NewBatch()
 		defer b.Close()
@@ -311,6 +305,24 @@ func (l *Likes) runPrune(ctx context.Context, run *store.JobRun) error {
 		}
 	}
 	return nil
+}
+
+// pruneIDs returns the ids of the businesses from id next on, in order.
+// It reads them under loadMu's read side, as each business's prune runs:
+// a store reopen reloads the businesses in its ReopenHook.After, after the
+// store takes writes again, and a run in between (a caller's RunJobs or
+// WaitJob) listed the businesses of before the reopen (TestPruneDuringReopen).
+func (l *Likes) pruneIDs(next uint32) []uint32 {
+	l.loadMu.RLock()
+	defer l.loadMu.RUnlock()
+	var ids []uint32
+	for _, b := range *l.biz.byName.Load() {
+		if b.id >= next {
+			ids = append(ids, b.id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // pruneBusiness deletes the day boards of business id before day first in

@@ -226,6 +226,10 @@ type Likes struct {
 	// hists are the board histograms (hist.go): built by New, rebuilt
 	// after a reopen, changed by the batches that move board keys.
 	hists atomic.Pointer[histograms]
+	// testReload, if set, runs before a reopen's reload; an error fails
+	// the reload in its place (tests fail a reload with it). Set before
+	// the store fails, never changed after.
+	testReload func() error
 
 	stats struct {
 		groups, ops, maxGroup, waits atomic.Int64
@@ -297,7 +301,7 @@ func New(db *store.DB, opts *Options) (*Likes, error) {
 	if err := l.rebuildHistograms(); err != nil {
 		return nil, err
 	}
-	db.OnReopen(store.ReopenHook{Before: l.loadMu.Lock, After: l.reloadAfterReopen})
+	db.OnReopen(store.ReopenHook{Before: l.loadMu.Lock, After: l.reloadAfterReopen, Release: l.loadMu.Unlock})
 	if err := l.ords.init(l); err != nil {
 		return nil, err
 	}

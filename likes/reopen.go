@@ -1,5 +1,7 @@
 package likes
 
+import "fmt"
+
 // Following a store reopen (store.Options.ReopenOnFailure).
 //
 // A reopen heals a failed store in place and replaces its state by what
@@ -27,22 +29,40 @@ package likes
 //   - the board histograms (hist.go) count the board keys, and a write
 //     that failed may be durable after all: they are rebuilt from the
 //     keys (a failed rebuild makes Rank and Above fail until the next
-//     reopen succeeds).
+//     reopen succeeds; the store is failed until then anyway).
 //   - the likes_received and business counters are store.Counter handles,
 //     which follow a reopen by themselves.
 
 // reloadAfterReopen is the After of the store's ReopenHook; its Before
-// took loadMu, so no group, load or check ran across the reopen.
-func (l *Likes) reloadAfterReopen(bool) {
-	defer l.loadMu.Unlock()
+// took loadMu (Release lets it go), so no group, load or check ran across
+// the reopen. A reload that fails returns the error: the store fails again
+// before loadMu goes, so no group commits from the state of before the
+// reopen, and the next reopen reloads (TestReloadErrorFailsStore).
+func (l *Likes) reloadAfterReopen(bool) error {
 	l.clearCaches()
 	l.ords.cache.clear() // a visible ordinal may not have been durable
+	err := l.reloadState()
+	if err != nil {
+		return fmt.Errorf("likes: reload after a store reopen: %w", err)
+	}
+	return nil
+}
+
+// reloadState rebuilds the histograms and reloads the businesses.
+func (l *Likes) reloadState() error {
+	if f := l.testReload; f != nil {
+		if err := f(); err != nil {
+			return err
+		}
+	}
 	if err := l.rebuildHistograms(); err != nil {
-		l.hists.Store(&histograms{err: err})
+		l.hists.Store(&histograms{err: err}) // Rank and Above fail until a reopen rebuilds them
+		return err
 	}
 	l.biz.mu.Lock()
 	defer l.biz.mu.Unlock()
-	l.syncBusinessesLocked() // an error stays for the next creation to meet
+	_, err := l.syncBusinessesLocked()
+	return err
 }
 
 // syncBusinessesLocked reloads the businesses if the store was reopened

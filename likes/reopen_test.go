@@ -1,8 +1,12 @@
 package likes
 
 import (
+	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -124,4 +128,161 @@ func TestHistogramAfterReopen(t *testing.T) {
 			t.Errorf("item %d (%d likes): rank %d %v, want %d", item, c[item-1].Likes, e.Rank, ok, 1+above)
 		}
 	}
+}
+
+// TestReloadErrorFailsStore: the store heals in place but likes cannot
+// reload (an injected read error). The error reaches the store: it
+// refuses writes (ErrFailed wrapping likes' error) while likes holds the
+// businesses of before the reopen; the next reopen reloads them, the
+// business whose failed creation is on disk keeps its id, and Check
+// passes. Before, the reload's error was dropped and the store took
+// writes.
+func TestReloadErrorFailsStore(t *testing.T) {
+	fault := testutil.FullWAL(false)
+	so := &store.Options{FS: errorfs.Wrap(vfs.NewMem(), fault), Families: Families(), DisableBackground: true,
+		JobWorkers: -1, ReopenOnFailure: true}
+	db, err := store.Open("l", so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l, err := New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As in TestBusinessIDAfterReopen: the record is AddBusiness's only
+	// write.
+	cn := CounterName("a")
+	must(db.CreateCounter(cn, l.opts.Business.counterOptions()))
+	for _, col := range []string{LikesColumn, DislikesColumn} {
+		must(db.AddColumn(cn, col, store.ColumnOptions{HintBits: 16, MaxBits: 32}))
+	}
+	errReload := errors.New("injected: a likes family read failed")
+	l.testReload = testutil.FailFirstReload(fault, errReload)
+	fault.On()
+	if err := l.AddBusiness("a", BusinessOptions{}); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("AddBusiness with a failing WAL sync: %v", err)
+	}
+	fault.Off()
+	testutil.UntilRefused(t, db.Writable, errReload)
+	if err := l.AddBusiness("c", BusinessOptions{}); !errors.Is(err, store.ErrFailed) || !errors.Is(err, errReload) {
+		t.Fatalf("AddBusiness after the failed reload: %v (want ErrFailed wrapping %v)", err, errReload)
+	}
+	fault.Off()
+	testutil.UntilHealed(t, "AddBusiness", store.ErrFailed, db.Generation, func() error {
+		return l.AddBusiness("b", BusinessOptions{})
+	})
+	if g := db.Generation(); g != 2 {
+		t.Fatalf("generation %d, want 2 (a reopen whose reload failed, then one that reloaded)", g)
+	}
+	m := *l.biz.byName.Load()
+	a, b := m["a"], m["b"]
+	if a == nil || b == nil || a.id == b.id {
+		t.Fatalf("businesses after the reopens: a %+v, b %+v", a, b)
+	}
+	must(l.Check())
+}
+
+// TestPruneDuringReopen: the prune job, run by a caller (WaitJob) after
+// the store healed but before likes' ReopenHook.After reloaded the
+// businesses, listed the businesses of before the reopen (here without
+// "a", whose failed creation is on disk) and went on to prune by that
+// list. It now lists them under loadMu's read side (pruneIDs): it waits
+// for the reload.
+func TestPruneDuringReopen(t *testing.T) {
+	fault := testutil.FullWAL(false)
+	so := &store.Options{FS: errorfs.Wrap(vfs.NewMem(), fault), Families: Families(), DisableBackground: true,
+		JobWorkers: -1, ReopenOnFailure: true}
+	db, err := store.Open("l", so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l, err := New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(l.AddBusiness("x", BusinessOptions{}))
+	// As in TestBusinessIDAfterReopen: a's record is AddBusiness's only
+	// write.
+	cn := CounterName("a")
+	must(db.CreateCounter(cn, l.opts.Business.counterOptions()))
+	for _, col := range []string{LikesColumn, DislikesColumn} {
+		must(db.AddColumn(cn, col, store.ColumnOptions{HintBits: 16, MaxBits: 32}))
+	}
+	b := db.NewBatch()
+	defer b.Close()
+	must(l.enqueuePrune(b, l.today()))
+	must(b.Commit())
+	job := b.JobIDs()[0]
+	// After likes' hook: its After runs first, with the store taking
+	// writes and likes not reloaded yet.
+	inAfter, release := make(chan struct{}), make(chan struct{})
+	defer db.OnReopen(store.ReopenHook{After: func(bool) error {
+		close(inAfter)
+		<-release
+		return nil
+	}})()
+	fault.On()
+	if err := l.AddBusiness("a", BusinessOptions{}); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("AddBusiness with a failing WAL sync: %v", err)
+	}
+	fault.Off()
+	<-inAfter
+	done := make(chan error, 1)
+	go func() { done <- db.WaitJob(context.Background(), job) }()
+	select {
+	case err := <-done:
+		close(release)
+		must(err)
+		t.Fatal("the prune ran while the reopen had not reloaded the businesses")
+	case g := <-blockedIn(done, "likes.(*Likes).runPrune", "sync.(*RWMutex).RLock"):
+		if !strings.Contains(g, "likes.(*Likes).pruneIDs") {
+			close(release)
+			t.Fatalf("the prune listed the businesses before waiting for the reload; it waits in:\n%s", g)
+		}
+	}
+	close(release)
+	must(<-done)
+	if m := *l.biz.byName.Load(); m["a"] == nil || m["x"] == nil {
+		t.Fatalf("businesses after the reopen: %v", m)
+	}
+	must(l.Check())
+}
+
+// blockedIn returns a channel that receives the stack of the first
+// goroutine found whose stack holds every frame of frames, or never if
+// done receives first (it is not consumed: the caller reads it).
+func blockedIn(done <-chan error, frames ...string) <-chan string {
+	ch := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 1<<20)
+		for len(done) == 0 {
+			n := runtime.Stack(buf, true)
+			for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+				all := true
+				for _, f := range frames {
+					all = all && strings.Contains(g, f)
+				}
+				if all {
+					ch <- g
+					return
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return ch
 }

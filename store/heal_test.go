@@ -302,9 +302,10 @@ func TestHealBatchAcrossReopen(t *testing.T) {
 	}
 	unregister := h.db.OnReopen(ReopenHook{
 		Before: func() { note(fmt.Sprintf("before %d", h.db.Generation())) },
-		After: func(ok bool) {
+		After: func(ok bool) error {
 			_, err := h.c.Incr(49, "likes", 1)
 			note(fmt.Sprintf("after %v %d %v", ok, h.db.Generation(), err))
+			return nil
 		},
 	})
 	h.fault.On()
@@ -540,22 +541,23 @@ func TestHealJobsAfterHooks(t *testing.T) {
 	must(t, b.Commit())
 	var inWindow, jobRan atomic.Bool
 	ran, afterDone := make(chan struct{}, 1), make(chan struct{})
-	defer db.OnReopen(ReopenHook{After: func(ok bool) {
+	defer db.OnReopen(ReopenHook{After: func(ok bool) error {
 		if ok {
 			defer close(afterDone)
 		}
 		for ok {
 			if jobRan.Load() {
 				inWindow.Store(true)
-				return
+				return nil
 			}
 			buf := make([]byte, 1<<20)
 			// A worker, running or not yet started, was created there.
 			if !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "created by github.com/tallydb/tally/store.(*DB).startBackground") {
-				return
+				return nil
 			}
 			time.Sleep(time.Millisecond)
 		}
+		return nil
 	}})()
 	fam, err := db.Family(healFamily.Name)
 	must(t, err)
@@ -580,5 +582,142 @@ func TestHealJobsAfterHooks(t *testing.T) {
 	}
 	if db.Generation() == 0 {
 		t.Fatal("the job ran without a reopen")
+	}
+}
+
+// reloadHook is a ReopenHook whose After fails while fail says so,
+// recording what each call saw.
+type reloadHook struct {
+	db   *DB
+	fail func(call int) error
+	// calls, afterOK and refused are read once failed is closed or the
+	// store has healed.
+	mu       sync.Mutex
+	befores  int
+	afterOK  []bool
+	refused  []error // Writable as each Release ran
+	released chan struct{}
+}
+
+func (r *reloadHook) hook() ReopenHook {
+	return ReopenHook{
+		Before: func() {
+			r.mu.Lock()
+			r.befores++
+			r.mu.Unlock()
+		},
+		After: func(ok bool) error {
+			r.mu.Lock()
+			r.afterOK = append(r.afterOK, ok)
+			n := len(r.afterOK)
+			r.mu.Unlock()
+			return r.fail(n)
+		},
+		Release: func() {
+			r.mu.Lock()
+			r.refused = append(r.refused, r.db.Writable())
+			r.mu.Unlock()
+			r.released <- struct{}{}
+		},
+	}
+}
+
+// TestHealReloadError: a reopen succeeds but a package's ReopenHook.After
+// cannot reload its state (here an injected error). The store must not
+// take writes decided from the package's state of before the reopen:
+// before the hook's Release it is failed again (writes refused with
+// ErrFailed wrapping the package's error, reads going on), the healer
+// reopens again once the disk takes writes, every hook runs again, and
+// the store then takes writes, with every acknowledged batch present and
+// Check clean. Before After returned an error, the reload's failure was
+// dropped: the store took writes on the stale state, and nothing reloaded
+// it again.
+func TestHealReloadError(t *testing.T) {
+	h := newHealStore(t, syscall.ENOSPC, func(op errorfs.Op) bool { return isWAL(op.Path) && isWrite(op.Kind) })
+	for range 10 {
+		must(t, h.write())
+	}
+	errReload := errors.New("injected: the package's family read failed")
+	r := &reloadHook{db: h.db, released: make(chan struct{}, 4)}
+	r.fail = func(call int) error {
+		if call == 1 {
+			// The disk (and the probe) fail again until the test clears
+			// it: the store stays failed for the checks below.
+			h.fault.On()
+			return errReload
+		}
+		return nil
+	}
+	defer h.db.OnReopen(r.hook())()
+	h.fault.On()
+	if err := h.write(); err != nil {
+		h.maybe = append(h.maybe, h.next-1)
+	}
+	h.fault.Off()
+	within(t, "the reopen's hook", healDeadline, func() { <-r.released })
+
+	if g := h.db.Generation(); g != 1 {
+		t.Fatalf("generation %d after one reopen", g)
+	}
+	err := h.write()
+	if !errors.Is(err, ErrFailed) || !errors.Is(err, errReload) {
+		t.Fatalf("write after a reopen whose reload failed: %v (want ErrFailed wrapping %v)", err, errReload)
+	}
+	if err := h.db.Writable(); !errors.Is(err, ErrFailed) || !errors.Is(err, errReload) {
+		t.Fatalf("Writable after a reopen whose reload failed: %v", err)
+	}
+	if _, err := h.c.GetColumn(3, "likes"); err != nil {
+		t.Fatalf("read on the failed store: %v", err)
+	}
+	if _, _, err := h.fam.Get(healKey(3), nil); err != nil {
+		t.Fatalf("family read on the failed store: %v", err)
+	}
+	r.mu.Lock()
+	if len(r.refused) != 1 || !errors.Is(r.refused[0], errReload) {
+		t.Fatalf("Writable as the failed hook's Release ran: %v", r.refused)
+	}
+	r.mu.Unlock()
+
+	h.fault.Off()
+	h.waitHealed()
+	within(t, "the second reopen's hook", healDeadline, func() { <-r.released })
+	r.mu.Lock()
+	if r.befores != 2 || len(r.afterOK) != 2 || !r.afterOK[0] || !r.afterOK[1] || r.refused[1] != nil {
+		t.Fatalf("hook calls: %d befores, afters %v, writable at release %v", r.befores, r.afterOK, r.refused)
+	}
+	r.mu.Unlock()
+	if g := h.db.Generation(); g != 2 {
+		t.Fatalf("generation %d after the second reopen", g)
+	}
+	if !strings.Contains(strings.Join(h.db.Stats().Errors, "\n"), "could not reload its state") {
+		t.Fatalf("the failed reload is not reported: %q", h.db.Stats().Errors)
+	}
+	for range 5 {
+		must(t, h.write())
+	}
+	h.check(h.db)
+}
+
+// TestHealReloadCorrupt: a hook whose reload finds damage (ErrCorrupt)
+// fails the store and stops the healer, as a reopen that finds damage
+// does: a restart would find the same.
+func TestHealReloadCorrupt(t *testing.T) {
+	h := newHealStore(t, syscall.ENOSPC, func(op errorfs.Op) bool { return isWAL(op.Path) && isWrite(op.Kind) })
+	must(t, h.write())
+	errDamage := fmt.Errorf("%w: injected: a package record is damaged", ErrCorrupt)
+	r := &reloadHook{db: h.db, released: make(chan struct{}, 4), fail: func(int) error { return errDamage }}
+	defer h.db.OnReopen(r.hook())()
+	h.fault.On()
+	if err := h.write(); err != nil {
+		h.maybe = append(h.maybe, h.next-1)
+	}
+	h.fault.Off()
+	within(t, "the reopen's hook", healDeadline, func() { <-r.released })
+	within(t, "the healer stopping", healDeadline, h.db.heal.wg.Wait)
+	if err := h.write(); !errors.Is(err, ErrFailed) || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("write after a reload found damage: %v", err)
+	}
+	if n := h.db.Stats().Reopens; n != 1 {
+		t.Fatalf("%d reopens, want 1", n)
 	}
 }

@@ -41,12 +41,20 @@ package store
 //     end of recovery; the old counter states are marked dead, so Counter
 //     handles and batches resolve to the new ones (Counter.state).
 //  4. Generation is bumped, the locks are released, and the hooks' After
-//     functions run (outside every store lock); their Before functions ran
-//     before step 1, once the background loops stopped, to keep the
-//     packages' own writers out (OnReopen). Only then do the background
-//     loops and jobs restart: a job handler reads its package's state,
-//     which is the state of before the reopen until that package's After
-//     has reloaded it.
+//     functions run (outside every store lock), each followed by its
+//     Release; their Before functions ran before step 1, once the
+//     background loops stopped, to keep the packages' own writers out
+//     (OnReopen). Only then do the background loops and jobs restart: a
+//     job handler reads its package's state, which is the state of
+//     before the reopen until that package's After has reloaded it.
+//  5. An After that fails (its package could not reload: a read error)
+//     fails the store again before its Release lets the package's writers
+//     in (failReload): writes return ErrFailed wrapping its error, so none
+//     commits from the package's state of before the reopen, and no job
+//     worker leases a job on it. The healer goes on probing and reopens
+//     again, and every hook runs again; an error that wraps ErrCorrupt
+//     stops it, as damage found by the reopen itself does
+//     (TestHealReloadError, TestHealReloadCorrupt).
 //
 // # Readers during the swap
 //
@@ -79,7 +87,11 @@ package store
 // its own that read state before the reopen must not commit after it. It
 // registers a ReopenHook: Before takes the package's writer lock (its
 // writers fail fast meanwhile, the store being failed), After reloads the
-// state and releases it. Where a package has no such lock, it pins a
+// state and returns the reload's error, and Release lets the lock go.
+// Releasing in Release rather than at the end of After is what closes the
+// window a failed reload would leave: a writer let in by After's own
+// unlock, before the store had failed again, committed from the state the
+// reload could not replace. Where a package has no such lock, it pins a
 // batch to the generation it read in (Batch.SetGeneration; a batch is
 // pinned to the generation of its NewBatch anyway): a batch of an older
 // generation fails with ErrFailed. Counter and Family handles stay valid
@@ -181,8 +193,9 @@ type healer struct {
 func (db *DB) Generation() uint64 { return db.heal.gen.Load() }
 
 // ReopenHook is how a package above the store follows a reopen in place
-// (OnReopen). Both functions run on the healer's goroutine, in
-// registration order (After in reverse order), for every reopen attempt.
+// (OnReopen). Its functions run on the healer's goroutine, for every
+// reopen attempt: Before in registration order; After then Release,
+// hook by hook, in reverse order.
 type ReopenHook struct {
 	// Before runs before the reopen takes any store lock, once the
 	// store's background loops and jobs have stopped: the package takes
@@ -191,14 +204,28 @@ type ReopenHook struct {
 	// the store is failed). It must not wait for a store write.
 	Before func()
 	// After runs once the reopen is over, outside every store lock (it
-	// may read and write the store): the package reloads what it derived
-	// from the store and releases what Before took. reopened is false
-	// when the reopen failed (the store stays failed, and is tried again
-	// later). The store takes writes again before After runs; the
-	// background job workers restart only once every After returned, but
-	// a job a caller runs itself (RunJobs, WaitJob) may run meanwhile: a
-	// handler that reads what After reloads holds the lock Before takes.
-	After func(reopened bool)
+	// may read and write the store), with what Before took still held:
+	// the package reloads what it derived from the store. reopened is
+	// false when the store is failed as After runs: the reopen failed
+	// (the store stays failed, and is tried again later), or an After
+	// that ran before this one failed. The store takes writes again
+	// before the first After runs; the background job workers restart
+	// only once every After returned, but a job a caller runs itself
+	// (RunJobs, WaitJob) may run meanwhile: a handler that reads what
+	// After reloads holds the lock Before takes.
+	//
+	// An error means the package could not reload: its state is that of
+	// before the reopen and must not decide a write. When reopened, the
+	// store fails again before Release runs (every write returns
+	// ErrFailed wrapping the error; reads go on as on any failed store),
+	// so no writer of the package commits from the stale state, and the
+	// healer reopens again later, running every hook again. An error
+	// that wraps ErrCorrupt stops the healer, as damage the reopen
+	// itself finds does: a restart would find the same.
+	After func(reopened bool) error
+	// Release runs right after After (whatever it returned) and releases
+	// what Before took.
+	Release func()
 }
 
 // OnReopen registers h for every reopen of the DB (Options.
@@ -338,17 +365,43 @@ func (db *DB) reopenHooked() error {
 	db.swap.Lock()
 	err := db.reopen()
 	db.swap.Unlock()
+	ok := err == nil
+	var reloadErrs []error
 	for i := len(hooks) - 1; i >= 0; i-- {
-		if h := hooks[i]; h.After != nil {
-			h.After(err == nil)
+		h := hooks[i]
+		if h.After != nil {
+			if herr := h.After(ok); herr != nil {
+				reloadErrs = append(reloadErrs, herr)
+				if ok {
+					// NB: before Release: the package's writers wait for
+					// it and must find the store failed.
+					db.failReload(herr)
+					ok = false
+				}
+			}
+		}
+		if h.Release != nil {
+			h.Release()
 		}
 	}
 	// The background loops and jobs restart whatever happened (a failed
-	// store's loops only find writes refused, as before), and only now:
-	// a job run before a package's After reloaded its state decided its
-	// writes from state of before the reopen (TestHealJobsAfterHooks).
+	// store's loops only find writes refused, and no worker leases a job
+	// while the store is failed, as after a failed reload: no job runs on
+	// state a package could not reload), and only now: a job run before a
+	// package's After reloaded its state decided its writes from state of
+	// before the reopen (TestHealJobsAfterHooks).
 	db.restartBackground()
+	if err == nil && len(reloadErrs) > 0 {
+		err = fmt.Errorf("reload after the reopen: %w", errors.Join(reloadErrs...))
+	}
 	return err
+}
+
+// failReload fails the store after a reopen whose hook could not reload
+// the package's state (ReopenHook.After): every write returns ErrFailed
+// wrapping err until the healer's next reopen succeeds with every hook.
+func (db *DB) failReload(err error) {
+	db.env().fail(fmt.Errorf("tally: a package could not reload its state after the store reopened: %w", err))
 }
 
 // restartBackground starts the background loops and jobs again after a

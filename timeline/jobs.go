@@ -23,11 +23,17 @@ import (
 // unfollow's jobs run in, and whichever of them coalescing kept, the inbox
 // ends in the state of the last change (and reads, which filter by the
 // graph, show that state from the moment the change commits).
+//
+// The whole run holds graphMu's read side (a store reopen reloads the
+// pending marks and the config under its write side, after the store takes
+// writes again), its batch made under it.
 func (t *Timeline) runPair(ctx context.Context, run *store.JobRun) error {
 	op, user, followee, err := decodePayload(run.Payload())
 	if err != nil {
 		return fmt.Errorf("%w: pair job %d: %v", store.ErrCorrupt, run.ID(), err)
 	}
+	graph := t.graphLock()
+	defer graph()
 	cfg := t.Config()
 	b := t.db.NewBatch()
 	defer b.Close()
@@ -50,8 +56,6 @@ func (t *Timeline) runPair(ctx context.Context, run *store.JobRun) error {
 			return err
 		}
 	}
-	graph := t.graphLock()
-	defer graph()
 	unlock := t.lockUsers([]uint64{user})
 	defer unlock()
 	var buf [numCols]uint64
@@ -100,6 +104,18 @@ func (t *Timeline) runPair(ctx context.Context, run *store.JobRun) error {
 		t.pendingRemove(ord, followee)
 	}
 	return nil
+}
+
+// startRun returns the config and a new batch for a job run, read and
+// made under graphMu's read side: a store reopen reloads the config in its
+// ReopenHook.After, after the store takes writes again, and a run started
+// in between read the config of before the reopen with a batch of the new
+// generation. Made here, the batch's generation is the config's, and a
+// reopen after it fails the run's next commit.
+func (t *Timeline) startRun() (Config, *store.Batch) {
+	graph := t.graphLock()
+	defer graph()
+	return t.Config(), t.db.NewBatch()
 }
 
 // graphLock takes the graph lock's read side (bulk loads take the write
@@ -172,7 +188,8 @@ func (t *Timeline) runExpire(ctx context.Context, run *store.JobRun) error {
 	if err != nil {
 		return fmt.Errorf("%w: expiry job %d: %v", store.ErrCorrupt, run.ID(), err)
 	}
-	x := &expiry{t: t, ctx: ctx, run: run, cur: cur, cfg: t.Config(), now: t.nowSec(), done: run.Done(), b: t.db.NewBatch()}
+	x := &expiry{t: t, ctx: ctx, run: run, cur: cur, now: t.nowSec(), done: run.Done()}
+	x.cfg, x.b = t.startRun()
 	defer x.b.Close()
 	for x.cur.phase == 0 {
 		if err := x.expireChunk(); err != nil {

@@ -753,6 +753,17 @@ func (t *Timeline) fanoutTargets(aOrd uint32, from uint64) ([]chunkTargets, uint
 // so a killed fan-out resumes where it stopped and never writes a chunk
 // twice (a chunk written twice would show once anyway: an inbox entry is
 // keyed by post id).
+//
+// What it decides from the mirrors (the config, the pulled authors, the
+// push set) it reads under graphMu's read side, with its batch made there
+// (planFanout). A store reopen replaces the mirrors in its ReopenHook.After,
+// after the store takes writes again, under graphMu's write side: a run
+// in between (a caller's RunJobs or WaitJob) read the mirrors of before
+// the reopen and committed with a batch of the new generation, delivering
+// to the push set of before the reopen (TestFanoutDuringReopen). Later
+// reads of the mirrors (stop, finishFanout's removed set) need no lock: a
+// reopen after the plan fails the run's next commit (the batch's
+// generation), and the job runs again.
 func (t *Timeline) runFanout(ctx context.Context, run *store.JobRun) error {
 	op, author, post, err := decodePayload(run.Payload())
 	if err != nil {
@@ -762,23 +773,14 @@ func (t *Timeline) runFanout(ctx context.Context, run *store.JobRun) error {
 	if err != nil {
 		return fmt.Errorf("%w: fan-out job %d: %v", store.ErrCorrupt, run.ID(), err)
 	}
-	cfg := t.Config()
-	aOrd, err := t.ordOf(author)
-	if err != nil {
-		return err
-	}
-	b := t.db.NewBatch()
-	defer b.Close()
 	stop := func() bool {
 		return run.Superseded() || op == opAdd && t.isPulled(author)
 	}
-	var targets []chunkTargets
-	var remaining uint64
-	if aOrd != 0 && !stop() {
-		if targets, remaining, err = t.fanoutTargets(aOrd, cur.next); err != nil {
-			return err
-		}
+	cfg, b, targets, remaining, err := t.planFanout(author, cur.next, stop)
+	if err != nil {
+		return err
 	}
+	defer b.Close()
 	done := run.Done()
 	chunkSize := uint64(cfg.ChunkSize)
 	total := done + int64((remaining+chunkSize-1)/chunkSize)
@@ -829,6 +831,30 @@ func (t *Timeline) runFanout(ctx context.Context, run *store.JobRun) error {
 	cur.count += n
 	t.stats.deliveries.Add(int64(n))
 	return t.finishFanout(ctx, run, b, op, author, post, cur, done, total)
+}
+
+// planFanout reads, under graphMu's read side, the config and the
+// followers of author from ordinal from on that a fan-out delivers to
+// (none once stop says so), and makes the batch the run commits in, of
+// the generation those mirrors belong to (see runFanout).
+func (t *Timeline) planFanout(author, from uint64, stop func() bool) (Config, *store.Batch, []chunkTargets, uint64, error) {
+	graph := t.graphLock()
+	defer graph()
+	cfg := t.Config()
+	aOrd, err := t.ordOf(author)
+	if err != nil {
+		return cfg, nil, nil, 0, err
+	}
+	b := t.db.NewBatch()
+	if aOrd == 0 || stop() {
+		return cfg, b, nil, 0, nil
+	}
+	targets, remaining, err := t.fanoutTargets(aOrd, from)
+	if err != nil {
+		b.Close()
+		return cfg, nil, nil, 0, err
+	}
+	return cfg, b, targets, remaining, nil
 }
 
 // finishFanout commits the fan-out's last chunk (already in b) with the

@@ -1,6 +1,8 @@
 package timeline
 
 import (
+	"fmt"
+
 	"github.com/tallydb/tally/store"
 )
 
@@ -18,24 +20,36 @@ import (
 // The timeline registers a store.ReopenHook: Before takes graphMu's write
 // side, so no mutation (they all hold its read side from their first read
 // to their commit) runs across the reopen; they fail fast on the failed
-// store meanwhile. After reloads every mirror from the recovered store and
-// releases it. Page reads take no graphMu and read the old mirrors until
-// After swaps them under their own locks. The store takes writes again
-// before After runs (other packages' Afters run first), so whatever
-// compares the mirrors with the store (Check) or decides a write from
-// them takes graphMu too.
+// store meanwhile. After reloads every mirror from the recovered store,
+// and Release lets graphMu go. Page reads take no graphMu and read the old
+// mirrors until After swaps them under their own locks. The store takes
+// writes again before After runs (other packages' Afters run first), so
+// whatever compares the mirrors with the store (Check) or decides a write
+// from them (mutations, the jobs) takes graphMu too.
+//
+// A reload that fails (a read error) leaves the mirrors as they were:
+// After returns the error, and the store fails again before Release, so no
+// mutation or job commits from the stale mirrors; the healer's next reopen
+// reloads them (TestReloadErrorFailsStore).
 
 // followReopen registers the hook; New calls it, Close unregisters.
 func (t *Timeline) followReopen() {
-	t.unregisterReopen = t.db.OnReopen(store.ReopenHook{Before: t.graphMu.Lock, After: t.afterReopen})
+	t.unregisterReopen = t.db.OnReopen(store.ReopenHook{Before: t.graphMu.Lock, After: t.afterReopen, Release: t.graphMu.Unlock})
 }
 
-// afterReopen reloads the mirrors; Before took graphMu. A reload that
-// fails (the store failed again) leaves the mirrors as they were and is
-// done again by the next reopen.
-func (t *Timeline) afterReopen(bool) {
-	defer t.graphMu.Unlock()
-	t.reloadState()
+// afterReopen reloads the mirrors; Before took graphMu.
+func (t *Timeline) afterReopen(bool) error {
+	var err error
+	if f := t.testReload; f != nil {
+		err = f()
+	}
+	if err == nil {
+		err = t.reloadState()
+	}
+	if err != nil {
+		return fmt.Errorf("timeline: reload after a store reopen: %w", err)
+	}
+	return nil
 }
 
 // reloadState replaces every mirror by what the store holds, the

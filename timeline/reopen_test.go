@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,12 @@ type healing struct {
 }
 
 func newHealing(t *testing.T) *healing {
+	return newHealingWith(t, Options{ExpireInterval: -1})
+}
+
+// newHealingWith is newHealing with the timeline's options o (its clock
+// replaced by the settable one).
+func newHealingWith(t *testing.T, o Options) *healing {
 	fault := testutil.FullWAL(false)
 	so := storeOptions(errorfs.Wrap(vfs.NewMem(), fault))
 	so.Durability = store.SyncAlways
@@ -99,7 +106,8 @@ func newHealing(t *testing.T) *healing {
 	}
 	t.Cleanup(func() { db.Close() })
 	h := &healing{t: t, db: db, fault: fault, clock: newClock()}
-	h.tl, err = New(db, &Options{ExpireInterval: -1, Now: h.clock.Now})
+	o.Now = h.clock.Now
+	h.tl, err = New(db, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,9 +127,10 @@ func (h *healing) must(err error) {
 // writes: it closes inAfter and waits for release.
 func (h *healing) holdAfter() (inAfter <-chan struct{}, release chan<- struct{}) {
 	in, rel := make(chan struct{}), make(chan struct{})
-	h.t.Cleanup(h.db.OnReopen(store.ReopenHook{After: func(bool) {
+	h.t.Cleanup(h.db.OnReopen(store.ReopenHook{After: func(bool) error {
 		close(in)
 		<-rel
+		return nil
 	}}))
 	return in, rel
 }
@@ -204,7 +213,8 @@ func TestCheckDuringReopen(t *testing.T) {
 // follow had stored pending marks: it dropped the marks its stale index
 // listed (none) with the read mark, and the reload then found marks of a
 // user without a read mark, for good. Expiry now clears users under
-// graphMu's read side, as the pair job does: it waits for the reload.
+// graphMu's read side, as the pair job does, and reads its config there
+// first (startRun): it waits for the reload.
 func TestExpiryDuringReopen(t *testing.T) {
 	h := newHealing(t)
 	tl := h.tl
@@ -222,7 +232,7 @@ func TestExpiryDuringReopen(t *testing.T) {
 		close(release)
 		h.must(err)
 		t.Fatalf("the expiry ran while the reopen had not reloaded the timeline; then Check: %v", tl.Check())
-	case <-blockedIn(res, "timeline.(*expiry).clearUsers", "sync.(*RWMutex).RLock"):
+	case <-blockedIn(res, "timeline.(*Timeline).runExpire", "sync.(*RWMutex).RLock"):
 	}
 	close(release)
 	h.must(<-res)
@@ -232,11 +242,12 @@ func TestExpiryDuringReopen(t *testing.T) {
 	h.must(tl.Check())
 }
 
-// blockedIn returns a channel closed once some goroutine's stack holds
-// every frame of frames (a goroutine parked in a lock, say), or never if
-// done receives first (it is not consumed: the caller reads it).
-func blockedIn(done <-chan error, frames ...string) <-chan struct{} {
-	ch := make(chan struct{})
+// blockedIn returns a channel that receives the stack of the first
+// goroutine found whose stack holds every frame of frames (a goroutine
+// parked in a lock, say), or never if done receives first (it is not
+// consumed: the caller reads it).
+func blockedIn(done <-chan error, frames ...string) <-chan string {
+	ch := make(chan string, 1)
 	go func() {
 		buf := make([]byte, 1<<20)
 		for len(done) == 0 {
@@ -247,7 +258,7 @@ func blockedIn(done <-chan error, frames ...string) <-chan struct{} {
 					all = all && strings.Contains(g, f)
 				}
 				if all {
-					close(ch)
+					ch <- g
 					return
 				}
 			}
@@ -255,4 +266,145 @@ func blockedIn(done <-chan error, frames ...string) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// TestReloadErrorFailsStore: the store heals in place but the timeline
+// cannot reload its mirrors (an injected read error). The error reaches
+// the store: it refuses writes (ErrFailed wrapping the timeline's error)
+// while the mirrors are those of before the reopen, which lack the
+// pending marks of a failed-but-durable follow; the next reopen reloads
+// them, and Check passes. Before, the reload's error was dropped and the
+// store took writes decided from the stale mirrors.
+func TestReloadErrorFailsStore(t *testing.T) {
+	h := newHealing(t)
+	tl := h.tl
+	errReload := errors.New("injected: a timeline family read failed")
+	tl.testReload = testutil.FailFirstReload(h.fault, errReload)
+	h.failedFollow()
+	testutil.UntilRefused(t, h.db.Writable, errReload)
+	if got := tl.pendingOf(h.ord, nil); len(got) != 0 {
+		t.Fatalf("pending marks %v: the failed reload changed the mirrors", got)
+	}
+	if _, err := tl.Follow(7, 8); !errors.Is(err, store.ErrFailed) || !errors.Is(err, errReload) {
+		t.Fatalf("follow on the stale mirrors: %v (want ErrFailed wrapping %v)", err, errReload)
+	}
+	if ok, err := tl.IsFollowing(1, 4); err != nil || !ok {
+		t.Fatalf("read on the failed store: %v %v", ok, err)
+	}
+	h.fault.Off()
+	testutil.UntilHealed(t, "follow", store.ErrFailed, h.db.Generation, func() error {
+		_, err := tl.Follow(5, 6)
+		return err
+	})
+	if g := h.db.Generation(); g != 2 {
+		t.Fatalf("generation %d, want 2 (a reopen whose reload failed, then one that reloaded)", g)
+	}
+	if got := tl.pendingOf(h.ord, nil); len(got) != 2 {
+		t.Fatalf("pending marks %v after the second reopen reloaded the mirrors", got)
+	}
+	h.must(tl.Check())
+}
+
+// TestFanoutDuringReopen: a fan-out job (one of its own, or the shared
+// one) run by a caller (WaitJob) after the store healed but before the
+// timeline's After reloaded its mirrors read the config, the pulled
+// authors and the push set (or the shared job's first marker) of before
+// the reopen, and committed what it decided from them with a batch of the
+// new generation. A run now reads them, and makes its batch, under
+// graphMu's read side at its start: it waits for the reload, then
+// delivers, and Check passes.
+func TestFanoutDuringReopen(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		shared int
+		start  string // where the run must wait
+	}{
+		{"own", -1, "timeline.(*Timeline).planFanout"},
+		{"shared", DefaultSharedFanout, "timeline.(*Timeline).startShared"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHealingWith(t, Options{ExpireInterval: -1, InlineFanout: -1, SharedFanout: c.shared})
+			tl := h.tl
+			_, err := tl.Follow(1, 4)
+			h.must(err)
+			_, err = tl.Home(1, "", 10)
+			h.must(err)
+			res, err := tl.Publish(4, 100)
+			h.must(err)
+			if res.Job == 0 {
+				t.Fatal("the publish enqueued no fan-out job")
+			}
+			inAfter, release := h.holdAfter()
+			h.failedFollow()
+			<-inAfter
+			done := make(chan error, 1)
+			go func() { done <- h.db.WaitJob(context.Background(), res.Job) }()
+			select {
+			case err := <-done:
+				close(release)
+				h.must(err)
+				t.Fatalf("the fan-out ran while the reopen had not reloaded the timeline; then Check: %v", tl.Check())
+			case g := <-blockedIn(done, "timeline.(*Timeline).run", "sync.(*RWMutex).RLock"):
+				if !strings.Contains(g, c.start) {
+					close(release)
+					t.Fatalf("the fan-out read the mirrors before waiting for the reload; it waits in:\n%s", g)
+				}
+			}
+			close(release)
+			h.must(<-done)
+			page, err := tl.Home(1, "", 10)
+			h.must(err)
+			if !slices.ContainsFunc(page.Entries, func(e Entry) bool { return e.Post == 100 }) {
+				t.Fatalf("post 100 not delivered to user 1: %+v", page.Entries)
+			}
+			h.must(tl.Check())
+		})
+	}
+}
+
+// TestExpiryConfigDuringReopen: a SetConfig that lowers the active window
+// fails at the WAL sync, yet its write is on disk. The expiry job, run by
+// a caller after the store healed but before the timeline's After
+// reloaded the config, judged read marks by the window of before the
+// reopen and kept a user the durable config expires. It now reads the
+// config, and makes its batch, under graphMu's read side (startRun).
+func TestExpiryConfigDuringReopen(t *testing.T) {
+	h := newHealing(t)
+	tl := h.tl
+	_, err := tl.Follow(1, 4)
+	h.must(err)
+	_, err = tl.Home(1, "", 10)
+	h.must(err)
+	h.clock.Advance(48 * time.Hour) // within the default window, past a day
+	inAfter, release := h.holdAfter()
+	h.fault.On()
+	if _, err := tl.SetConfig(Config{ActiveWindow: 24 * time.Hour}); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("SetConfig with a failing WAL sync: %v", err)
+	}
+	h.fault.Off()
+	<-inAfter
+	job, err := tl.EnqueueExpire()
+	h.must(err)
+	done := make(chan error, 1)
+	go func() { done <- h.db.WaitJob(context.Background(), job) }()
+	select {
+	case err := <-done:
+		close(release)
+		h.must(err)
+	case <-blockedIn(done, "timeline.(*Timeline).runExpire", "sync.(*RWMutex).RLock"):
+		close(release)
+		h.must(<-done)
+	}
+	tl.graphMu.RLock() // the reload is over
+	tl.graphMu.RUnlock()
+	if w := tl.Config().ActiveWindow; w != 24*time.Hour {
+		t.Fatalf("active window %v after the reopen found the SetConfig durable", w)
+	}
+	var buf [numCols]uint64
+	r, err := tl.row(1, buf[:0])
+	h.must(err)
+	if r[colRead] != 0 {
+		t.Fatal("user 1, inactive for two days, was kept by an expiry that read the week-long window of before the reopen")
+	}
+	h.must(tl.Check())
 }

@@ -135,15 +135,8 @@ func (t *Timeline) runShared(ctx context.Context, run *store.JobRun) error {
 	// shared.low, which they lowered; later markers lower it again for the
 	// next job. A run that fails gives back the part it did not finish; a
 	// crash or reopen sets shared.low to 0 (loadState).
-	t.shared.gate.Lock()
-	t.shared.mu.Lock()
-	if t.shared.job == run.ID() {
-		t.shared.job = 0
-	}
-	from := t.shared.low
-	t.shared.low = math.MaxUint64
-	t.shared.mu.Unlock()
-	t.shared.gate.Unlock()
+	from, cfg, b := t.startShared(run)
+	defer b.Close()
 	finished := false
 	defer func() {
 		if !finished {
@@ -156,9 +149,6 @@ func (t *Timeline) runShared(ctx context.Context, run *store.JobRun) error {
 	if err != nil {
 		return err
 	}
-	b := t.db.NewBatch()
-	defer b.Close()
-	cfg := t.Config()
 	done := run.Done()
 	var chunk []sharedItem
 	var followers uint64
@@ -200,6 +190,29 @@ func (t *Timeline) runShared(ctx context.Context, run *store.JobRun) error {
 	}
 	finished = true
 	return nil
+}
+
+// startShared takes the markers from shared.low on for run (see
+// runShared) and returns where they start, the config and the batch the
+// run commits in. It holds graphMu's read side, as each chunk does: a
+// store reopen reloads shared.low and the config in its ReopenHook.After,
+// after the store takes writes again, and a run in between (a caller's
+// RunJobs or WaitJob) started from the mirrors of before the reopen with
+// a batch of the new generation. With the batch made here, a reopen after
+// the start fails the run's next commit instead.
+func (t *Timeline) startShared(run *store.JobRun) (from uint64, cfg Config, b *store.Batch) {
+	graph := t.graphLock()
+	defer graph()
+	t.shared.gate.Lock()
+	t.shared.mu.Lock()
+	if t.shared.job == run.ID() {
+		t.shared.job = 0
+	}
+	from = t.shared.low
+	t.shared.low = math.MaxUint64
+	t.shared.mu.Unlock()
+	t.shared.gate.Unlock()
+	return from, t.Config(), t.db.NewBatch()
 }
 
 // sharedChunk delivers the posts of chunk, under the read locks of their

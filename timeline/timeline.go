@@ -361,6 +361,11 @@ type Timeline struct {
 	// testSharedCommit, if set, runs before a shared job's chunk commits
 	// (tests line two jobs up there).
 	testSharedCommit func()
+	// testReload, if set, runs before a reopen's reload of the mirrors;
+	// an error fails the reload in its place, the mirrors left as they
+	// were (tests fail a reload with it). Set before the store fails,
+	// never changed after.
+	testReload func() error
 	// testFcacheMiss, if set, runs when a page's followee-list read missed
 	// the cache and read the store, before it inserts the list (tests
 	// commit a follow there).

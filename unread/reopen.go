@@ -21,7 +21,10 @@ import (
 //     or notice on disk. The ReopenHook's Before takes chans.mu and every
 //     channel's mu (the locks of declaration, Mark and Post), After
 //     reloads every channel's tag and notices in place (handles stay
-//     valid), adds the channels found on disk, and releases them.
+//     valid) and adds the channels found on disk, and Release lets the
+//     locks go. When a reload fails After returns the error: the store fails again before Release, so no declaration,
+//     Mark or Post commits from the channels of before the reopen, and
+//     the healer's next reopen reloads them (TestReloadErrorFailsStore).
 //   - the snapshot cache: an entry is keyed by the user's operation count,
 //     which after a reopen may count again through values a discarded
 //     write had reached; entries carry the store generation they were read
@@ -34,29 +37,43 @@ import (
 
 // followReopen registers the hook (New calls it).
 func (x *Unread) followReopen() {
-	x.db.OnReopen(store.ReopenHook{Before: x.lockChannels, After: x.reloadChannels})
+	x.db.OnReopen(store.ReopenHook{Before: x.lockChannels, After: x.reloadChannels, Release: x.unlockChannels})
 }
 
 // lockChannels takes the locks of every channel write.
 func (x *Unread) lockChannels() {
 	x.chans.mu.Lock()
-	for _, ch := range x.chans.byID {
+	x.chans.locked = x.chans.byID
+	for _, ch := range x.chans.locked {
 		ch.mu.Lock()
 	}
 }
 
-// reloadChannels brings the channels in line with the store and releases
-// what lockChannels took. A reload that fails (a read error: the store is
-// failing again) changes nothing; the next reopen reloads again.
-func (x *Unread) reloadChannels(bool) {
-	locked := x.chans.byID
-	defer func() {
-		for _, ch := range locked {
-			ch.mu.Unlock()
-		}
-		x.chans.mu.Unlock()
-	}()
-	x.reloadChannelsLocked()
+// unlockChannels releases what lockChannels took (the channels a reload
+// added were never locked).
+func (x *Unread) unlockChannels() {
+	for _, ch := range x.chans.locked {
+		ch.mu.Unlock()
+	}
+	x.chans.locked = nil
+	x.chans.mu.Unlock()
+}
+
+// reloadChannels brings the channels in line with the store; the locks of
+// lockChannels are held. A reload that fails (a read error) returns the
+// error, and the store fails again until a reopen reloads them all.
+func (x *Unread) reloadChannels(bool) error {
+	var err error
+	if f := x.testReload; f != nil {
+		err = f()
+	}
+	if err == nil {
+		err = x.reloadChannelsLocked()
+	}
+	if err != nil {
+		return fmt.Errorf("unread: reload after a store reopen: %w", err)
+	}
+	return nil
 }
 
 func (x *Unread) reloadChannelsLocked() error {

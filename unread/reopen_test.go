@@ -80,3 +80,56 @@ func TestCacheGeneration(t *testing.T) {
 		t.Fatal("a straggler of an older generation replaced the current entry")
 	}
 }
+
+// TestReloadErrorFailsStore: the store heals in place but unread cannot
+// reload its channels (an injected read error). The error reaches the
+// store: it refuses writes (ErrFailed wrapping unread's error) while the
+// channels are those of before the reopen, which lack one whose failed
+// declaration is on disk; the next reopen reloads them, and Check passes.
+// Before, the reload's error was dropped and a declaration took the id of
+// the durable channel.
+func TestReloadErrorFailsStore(t *testing.T) {
+	fault := testutil.FullWAL(false)
+	so := storeOptions(errorfs.Wrap(vfs.NewMem(), fault))
+	so.ReopenOnFailure = true
+	db, err := store.Open("u", so)
+	must(t, err)
+	defer db.Close()
+	x, err := New(db, nil)
+	must(t, err)
+	_, err = x.Mark("zero")
+	must(t, err)
+	errReload := errors.New("injected: an unread family read failed")
+	x.testReload = testutil.FailFirstReload(fault, errReload)
+	fault.On()
+	if _, err := x.Mark("a"); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("Mark with a failing WAL sync: %v", err)
+	}
+	fault.Off()
+	testutil.UntilRefused(t, db.Writable, errReload)
+	if n := len(x.Channels()); n != 1 {
+		t.Fatalf("%d channels: the failed reload changed them", n)
+	}
+	if _, err := x.Mark("c"); !errors.Is(err, store.ErrFailed) || !errors.Is(err, errReload) {
+		t.Fatalf("Mark on the stale channels: %v (want ErrFailed wrapping %v)", err, errReload)
+	}
+	fault.Off()
+	testutil.UntilHealed(t, "Mark", store.ErrFailed, db.Generation, func() error {
+		_, err := x.Mark("b")
+		return err
+	})
+	if g := db.Generation(); g != 2 {
+		t.Fatalf("generation %d, want 2 (a reopen whose reload failed, then one that reloaded)", g)
+	}
+	ids := map[uint32]string{}
+	for _, ch := range x.chans.byID {
+		if other, ok := ids[ch.id]; ok {
+			t.Fatalf("channels %s and %s share id %d", other, ch.name, ch.id)
+		}
+		ids[ch.id] = ch.name
+	}
+	if len(ids) != 3 {
+		t.Fatalf("channels after the reopens: %v (want zero, a, b)", ids)
+	}
+	must(t, x.Check())
+}

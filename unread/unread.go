@@ -114,6 +114,7 @@ type Unread struct {
 		mu     sync.Mutex                          // serializes channel creation
 		byName atomic.Pointer[map[string]*channel] // copy on write
 		byID   []*channel                          // under mu; index id-1
+		locked []*channel                          // under mu: those a reopen's Before locked
 	}
 
 	// scratch holds per-call buffers of Feed.
@@ -122,6 +123,10 @@ type Unread struct {
 	// testHook, if set, runs inside reset between its read and its commit
 	// (tests force interleavings with it).
 	testHook func(user uint64)
+	// testReload, if set, runs before a reopen's reload of the channels;
+	// an error fails the reload in its place (tests fail a reload with
+	// it). Set before the store fails, never changed after.
+	testReload func() error
 }
 
 // Families returns the families unread uses, for store.Options.Families.

@@ -259,10 +259,14 @@ func runServe(e *env, args []string) error {
 	if err != nil {
 		return closeDB(db, err)
 	}
-	db.OnReopen(store.ReopenHook{After: func(ok bool) {
+	// Registered after the packages' hooks, so its After runs first: the
+	// packages reload after it, and one that fails fails the store again
+	// (the healer tries again, and this logs the next reopen).
+	db.OnReopen(store.ReopenHook{After: func(ok bool) error {
 		if ok {
-			opts.Logger.Warn("store failed and was reopened in place; writes resume", "reopens", db.Stats().Reopens)
+			opts.Logger.Warn("store failed and was reopened in place; writes resume once the packages have reloaded", "reopens", db.Stats().Reopens)
 		}
+		return nil
 	}})
 	if err := srv.RegisterDB(all); err != nil {
 		return closeDB(db, err)
