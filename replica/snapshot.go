@@ -91,8 +91,9 @@ type Snapshotter interface {
 // once Prepare succeeded: raft then calls Install, which only swaps the
 // prepared state in. A failed Prepare drops the message and tells the
 // sender (a rejected MsgSnapStatus), which sends a snapshot again.
-// Messages of a snapshot arriving while one is being prepared are
-// dropped; those the replica's commit index already covers go to raft
+// A snapshot message arriving while one is being prepared waits its
+// turn, and cuts the current one short if it is of a newer term
+// (prepGate); those the replica's commit index already covers go to raft
 // unprepared (it answers with its commit index).
 type SnapshotPreparer interface {
 	// Prepare readies the snapshot at index that data (the Snapshotter's
