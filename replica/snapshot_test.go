@@ -1,11 +1,17 @@
 package replica
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/tallydb/tally/replica/memtransport"
+	"github.com/tallydb/tally/store"
 )
 
 // joinSim is a simulation (sim_test.go) of a learner joining by snapshot
@@ -346,4 +352,104 @@ func TestSnapshotJoinLeaderChange(t *testing.T) {
 		t.Fatalf("the new leader gave up on %d snapshots", got)
 	}
 	js.promote()
+}
+
+// gateSnaps is a SnapshotPreparer whose Prepare reports each call's index
+// on calls; the one at blockIndex waits for its context, the others fail.
+type gateSnaps struct {
+	calls      chan uint64
+	blockIndex uint64
+}
+
+func (g *gateSnaps) Create(context.Context, uint64) ([]byte, error) {
+	return nil, errors.New("gateSnaps: no Create")
+}
+
+func (g *gateSnaps) Install(context.Context, uint64, []byte) (*store.DB, error) {
+	return nil, errors.New("gateSnaps: no Install")
+}
+
+func (g *gateSnaps) Prepare(ctx context.Context, _, index uint64, _ []byte) error {
+	g.calls <- index
+	if index == g.blockIndex {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return errors.New("gateSnaps: refused")
+}
+
+// TestNodePrepareNewerTerm drives Node.Step's prepare goroutine (not the
+// sim's model of it): while the snapshot of term 2 at 10 is prepared, the
+// same message again is dropped, one of term 2 at 11 waits, and one of
+// term 3 at 12 (a new leader's) takes its place and cuts the first short.
+// The first's sender is told nothing (it no longer leads); the new one is
+// prepared, and its refusal reaches its sender.
+func TestNodePrepareNewerTerm(t *testing.T) {
+	net := memtransport.New()
+	db, err := store.Open("n", &store.Options{FS: vfs.NewMem(), DisableBackground: true, CacheSize: 1 << 20, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := &gateSnaps{calls: make(chan uint64, 8), blockIndex: 10}
+	n, err := Start(Config{ID: 4, DB: db, Join: true, Transport: net.Endpoint(4), Snapshots: snaps,
+		TickInterval: time.Hour, Apply: func(uint64, []byte) ([]byte, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = n.Stop()
+		}
+	}()
+	snap := func(from, term, index uint64) *pb.Message {
+		return &pb.Message{Type: pb.MessageType_MsgSnap.Enum(), From: new(from), To: new(uint64(4)), Term: new(term),
+			Snapshot: &pb.Snapshot{Data: appendSnapshotData(nil, 0, map[uint64]Peer{}, []byte("desc")),
+				Metadata: &pb.SnapshotMetadata{Index: new(index), Term: new(term)}}}
+	}
+	ctx := context.Background()
+	next := func() uint64 {
+		t.Helper()
+		select {
+		case i := <-snaps.calls:
+			return i
+		case <-time.After(time.Minute):
+			t.Fatal("no Prepare call in a minute")
+			return 0
+		}
+	}
+	if err := n.Step(ctx, snap(1, 2, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got != 10 {
+		t.Fatalf("prepared %d first, want 10", got)
+	}
+	for _, m := range []*pb.Message{snap(1, 2, 10), snap(1, 2, 11), snap(2, 3, 12)} {
+		if err := n.Step(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := next(); got != 12 {
+		t.Fatalf("prepared %d after 10, want 12 (the newer term's)", got)
+	}
+	for deadline := time.Now().Add(time.Minute); net.Len() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no refusal sent in a minute")
+		}
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true // every prepare has ended (Stop waits for them)
+	if len(snaps.calls) != 0 {
+		t.Fatalf("prepared %d more after 12", <-snaps.calls)
+	}
+	if net.Len() != 1 {
+		t.Fatalf("%d messages sent, want one refusal", net.Len())
+	}
+	m := net.Take(0)
+	if m.GetType() != pb.MessageType_MsgSnapStatus || m.GetTo() != 2 || m.GetIndex() != 12 || !m.GetReject() {
+		t.Fatalf("sent %v, want the refusal of 12 to 2", m)
+	}
 }
