@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/tallydb/tally/replica"
 	"github.com/tallydb/tally/replica/memtransport"
@@ -36,7 +37,11 @@ import (
 //
 // TALLY_SHARD_SEED=S picks the seed (default 1), TALLY_SHARD_STEPS=N the
 // number of operations (default 300). A seed fixes the workload's and the
-// faults' choices, not the threads' interleaving.
+// faults' choices, not the threads' interleaving. TALLY_SHARD_LATENCY_MS=D
+// delays every raft message D ms, as a loaded machine's slow loops and
+// pumps do (load 8-11 on 2 cores); D=60 makes a heartbeat's round trip
+// outlast the 100 ms election timeout after which a read index request is
+// asked again (replica's readBatch: reads never completed there before).
 
 // shardSim is the cluster: the nodes of every shard and the metadata group.
 type shardSim struct {
@@ -55,6 +60,7 @@ type shardSim struct {
 	removed map[uint64]bool // moved away: not restarted, not checked
 	stop    chan struct{}
 	pumps   sync.WaitGroup
+	latency time.Duration // TALLY_SHARD_LATENCY_MS
 }
 
 const simShards = 3
@@ -69,7 +75,8 @@ func newShardSim(t *testing.T) *shardSim {
 func newShardSimAt(t *testing.T, addr func(id uint64) string) *shardSim {
 	s := &shardSim{t: t, root: t.TempDir(), metaNet: memtransport.New(), nets: map[uint32]*memtransport.Network{},
 		peers: map[uint32][]replica.Peer{}, addr: map[uint64]string{}, shardOf: map[uint64]uint32{},
-		joined: map[uint64]bool{}, nodes: map[uint64]*Node{}, removed: map[uint64]bool{}, stop: make(chan struct{})}
+		joined: map[uint64]bool{}, nodes: map[uint64]*Node{}, removed: map[uint64]bool{}, stop: make(chan struct{}),
+		latency: time.Duration(envInt(t, "TALLY_SHARD_LATENCY_MS", 0)) * time.Millisecond}
 	for sh := uint32(1); sh <= simShards; sh++ {
 		s.nets[sh] = memtransport.New()
 		for i := uint64(1); i <= 3; i++ {
@@ -105,25 +112,34 @@ func newShardSimAt(t *testing.T, addr func(id uint64) string) *shardSim {
 	return s
 }
 
-// pump delivers a network's messages to the running nodes' replicas.
+// pump delivers a network's messages to the running nodes' replicas, each
+// s.latency after it was sent.
 func (s *shardSim) pump(nw *memtransport.Network, rep func(*Node) *replica.Node) {
+	type delayed struct {
+		m   *pb.Message
+		due time.Time
+	}
 	s.pumps.Add(1)
 	go func() {
 		defer s.pumps.Done()
+		var held []delayed // in the order sent
 		for {
 			select {
 			case <-s.stop:
 				return
 			default:
 			}
-			if nw.Len() == 0 {
+			for nw.Len() > 0 {
+				if m := nw.Take(0); m != nil {
+					held = append(held, delayed{m, time.Now().Add(s.latency)})
+				}
+			}
+			if len(held) == 0 || time.Now().Before(held[0].due) {
 				time.Sleep(100 * time.Microsecond)
 				continue
 			}
-			m := nw.Take(0)
-			if m == nil {
-				continue
-			}
+			m := held[0].m
+			held = held[1:]
 			if n := s.node(m.GetTo()); n != nil {
 				if r := rep(n); r != nil {
 					_ = r.Step(context.Background(), m)

@@ -82,10 +82,29 @@ type readReq struct {
 	err   error
 }
 
+// readBatch is the read index requests that one raft ReadIndex covers.
+// It is asked again with a new context after each election timeout
+// without an answer (a request can be dropped silently), and the answer
+// to any of its contexts serves it: each was asked after every request
+// of the batch arrived. The batch keeps its maxReadAsks newest contexts.
+//
+// Before, asking again forgot the earlier contexts: when a quorum's round
+// trip outlasted the election timeout (a loaded machine: load 8-11 on 2
+// cores), every answer came for a context already forgotten and no read
+// ever completed while the leadership held (TestShardedCluster:
+// "TRYAGAIN context deadline exceeded" until its timeout).
 type readBatch struct {
-	rctx  string
+	rctxs []string // oldest first
 	reqs  []*readReq
 	ticks int
+}
+
+// maxReadAsks bounds the contexts a readBatch waits on.
+const maxReadAsks = 8
+
+// has reports whether rctx is one of the batch's contexts.
+func (b *readBatch) has(rctx []byte) bool {
+	return slices.Contains(b.rctxs, string(rctx))
 }
 
 type core struct {
@@ -230,10 +249,11 @@ func (c *core) tick() {
 	c.expireForwarded()
 	if f := c.readFlight; f != nil {
 		// A read index request can be dropped silently (no leader, a lost
-		// message): ask again after an election timeout.
+		// message): ask again after an election timeout. An answer to an
+		// earlier asking still serves (readBatch).
 		if f.ticks++; f.ticks > c.cfg.ElectionTicks {
-			c.readQueue = append(f.reqs, c.readQueue...)
-			c.readFlight = nil
+			f.ticks = 0
+			c.askRead(f)
 		}
 	}
 }
@@ -490,17 +510,26 @@ func (c *core) readIndex(r *readReq) {
 	c.readQueue = append(c.readQueue, r)
 }
 
+// askRead asks raft for a read index for f under a new context.
+func (c *core) askRead(f *readBatch) {
+	c.readSeq++
+	rctx := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, c.cfg.ID), c.readSeq)
+	if len(f.rctxs) == maxReadAsks {
+		f.rctxs = slices.Delete(f.rctxs, 0, 1)
+	}
+	f.rctxs = append(f.rctxs, string(rctx))
+	c.rn.ReadIndex(rctx)
+}
+
 // process handles every Ready raft has, then what they unblocked.
 func (c *core) process() {
 	if c.err != nil {
 		return
 	}
 	if len(c.readQueue) > 0 && c.readFlight == nil {
-		c.readSeq++
-		rctx := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, c.cfg.ID), c.readSeq)
-		c.readFlight = &readBatch{rctx: string(rctx), reqs: c.readQueue}
+		c.readFlight = &readBatch{reqs: c.readQueue}
 		c.readQueue = nil
-		c.rn.ReadIndex(rctx)
+		c.askRead(c.readFlight)
 	}
 	for c.rn.HasReady() {
 		rd := c.rn.Ready()
@@ -576,7 +605,7 @@ func (c *core) handle(rd *raft.Ready) error {
 		return err
 	}
 	for _, rs := range rd.ReadStates {
-		if f := c.readFlight; f != nil && string(rs.RequestCtx) == f.rctx {
+		if f := c.readFlight; f != nil && f.has(rs.RequestCtx) {
 			for _, r := range f.reqs {
 				r.index = rs.Index
 			}

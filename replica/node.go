@@ -269,11 +269,11 @@ type Node struct {
 	propc  chan struct{}
 	stopc  chan struct{}
 	done   chan struct{}
-	// preparing is set while a snapshot is being prepared (Step).
-	preparing atomic.Bool
-	prepMu    sync.Mutex // guards prepStop and prepWG.Add
-	prepStop  bool
-	prepWG    sync.WaitGroup
+	// prep orders the snapshot messages being prepared (Step).
+	prep     prepGate
+	prepMu   sync.Mutex // guards prepStop and prepWG.Add
+	prepStop bool
+	prepWG   sync.WaitGroup
 	// status is what Status returns, published by the loop (statusAt:
 	// when, owned by the loop).
 	status      atomic.Pointer[Status]
@@ -490,56 +490,72 @@ func (n *Node) deliver(ctx context.Context, m *pb.Message) error {
 }
 
 // prepareSnapshot runs p.Prepare for snapshot message m, then delivers it
-// (SnapshotPreparer). One snapshot is prepared at a time.
+// (SnapshotPreparer). One snapshot is prepared at a time; one arriving
+// meanwhile waits its turn in n.prep (prepGate), and cuts short the one
+// being prepared if it is of a newer term.
 func (n *Node) prepareSnapshot(p SnapshotPreparer, m *pb.Message) error {
 	n.prepMu.Lock()
 	defer n.prepMu.Unlock()
 	if n.prepStop {
 		return ErrStopped
 	}
-	if !n.preparing.CompareAndSwap(false, true) {
-		return nil // one is being prepared: the leader sends it again
+	if !n.prep.offer(m) {
+		return nil // waits for, or is, the one being prepared
 	}
 	n.prepWG.Add(1)
 	go func() {
 		defer n.prepWG.Done()
-		defer n.preparing.Store(false)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-n.done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		index := m.GetSnapshot().GetMetadata().GetIndex()
-		var commit uint64
-		if err := n.do(ctx, func(c *core) { commit = c.st.hard.GetCommit() }); err != nil {
-			return
+		for ; m != nil; m = n.prep.finish() {
+			n.prepareOne(p, m)
 		}
-		if index <= commit {
-			// Nothing to fetch: raft answers with the commit index, which
-			// ends the sender's wait on this snapshot.
-			_ = n.deliver(ctx, m)
-			return
-		}
-		_, _, desc, err := decodeSnapshotData(m.GetSnapshot().GetData())
-		if err == nil {
-			err = p.Prepare(ctx, m.GetFrom(), index, desc)
-		}
-		if err != nil {
-			n.cfg.Logger.Warn("replica: prepare snapshot", "from", m.GetFrom(), "index", index, "err", err)
-			// The sender waits on this snapshot (Config.SnapshotTimeout):
-			// tell it, so it can send another now.
-			refused := &pb.Message{Type: pb.MessageType_MsgSnapStatus.Enum(), To: new(m.GetFrom()),
-				From: new(n.cfg.ID), Index: new(index), Reject: new(true)}
-			n.report(func(c *core) { c.cfg.Transport.Send([]*pb.Message{refused}) })
-			return
-		}
-		_ = n.deliver(ctx, m)
 	}()
 	return nil
+}
+
+// prepareOne prepares snapshot message m and delivers it, or tells its
+// sender it could not.
+func (n *Node) prepareOne(p SnapshotPreparer, m *pb.Message) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n.prep.running(m, cancel)
+	go func() {
+		select {
+		case <-n.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	index := m.GetSnapshot().GetMetadata().GetIndex()
+	var commit uint64
+	if err := n.do(ctx, func(c *core) { commit = c.st.hard.GetCommit() }); err != nil {
+		return
+	}
+	if index <= commit {
+		// Nothing to fetch: raft answers with the commit index, which
+		// ends the sender's wait on this snapshot.
+		_ = n.deliver(ctx, m)
+		return
+	}
+	_, _, desc, err := decodeSnapshotData(m.GetSnapshot().GetData())
+	if err == nil {
+		err = p.Prepare(ctx, m.GetFrom(), index, desc)
+	}
+	if err != nil {
+		if n.prep.superseded(m) {
+			// A snapshot of a newer term arrived: raft would ignore this
+			// one, and its sender no longer leads.
+			n.cfg.Logger.Info("replica: prepare snapshot given up for a newer term's", "from", m.GetFrom(), "index", index)
+			return
+		}
+		n.cfg.Logger.Warn("replica: prepare snapshot", "from", m.GetFrom(), "index", index, "err", err)
+		// The sender waits on this snapshot (Config.SnapshotTimeout):
+		// tell it, so it can send another now.
+		refused := &pb.Message{Type: pb.MessageType_MsgSnapStatus.Enum(), To: new(m.GetFrom()),
+			From: new(n.cfg.ID), Index: new(index), Reject: new(true)}
+		n.report(func(c *core) { c.cfg.Transport.Send([]*pb.Message{refused}) })
+		return
+	}
+	_ = n.deliver(ctx, m)
 }
 
 // ReportUnreachable tells raft that a message to replica id could not be

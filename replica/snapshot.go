@@ -58,6 +58,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -90,8 +91,9 @@ type Snapshotter interface {
 // once Prepare succeeded: raft then calls Install, which only swaps the
 // prepared state in. A failed Prepare drops the message and tells the
 // sender (a rejected MsgSnapStatus), which sends a snapshot again.
-// Messages of a snapshot arriving while one is being prepared are
-// dropped; those the replica's commit index already covers go to raft
+// A snapshot message arriving while one is being prepared waits its
+// turn, and cuts the current one short if it is of a newer term
+// (prepGate); those the replica's commit index already covers go to raft
 // unprepared (it answers with its commit index).
 type SnapshotPreparer interface {
 	// Prepare readies the snapshot at index that data (the Snapshotter's
@@ -108,6 +110,85 @@ type SnapshotActivity interface {
 	// LastServed returns when data of the snapshot at index was last
 	// served to a receiver (zero if never).
 	LastServed(index uint64) time.Time
+}
+
+// prepGate orders the snapshot messages a receiver prepares
+// (SnapshotPreparer, Node.Step): one at a time, and none lost without a
+// word to its sender. A message arriving while another is being prepared
+// is kept and prepared next (the latest of the newest term; earlier ones
+// wait no more), unless raft would ignore it or it is the same snapshot
+// again. One of a newer term also cuts the current Prepare short: a
+// receiver that heard from a new leader ignores the old leader's snapshot
+// message once prepared.
+//
+// Before, a message arriving meanwhile was dropped. When leadership
+// moved during a fetch, the new leader's snapshot was dropped while the
+// old leader's was fetched, which raft then ignored (its term was over):
+// the new leader waited SnapshotTimeout (30 s) for a snapshot nobody
+// prepared, and TestSnapshotJoin's learner had applied nothing after
+// 30 s.
+type prepGate struct {
+	mu     sync.Mutex
+	cur    *pb.Message        // being prepared; nil: idle
+	next   *pb.Message        // prepared after cur
+	cancel context.CancelFunc // cur's Prepare, once running
+}
+
+// offer reports whether m is to be prepared now (nothing was); if not, m
+// waits for the one being prepared, or is dropped (see the type).
+func (g *prepGate) offer(m *pb.Message) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cur == nil {
+		g.cur = m
+		return true
+	}
+	if m.GetTerm() < g.cur.GetTerm() || sameSnapshot(m, g.cur) ||
+		g.next != nil && m.GetTerm() < g.next.GetTerm() {
+		return false
+	}
+	g.next = m
+	if m.GetTerm() > g.cur.GetTerm() && g.cancel != nil {
+		g.cancel()
+	}
+	return false
+}
+
+// running records how to cut m's Prepare short; it does so at once if a
+// newer term's message came first.
+func (g *prepGate) running(m *pb.Message, cancel context.CancelFunc) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cur != m {
+		return
+	}
+	g.cancel = cancel
+	if g.next != nil && g.next.GetTerm() > m.GetTerm() {
+		cancel()
+	}
+}
+
+// superseded reports whether a message of a newer term than m waits.
+func (g *prepGate) superseded(m *pb.Message) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.next != nil && g.next.GetTerm() > m.GetTerm()
+}
+
+// finish ends the current message's turn and returns the one to prepare
+// next (nil: the gate is idle, the next offer prepares).
+func (g *prepGate) finish() *pb.Message {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cur, g.next, g.cancel = g.next, nil, nil
+	return g.cur
+}
+
+// sameSnapshot reports whether a and b are the same snapshot from the
+// same sender in the same term (raft sent it again).
+func sameSnapshot(a, b *pb.Message) bool {
+	return a.GetFrom() == b.GetFrom() && a.GetTerm() == b.GetTerm() &&
+		a.GetSnapshot().GetMetadata().GetIndex() == b.GetSnapshot().GetMetadata().GetIndex()
 }
 
 // snapFlight is a snapshot a leader sent and waits on (see the file

@@ -1,11 +1,17 @@
 package replica
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/tallydb/tally/replica/memtransport"
+	"github.com/tallydb/tally/store"
 )
 
 // joinSim is a simulation (sim_test.go) of a learner joining by snapshot
@@ -13,8 +19,9 @@ import (
 // every message is delivered, and every replica ticks once. A snapshot
 // message to the learner is held for installRounds rounds before it is
 // delivered, as a receiver holds one while it fetches a checkpoint; a
-// snapshot message arriving meanwhile is dropped, as Node.Step drops one
-// while another is being prepared.
+// snapshot message arriving meanwhile goes through the learner's
+// prepGate, as in Node.Step: it waits for the held one (or is dropped),
+// and one of a newer term cuts the held one short.
 type joinSim struct {
 	*sim
 	learner       uint64
@@ -25,6 +32,10 @@ type joinSim struct {
 	held  *pb.Message
 	due   int
 	round int
+	gate  prepGate
+	// cut: the held message's prepare was cut short (prepGate.running's
+	// cancel).
+	cut bool
 	// snapshots counts the snapshot messages that reached the learner's
 	// side (held or dropped), refused the MsgSnapStatus ones it sent.
 	snapshots int
@@ -62,6 +73,9 @@ func (js *joinSim) write() {
 	}
 	cmd := simCmd{key: uint64(js.rng.IntN(simKeys)), delta: 1}
 	p, err := l.c.propose(encodeCmd(cmd))
+	if err != nil && l.c.rn.BasicStatus().LeadTransferee != 0 {
+		return // raft refuses proposals while it hands leadership over
+	}
 	if err != nil {
 		js.t.Fatalf("propose: %v", err)
 	}
@@ -79,8 +93,8 @@ func (js *joinSim) step() {
 		}
 		if m.GetType() == pb.MessageType_MsgSnap && m.GetTo() == js.learner {
 			js.snapshots++
-			if js.held == nil && !js.drop {
-				js.held, js.due = m, js.round+js.installRounds
+			if !js.drop && js.gate.offer(m) {
+				js.hold(m)
 			}
 			continue
 		}
@@ -89,10 +103,15 @@ func (js *joinSim) step() {
 		}
 		js.processAll()
 	}
-	if js.held != nil && js.round >= js.due {
-		js.nodes[js.learner].c.step(js.held)
+	if js.held != nil && (js.cut || js.round >= js.due) {
+		if !js.cut {
+			js.nodes[js.learner].c.step(js.held)
+			js.processAll()
+		}
 		js.held = nil
-		js.processAll()
+		if next := js.gate.finish(); next != nil {
+			js.hold(next)
+		}
 	}
 	for _, n := range js.up() {
 		n.c.tick()
@@ -100,6 +119,13 @@ func (js *joinSim) step() {
 	js.processAll()
 	js.collect()
 	js.check()
+}
+
+// hold starts preparing snapshot message m: it is delivered
+// installRounds rounds later, unless cut short.
+func (js *joinSim) hold(m *pb.Message) {
+	js.held, js.due, js.cut = m, js.round+js.installRounds, false
+	js.gate.running(m, func() { js.cut = true })
 }
 
 // addLearner adds the learner and starts it.
@@ -278,4 +304,152 @@ func TestSnapshotHoldBounded(t *testing.T) {
 		t.Fatalf("%d snapshots installed, want 2 (the first ended behind the bounded log)", js.installs)
 	}
 	js.promote()
+}
+
+// TestSnapshotJoinLeaderChange: leadership moves while the learner
+// prepares the first leader's snapshot (300 rounds). The new leader's
+// snapshot, arriving meanwhile, is prepared instead (the old one, of an
+// ended term, would be ignored by raft): the learner catches up after one
+// install, with SnapshotTimeout an hour. When Node.Step dropped a
+// snapshot arriving during a prepare, the new leader waited
+// SnapshotTimeout for a snapshot nobody prepared (TestSnapshotJoin:
+// "replica 4 applied 0" after 30 s on a loaded machine).
+func TestSnapshotJoinLeaderChange(t *testing.T) {
+	js := newJoinSim(t, 300, time.Hour)
+	js.addLearner()
+	for i := 0; js.held == nil; i++ {
+		if i == 100 {
+			t.Fatal("no snapshot sent to the learner")
+		}
+		js.step()
+	}
+	old := js.leader()
+	if old.id != js.held.GetFrom() {
+		t.Fatalf("snapshot from %d, leader %d", js.held.GetFrom(), old.id)
+	}
+	to := uint64(1)
+	if old.id == 1 {
+		to = 2
+	}
+	old.c.rn.TransferLeader(to)
+	for i := 0; js.leader() == nil || js.leader() == old; i++ {
+		if i == 100 {
+			t.Fatal("leadership did not move")
+		}
+		js.step()
+	}
+	for i := 0; !js.caughtUp() || js.held != nil; i++ {
+		if i == 2000 {
+			t.Fatalf("learner not caught up %d rounds after the leader change: %d snapshots sent to it, %d installed",
+				i, js.snapshots, js.installs)
+		}
+		js.step()
+	}
+	if js.installs != 1 {
+		t.Fatalf("%d snapshots installed, want 1 (the new leader's)", js.installs)
+	}
+	if got := js.leader().c.m.snapshotsFailed.Load(); got != 0 {
+		t.Fatalf("the new leader gave up on %d snapshots", got)
+	}
+	js.promote()
+}
+
+// gateSnaps is a SnapshotPreparer whose Prepare reports each call's index
+// on calls; the one at blockIndex waits for its context, the others fail.
+type gateSnaps struct {
+	calls      chan uint64
+	blockIndex uint64
+}
+
+func (g *gateSnaps) Create(context.Context, uint64) ([]byte, error) {
+	return nil, errors.New("gateSnaps: no Create")
+}
+
+func (g *gateSnaps) Install(context.Context, uint64, []byte) (*store.DB, error) {
+	return nil, errors.New("gateSnaps: no Install")
+}
+
+func (g *gateSnaps) Prepare(ctx context.Context, _, index uint64, _ []byte) error {
+	g.calls <- index
+	if index == g.blockIndex {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return errors.New("gateSnaps: refused")
+}
+
+// TestNodePrepareNewerTerm drives Node.Step's prepare goroutine (not the
+// sim's model of it): while the snapshot of term 2 at 10 is prepared, the
+// same message again is dropped, one of term 2 at 11 waits, and one of
+// term 3 at 12 (a new leader's) takes its place and cuts the first short.
+// The first's sender is told nothing (it no longer leads); the new one is
+// prepared, and its refusal reaches its sender.
+func TestNodePrepareNewerTerm(t *testing.T) {
+	net := memtransport.New()
+	db, err := store.Open("n", &store.Options{FS: vfs.NewMem(), DisableBackground: true, CacheSize: 1 << 20, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := &gateSnaps{calls: make(chan uint64, 8), blockIndex: 10}
+	n, err := Start(Config{ID: 4, DB: db, Join: true, Transport: net.Endpoint(4), Snapshots: snaps,
+		TickInterval: time.Hour, Apply: func(uint64, []byte) ([]byte, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = n.Stop()
+		}
+	}()
+	snap := func(from, term, index uint64) *pb.Message {
+		return &pb.Message{Type: pb.MessageType_MsgSnap.Enum(), From: new(from), To: new(uint64(4)), Term: new(term),
+			Snapshot: &pb.Snapshot{Data: appendSnapshotData(nil, 0, map[uint64]Peer{}, []byte("desc")),
+				Metadata: &pb.SnapshotMetadata{Index: new(index), Term: new(term)}}}
+	}
+	ctx := context.Background()
+	next := func() uint64 {
+		t.Helper()
+		select {
+		case i := <-snaps.calls:
+			return i
+		case <-time.After(time.Minute):
+			t.Fatal("no Prepare call in a minute")
+			return 0
+		}
+	}
+	if err := n.Step(ctx, snap(1, 2, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got != 10 {
+		t.Fatalf("prepared %d first, want 10", got)
+	}
+	for _, m := range []*pb.Message{snap(1, 2, 10), snap(1, 2, 11), snap(2, 3, 12)} {
+		if err := n.Step(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := next(); got != 12 {
+		t.Fatalf("prepared %d after 10, want 12 (the newer term's)", got)
+	}
+	for deadline := time.Now().Add(time.Minute); net.Len() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no refusal sent in a minute")
+		}
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true // every prepare has ended (Stop waits for them)
+	if len(snaps.calls) != 0 {
+		t.Fatalf("prepared %d more after 12", <-snaps.calls)
+	}
+	if net.Len() != 1 {
+		t.Fatalf("%d messages sent, want one refusal", net.Len())
+	}
+	m := net.Take(0)
+	if m.GetType() != pb.MessageType_MsgSnapStatus || m.GetTo() != 2 || m.GetIndex() != 12 || !m.GetReject() {
+		t.Fatalf("sent %v, want the refusal of 12 to 2", m)
+	}
 }

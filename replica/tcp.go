@@ -450,18 +450,33 @@ func (p *peerSender) drain() {
 }
 
 // write writes first and then the queue to conn until an error or stop.
+//
+// A write error loses what w still buffered: the snapshot messages among
+// it are reported failed (SnapshotStatus), as a dropped one is, so the
+// leader sends the snapshot again at once instead of waiting
+// SnapshotTimeout for a message that never left.
 func (p *peerSender) write(conn net.Conn, dead <-chan struct{}, first queued) error {
 	w := bufio.NewWriterSize(conn, 64<<10)
+	unflushed := 0 // snapshot messages in w since its last flush
+	lost := func(err error) error {
+		for ; unflushed > 0; unflushed-- {
+			p.t.drop(p.id, true)
+		}
+		return err
+	}
 	put := func(q queued) error {
 		var hdr [4]byte
 		binary.BigEndian.PutUint32(hdr[:], uint32(len(q.b)))
 		if _, err := w.Write(hdr[:]); err != nil {
 			p.t.drop(p.id, q.snap)
-			return err
+			return lost(err)
 		}
 		if _, err := w.Write(q.b); err != nil {
 			p.t.drop(p.id, q.snap)
-			return err
+			return lost(err)
+		}
+		if q.snap {
+			unflushed++
 		}
 		p.t.sent.Add(1)
 		return nil
@@ -479,8 +494,9 @@ func (p *peerSender) write(conn net.Conn, dead <-chan struct{}, first queued) er
 		default:
 		}
 		if err := w.Flush(); err != nil {
-			return err
+			return lost(err)
 		}
+		unflushed = 0
 		select {
 		case q := <-p.queue:
 			if err := put(q); err != nil {

@@ -256,3 +256,31 @@ func TestTokenBucket(t *testing.T) {
 		t.Fatalf("unlimited waits %v", d)
 	}
 }
+
+// TestTCPWriteErrorReportsSnapshot: a connection that fails while a
+// snapshot message is still in the sender's buffer reports the snapshot
+// failed (raft sends it again at once), as a dropped one is; before, the
+// message was counted sent and lost without a word, and the leader waited
+// SnapshotTimeout for it.
+func TestTCPWriteErrorReportsSnapshot(t *testing.T) {
+	var failed []uint64
+	tr := &TCPTransport{cfg: TCPConfig{SnapshotStatus: func(id uint64, ok bool) {
+		if !ok {
+			failed = append(failed, id)
+		}
+	}}}
+	p := &peerSender{t: tr, id: 2, queue: make(chan queued, 4), stopc: make(chan struct{})}
+	conn, other := net.Pipe()
+	other.Close() // every write fails
+	defer conn.Close()
+	p.queue <- queued{b: []byte("an append")}
+	if err := p.write(conn, make(chan struct{}), queued{b: []byte("a snapshot"), snap: true}); err == nil {
+		t.Fatal("write to a closed pipe succeeded")
+	}
+	if len(failed) != 1 || failed[0] != 2 {
+		t.Fatalf("snapshot failures reported: %v, want [2]", failed)
+	}
+	if got := tr.Stats().Dropped; got != 1 {
+		t.Fatalf("%d messages counted dropped, want 1 (the snapshot)", got)
+	}
+}
