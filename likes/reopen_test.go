@@ -3,10 +3,8 @@ package likes
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -138,18 +136,7 @@ func TestHistogramAfterReopen(t *testing.T) {
 // passes. Before, the reload's error was dropped and the store took
 // writes.
 func TestReloadErrorFailsStore(t *testing.T) {
-	fault := testutil.FullWAL(false)
-	so := &store.Options{FS: errorfs.Wrap(vfs.NewMem(), fault), Families: Families(), DisableBackground: true,
-		JobWorkers: -1, ReopenOnFailure: true}
-	db, err := store.Open("l", so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	l, err := New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, fault, l := openFailing(t, store.SyncAlways, nil)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -196,18 +183,7 @@ func TestReloadErrorFailsStore(t *testing.T) {
 // list. It now lists them under loadMu's read side (pruneIDs): it waits
 // for the reload.
 func TestPruneDuringReopen(t *testing.T) {
-	fault := testutil.FullWAL(false)
-	so := &store.Options{FS: errorfs.Wrap(vfs.NewMem(), fault), Families: Families(), DisableBackground: true,
-		JobWorkers: -1, ReopenOnFailure: true}
-	db, err := store.Open("l", so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	l, err := New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, fault, l := openFailing(t, store.SyncAlways, nil)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -248,7 +224,7 @@ func TestPruneDuringReopen(t *testing.T) {
 		close(release)
 		must(err)
 		t.Fatal("the prune ran while the reopen had not reloaded the businesses")
-	case g := <-blockedIn(done, "likes.(*Likes).runPrune", "sync.(*RWMutex).RLock"):
+	case g := <-testutil.BlockedIn(done, "likes.(*Likes).runPrune", "sync.(*RWMutex).RLock"):
 		if !strings.Contains(g, "likes.(*Likes).pruneIDs") {
 			close(release)
 			t.Fatalf("the prune listed the businesses before waiting for the reload; it waits in:\n%s", g)
@@ -260,29 +236,4 @@ func TestPruneDuringReopen(t *testing.T) {
 		t.Fatalf("businesses after the reopen: %v", m)
 	}
 	must(l.Check())
-}
-
-// blockedIn returns a channel that receives the stack of the first
-// goroutine found whose stack holds every frame of frames, or never if
-// done receives first (it is not consumed: the caller reads it).
-func blockedIn(done <-chan error, frames ...string) <-chan string {
-	ch := make(chan string, 1)
-	go func() {
-		buf := make([]byte, 1<<20)
-		for len(done) == 0 {
-			n := runtime.Stack(buf, true)
-			for _, g := range strings.Split(string(buf[:n]), "\n\n") {
-				all := true
-				for _, f := range frames {
-					all = all && strings.Contains(g, f)
-				}
-				if all {
-					ch <- g
-					return
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
-	return ch
 }

@@ -649,12 +649,7 @@ func TestHealReloadError(t *testing.T) {
 		return nil
 	}
 	defer h.db.OnReopen(r.hook())()
-	h.fault.On()
-	if err := h.write(); err != nil {
-		h.maybe = append(h.maybe, h.next-1)
-	}
-	h.fault.Off()
-	within(t, "the reopen's hook", healDeadline, func() { <-r.released })
+	h.failWriteAndWait(t, r)
 
 	if g := h.db.Generation(); g != 1 {
 		t.Fatalf("generation %d after one reopen", g)
@@ -707,12 +702,7 @@ func TestHealReloadCorrupt(t *testing.T) {
 	errDamage := fmt.Errorf("%w: injected: a package record is damaged", ErrCorrupt)
 	r := &reloadHook{db: h.db, released: make(chan struct{}, 4), fail: func(int) error { return errDamage }}
 	defer h.db.OnReopen(r.hook())()
-	h.fault.On()
-	if err := h.write(); err != nil {
-		h.maybe = append(h.maybe, h.next-1)
-	}
-	h.fault.Off()
-	within(t, "the reopen's hook", healDeadline, func() { <-r.released })
+	h.failWriteAndWait(t, r)
 	within(t, "the healer stopping", healDeadline, h.db.heal.wg.Wait)
 	if err := h.write(); !errors.Is(err, ErrFailed) || !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("write after a reload found damage: %v", err)
@@ -720,4 +710,17 @@ func TestHealReloadCorrupt(t *testing.T) {
 	if n := h.db.Stats().Reopens; n != 1 {
 		t.Fatalf("%d reopens, want 1", n)
 	}
+}
+
+// failWriteAndWait writes once with the fault on (a write whose outcome is
+// unknown joins h.maybe), turns it off and waits for the reopen to run r's
+// hook.
+func (h *healStore) failWriteAndWait(t *testing.T, r *reloadHook) {
+	t.Helper()
+	h.fault.On()
+	if err := h.write(); err != nil {
+		h.maybe = append(h.maybe, h.next-1)
+	}
+	h.fault.Off()
+	within(t, "the reopen's hook", healDeadline, func() { <-r.released })
 }

@@ -3,7 +3,6 @@ package timeline
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -190,7 +189,7 @@ func TestCheckDuringReopen(t *testing.T) {
 	case err := <-res:
 		close(release)
 		t.Fatalf("Check ran while the reopen had not reloaded the timeline: %v", err)
-	case <-blockedIn(res, "timeline.(*Timeline).Check", "sync.(*RWMutex).RLock"):
+	case <-testutil.BlockedIn(res, "timeline.(*Timeline).Check", "sync.(*RWMutex).RLock"):
 	}
 	close(release)
 	h.must(<-res)
@@ -232,7 +231,7 @@ func TestExpiryDuringReopen(t *testing.T) {
 		close(release)
 		h.must(err)
 		t.Fatalf("the expiry ran while the reopen had not reloaded the timeline; then Check: %v", tl.Check())
-	case <-blockedIn(res, "timeline.(*Timeline).runExpire", "sync.(*RWMutex).RLock"):
+	case <-testutil.BlockedIn(res, "timeline.(*Timeline).runExpire", "sync.(*RWMutex).RLock"):
 	}
 	close(release)
 	h.must(<-res)
@@ -240,32 +239,6 @@ func TestExpiryDuringReopen(t *testing.T) {
 		t.Fatalf("pending marks %v in memory after the expiry", got)
 	}
 	h.must(tl.Check())
-}
-
-// blockedIn returns a channel that receives the stack of the first
-// goroutine found whose stack holds every frame of frames (a goroutine
-// parked in a lock, say), or never if done receives first (it is not
-// consumed: the caller reads it).
-func blockedIn(done <-chan error, frames ...string) <-chan string {
-	ch := make(chan string, 1)
-	go func() {
-		buf := make([]byte, 1<<20)
-		for len(done) == 0 {
-			n := runtime.Stack(buf, true)
-			for _, g := range strings.Split(string(buf[:n]), "\n\n") {
-				all := true
-				for _, f := range frames {
-					all = all && strings.Contains(g, f)
-				}
-				if all {
-					ch <- g
-					return
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
-	return ch
 }
 
 // TestReloadErrorFailsStore: the store heals in place but the timeline
@@ -344,7 +317,7 @@ func TestFanoutDuringReopen(t *testing.T) {
 				close(release)
 				h.must(err)
 				t.Fatalf("the fan-out ran while the reopen had not reloaded the timeline; then Check: %v", tl.Check())
-			case g := <-blockedIn(done, "timeline.(*Timeline).run", "sync.(*RWMutex).RLock"):
+			case g := <-testutil.BlockedIn(done, "timeline.(*Timeline).run", "sync.(*RWMutex).RLock"):
 				if !strings.Contains(g, c.start) {
 					close(release)
 					t.Fatalf("the fan-out read the mirrors before waiting for the reload; it waits in:\n%s", g)
@@ -391,7 +364,7 @@ func TestExpiryConfigDuringReopen(t *testing.T) {
 	case err := <-done:
 		close(release)
 		h.must(err)
-	case <-blockedIn(done, "timeline.(*Timeline).runExpire", "sync.(*RWMutex).RLock"):
+	case <-testutil.BlockedIn(done, "timeline.(*Timeline).runExpire", "sync.(*RWMutex).RLock"):
 		close(release)
 		h.must(<-done)
 	}

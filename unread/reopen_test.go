@@ -37,16 +37,7 @@ func TestChannelsAfterReopen(t *testing.T) {
 		_, err := x.Mark("b")
 		return err
 	})
-	ids := map[uint32]string{}
-	for _, ch := range x.chans.byID {
-		if other, ok := ids[ch.id]; ok {
-			t.Fatalf("channels %s and %s share id %d", other, ch.name, ch.id)
-		}
-		ids[ch.id] = ch.name
-	}
-	if len(ids) != 3 {
-		t.Fatalf("channels after the reopen: %v (want zero, a, b)", ids)
-	}
+	checkChannelIDs(t, x, 3)
 	must(t, x.Check())
 	must(t, db.Close())
 	db2, err := store.Open("u", storeOptions(mem))
@@ -121,6 +112,13 @@ func TestReloadErrorFailsStore(t *testing.T) {
 	if g := db.Generation(); g != 2 {
 		t.Fatalf("generation %d, want 2 (a reopen whose reload failed, then one that reloaded)", g)
 	}
+	checkChannelIDs(t, x, 3)
+	must(t, x.Check())
+}
+
+// checkChannelIDs fails t unless x holds n channels with distinct ids.
+func checkChannelIDs(t *testing.T, x *Unread, n int) {
+	t.Helper()
 	ids := map[uint32]string{}
 	for _, ch := range x.chans.byID {
 		if other, ok := ids[ch.id]; ok {
@@ -128,8 +126,7 @@ func TestReloadErrorFailsStore(t *testing.T) {
 		}
 		ids[ch.id] = ch.name
 	}
-	if len(ids) != 3 {
-		t.Fatalf("channels after the reopens: %v (want zero, a, b)", ids)
+	if len(ids) != n {
+		t.Fatalf("channels after the reopen: %v (want %d)", ids, n)
 	}
-	must(t, x.Check())
 }
