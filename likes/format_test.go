@@ -288,22 +288,16 @@ func TestFormat1Store(t *testing.T) {
 		t.Helper()
 		a := format1Answers{NowMs: want.NowMs, HistKeys: want.HistKeys, Top: map[string][]Entry{}, TopDay: map[string]map[int][]Entry{},
 			Rank: map[string]map[uint64]Entry{}, RankDay: map[string]map[int]map[uint64]Entry{}, Above: map[string][]uint64{}}
-		must := func(err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
 		for _, biz := range []string{"video", "photo"} {
 			top, err := l.Top(biz, 1000)
-			must(err)
+			mustOK(t, err)
 			a.Top[biz] = top
 			a.TopDay[biz] = map[int][]Entry{}
 			a.Rank[biz] = map[uint64]Entry{}
 			a.RankDay[biz] = map[int]map[uint64]Entry{}
 			for item := uint64(1); item <= 75; item++ {
 				e, ok, err := l.Rank(biz, item)
-				must(err)
+				mustOK(t, err)
 				if ok {
 					a.Rank[biz][item] = e
 				}
@@ -311,19 +305,19 @@ func TestFormat1Store(t *testing.T) {
 			for d := range 4 {
 				day := now().Add(-time.Duration(d) * 24 * time.Hour)
 				td, err := l.TopDay(biz, day, 1000)
-				must(err)
+				mustOK(t, err)
 				a.TopDay[biz][d] = td
 				a.RankDay[biz][d] = map[uint64]Entry{}
 				for item := uint64(1); item <= 75; item++ {
 					e, ok, err := l.RankDay(biz, day, item)
-					must(err)
+					mustOK(t, err)
 					if ok {
 						a.RankDay[biz][d][item] = e
 					}
 				}
 			}
 			ab, err := l.Above(biz, format1Scores, nil)
-			must(err)
+			mustOK(t, err)
 			a.Above[biz] = ab
 		}
 		return a

@@ -101,6 +101,14 @@ func (e *env) check() {
 	}
 }
 
+// mustOK fails t with err, if any.
+func mustOK(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func must[T any](t testing.TB) func(T, error) T {
 	return func(v T, err error) T {
 		t.Helper()

@@ -34,15 +34,9 @@ func TestBusinessIDAfterReopen(t *testing.T) {
 	// Business a's counter exists (a creation adopts it), so the record is
 	// the only write AddBusiness makes.
 	cn := CounterName("a")
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(db.CreateCounter(cn, l.opts.Business.counterOptions()))
+	mustOK(t, db.CreateCounter(cn, l.opts.Business.counterOptions()))
 	for _, col := range []string{LikesColumn, DislikesColumn} {
-		must(db.AddColumn(cn, col, store.ColumnOptions{HintBits: 16, MaxBits: 32}))
+		mustOK(t, db.AddColumn(cn, col, store.ColumnOptions{HintBits: 16, MaxBits: 32}))
 	}
 	fault.On()
 	if err := l.AddBusiness("a", BusinessOptions{}); !errors.Is(err, store.ErrFailed) {
@@ -57,14 +51,14 @@ func TestBusinessIDAfterReopen(t *testing.T) {
 	if a == nil || b == nil || a.id == b.id {
 		t.Fatalf("businesses after the reopen: a %+v, b %+v", a, b)
 	}
-	must(l.Check())
-	must(db.Close())
+	mustOK(t, l.Check())
+	mustOK(t, db.Close())
 	db2, err := store.Open("l", &store.Options{FS: mem, Families: Families(), DisableBackground: true, JobWorkers: -1})
-	must(err)
+	mustOK(t, err)
 	defer db2.Close()
 	l2, err := New(db2, nil)
-	must(err)
-	must(l2.Check())
+	mustOK(t, err)
+	mustOK(t, l2.Check())
 }
 
 // TestHistogramAfterReopen: a like whose WAL writes and sync fail was
@@ -86,15 +80,9 @@ func TestHistogramAfterReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	for u := range uint64(3) {
 		_, err := l.Like("v", 1, 100+u, 0)
-		must(err)
+		mustOK(t, err)
 	}
 	fault.On()
 	for u := range uint64(5) {
@@ -110,9 +98,9 @@ func TestHistogramAfterReopen(t *testing.T) {
 		_, err := l.Like("v", 3, 300, 0)
 		return err
 	})
-	must(l.Check())
+	mustOK(t, l.Check())
 	c, err := l.Counts("v", []uint64{1, 2, 3}, nil)
-	must(err)
+	mustOK(t, err)
 	for _, item := range []uint64{1, 2, 3} {
 		above := 0
 		for _, o := range c {
@@ -121,7 +109,7 @@ func TestHistogramAfterReopen(t *testing.T) {
 			}
 		}
 		e, ok, err := l.Rank("v", item)
-		must(err)
+		mustOK(t, err)
 		if ok != (c[item-1].Likes > 0) || ok && e.Rank != 1+above {
 			t.Errorf("item %d (%d likes): rank %d %v, want %d", item, c[item-1].Likes, e.Rank, ok, 1+above)
 		}
@@ -137,18 +125,12 @@ func TestHistogramAfterReopen(t *testing.T) {
 // writes.
 func TestReloadErrorFailsStore(t *testing.T) {
 	db, fault, l := openFailing(t, store.SyncAlways, nil)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	// As in TestBusinessIDAfterReopen: the record is AddBusiness's only
 	// write.
 	cn := CounterName("a")
-	must(db.CreateCounter(cn, l.opts.Business.counterOptions()))
+	mustOK(t, db.CreateCounter(cn, l.opts.Business.counterOptions()))
 	for _, col := range []string{LikesColumn, DislikesColumn} {
-		must(db.AddColumn(cn, col, store.ColumnOptions{HintBits: 16, MaxBits: 32}))
+		mustOK(t, db.AddColumn(cn, col, store.ColumnOptions{HintBits: 16, MaxBits: 32}))
 	}
 	errReload := errors.New("injected: a likes family read failed")
 	l.testReload = testutil.FailFirstReload(fault, errReload)
@@ -173,7 +155,7 @@ func TestReloadErrorFailsStore(t *testing.T) {
 	if a == nil || b == nil || a.id == b.id {
 		t.Fatalf("businesses after the reopens: a %+v, b %+v", a, b)
 	}
-	must(l.Check())
+	mustOK(t, l.Check())
 }
 
 // TestPruneDuringReopen: the prune job, run by a caller (WaitJob) after
@@ -184,24 +166,18 @@ func TestReloadErrorFailsStore(t *testing.T) {
 // for the reload.
 func TestPruneDuringReopen(t *testing.T) {
 	db, fault, l := openFailing(t, store.SyncAlways, nil)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(l.AddBusiness("x", BusinessOptions{}))
+	mustOK(t, l.AddBusiness("x", BusinessOptions{}))
 	// As in TestBusinessIDAfterReopen: a's record is AddBusiness's only
 	// write.
 	cn := CounterName("a")
-	must(db.CreateCounter(cn, l.opts.Business.counterOptions()))
+	mustOK(t, db.CreateCounter(cn, l.opts.Business.counterOptions()))
 	for _, col := range []string{LikesColumn, DislikesColumn} {
-		must(db.AddColumn(cn, col, store.ColumnOptions{HintBits: 16, MaxBits: 32}))
+		mustOK(t, db.AddColumn(cn, col, store.ColumnOptions{HintBits: 16, MaxBits: 32}))
 	}
 	b := db.NewBatch()
 	defer b.Close()
-	must(l.enqueuePrune(b, l.today()))
-	must(b.Commit())
+	mustOK(t, l.enqueuePrune(b, l.today()))
+	mustOK(t, b.Commit())
 	job := b.JobIDs()[0]
 	// After likes' hook: its After runs first, with the store taking
 	// writes and likes not reloaded yet.
@@ -222,7 +198,7 @@ func TestPruneDuringReopen(t *testing.T) {
 	select {
 	case err := <-done:
 		close(release)
-		must(err)
+		mustOK(t, err)
 		t.Fatal("the prune ran while the reopen had not reloaded the businesses")
 	case g := <-testutil.BlockedIn(done, "likes.(*Likes).runPrune", "sync.(*RWMutex).RLock"):
 		if !strings.Contains(g, "likes.(*Likes).pruneIDs") {
@@ -231,9 +207,9 @@ func TestPruneDuringReopen(t *testing.T) {
 		}
 	}
 	close(release)
-	must(<-done)
+	mustOK(t, <-done)
 	if m := *l.biz.byName.Load(); m["a"] == nil || m["x"] == nil {
 		t.Fatalf("businesses after the reopen: %v", m)
 	}
-	must(l.Check())
+	mustOK(t, l.Check())
 }

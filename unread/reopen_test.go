@@ -19,15 +19,8 @@ import (
 func TestChannelsAfterReopen(t *testing.T) {
 	mem := vfs.NewMem()
 	fault := testutil.FullWAL(false)
-	so := storeOptions(errorfs.Wrap(mem, fault))
-	so.ReopenOnFailure = true
-	db, err := store.Open("u", so)
-	must(t, err)
+	db, x := openHealing(t, errorfs.Wrap(mem, fault))
 	defer db.Close()
-	x, err := New(db, nil)
-	must(t, err)
-	_, err = x.Mark("zero")
-	must(t, err)
 	fault.On()
 	if _, err := x.Mark("a"); !errors.Is(err, store.ErrFailed) {
 		t.Fatalf("Mark with a failing WAL sync: %v", err)
@@ -81,15 +74,8 @@ func TestCacheGeneration(t *testing.T) {
 // the durable channel.
 func TestReloadErrorFailsStore(t *testing.T) {
 	fault := testutil.FullWAL(false)
-	so := storeOptions(errorfs.Wrap(vfs.NewMem(), fault))
-	so.ReopenOnFailure = true
-	db, err := store.Open("u", so)
-	must(t, err)
+	db, x := openHealing(t, errorfs.Wrap(vfs.NewMem(), fault))
 	defer db.Close()
-	x, err := New(db, nil)
-	must(t, err)
-	_, err = x.Mark("zero")
-	must(t, err)
 	errReload := errors.New("injected: an unread family read failed")
 	x.testReload = testutil.FailFirstReload(fault, errReload)
 	fault.On()
@@ -129,4 +115,25 @@ func checkChannelIDs(t *testing.T, x *Unread, n int) {
 	if len(ids) != n {
 		t.Fatalf("channels after the reopen: %v (want %d)", ids, n)
 	}
+}
+
+// openHealing opens unread on a store on fs that heals itself in place
+// (ReopenOnFailure), with one channel ("zero") marked. The caller closes
+// the store.
+func openHealing(t *testing.T, fs vfs.FS) (*store.DB, *Unread) {
+	t.Helper()
+	so := storeOptions(fs)
+	so.ReopenOnFailure = true
+	db, err := store.Open("u", so)
+	must(t, err)
+	x, err := New(db, nil)
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	if _, err := x.Mark("zero"); err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	return db, x
 }
